@@ -1,0 +1,326 @@
+"""Read Intel GPU zebins (ELF64, e_machine EM_INTELGT = 205) with pyelftools and PyYAML.
+
+A zebin holds one ``.text.<kernel>`` section per kernel and a ``.ze_info`` section: YAML that lists,
+per kernel, the execution environment (SIMD size, GRF count, spill/private sizes) and the payload
+arguments, i.e. where each kernel argument sits in the cross-thread data the runtime fills.
+
+Every failure to read (not an ELF, wrong machine, truncated, corrupt YAML...) is a ``ZebinError``:
+the reader is fed files from disk and must never crash with some other exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from elftools.elf.elffile import ELFFile
+
+from xpukit.errors import XpukitError
+
+EM_INTELGT = 205
+_ELF_MAGIC = b"\x7fELF"
+_ELF64_HEADER_SIZE = 64
+
+# Triton scalar types -> bytes in the kernel's argument payload. Pointers are 8 bytes (64-bit).
+_SCALAR_SIZES = {
+    "i1": 1,
+    "i8": 1,
+    "u8": 1,
+    "i16": 2,
+    "u16": 2,
+    "fp16": 2,
+    "bf16": 2,
+    "i32": 4,
+    "u32": 4,
+    "fp32": 4,
+    "f32": 4,
+    "i64": 8,
+    "u64": 8,
+    "fp64": 8,
+    "fp8e4nv": 1,
+    "fp8e5": 1,
+    "fp8e4b15": 1,
+    "fp8e4b8": 1,
+    "fp8e5b16": 1,
+}
+
+
+class ZebinError(XpukitError):
+    """The input is not a readable zebin, or its layout disagrees with a signature."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PayloadArg:
+    """One entry of a kernel's ``payload_arguments`` in ``.ze_info``."""
+
+    arg_type: str
+    offset: int
+    size: int
+    arg_index: int | None = None
+    addrmode: str | None = None
+    addrspace: str | None = None
+    access_type: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    text_size: int  # bytes of machine code in .text.<name>; 0 if the section is missing
+    simd_size: int | None
+    required_sub_group_size: int | None
+    grf_count: int | None
+    spill_size: int  # bytes of register spill space per thread (0 = no spills)
+    private_size: int
+    payload_args: tuple[PayloadArg, ...]
+
+    def explicit_args(self) -> dict[int, PayloadArg]:
+        """arg_index -> the entry that carries the value (the stateless 8-byte pointer, the scalar)."""
+        found: dict[int, PayloadArg] = {}
+        for arg in self.payload_args:
+            if arg.arg_index is None or arg.arg_type not in ("arg_bypointer", "arg_byvalue"):
+                continue
+            # Pointers appear twice: a stateful binding-table entry of size 0 and a stateless one.
+            if arg.size > 0 or arg.arg_index not in found:
+                found[arg.arg_index] = arg
+        return dict(sorted(found.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Zebin:
+    size: int
+    elf_type: str
+    ze_info_version: str | None
+    sections: tuple[str, ...]
+    kernels: tuple[KernelInfo, ...]
+
+    def kernel(self, name: str) -> KernelInfo:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise ZebinError(
+            f"zebin has no kernel {name!r}",
+            f"it has: {', '.join(k.name for k in self.kernels) or 'none'}",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSlot:
+    """A signature argument matched to its payload slot; ``name`` is None for hidden arguments."""
+
+    index: int
+    name: str | None
+    triton_type: str | None
+    kind: str  # "pointer" or "value"
+    offset: int
+    size: int
+
+
+def read_zebin(source: bytes | bytearray | str | Path) -> Zebin:
+    """Parse a zebin from bytes or a file path. Raises ``ZebinError`` for anything unreadable."""
+    if isinstance(source, (str, Path)):
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise ZebinError(f"cannot read {source}: {exc.strerror or exc}") from None
+        where = str(source)
+    else:
+        data = bytes(source)
+        where = "input"
+    try:
+        return _parse(data, where)
+    except ZebinError:
+        raise
+    except Exception as exc:
+        # pyelftools raises ELFError, construct errors, struct.error, UnicodeDecodeError... on corrupt
+        # input; the contract of this reader is one error type.
+        raise ZebinError(f"{where}: corrupt zebin ({type(exc).__name__}: {exc})") from None
+
+
+def _parse(data: bytes, where: str) -> Zebin:
+    if len(data) < 4 or data[:4] != _ELF_MAGIC:
+        raise ZebinError(f"{where}: not an ELF file (no \\x7fELF magic)", "pass a zebin written by ocloc")
+    if len(data) < _ELF64_HEADER_SIZE:
+        raise ZebinError(f"{where}: truncated ELF header ({len(data)} bytes)")
+    if data[4] != 2:
+        raise ZebinError(f"{where}: not ELF64 (EI_CLASS={data[4]})", "zebins are 64-bit ELF")
+    if data[5] != 1:
+        raise ZebinError(f"{where}: not little-endian (EI_DATA={data[5]})")
+    # pyelftools names machine 205 differently across versions; the raw field is unambiguous.
+    (machine,) = struct.unpack_from("<H", data, 18)
+    if machine != EM_INTELGT:
+        raise ZebinError(
+            f"{where}: e_machine is {machine}, not EM_INTELGT ({EM_INTELGT})",
+            "this is an ELF for another processor; pass an Intel GPU zebin",
+        )
+    elf = ELFFile(io.BytesIO(data))
+    sections: dict[str, bytes] = {}
+    names: list[str] = []
+    for section in elf.iter_sections():
+        name = section.name
+        names.append(name)
+        offset, size = section["sh_offset"], section["sh_size"]
+        if section["sh_type"] == "SHT_NOBITS" or not name:
+            continue
+        if offset + size > len(data):
+            raise ZebinError(
+                f"{where}: section {name!r} runs past the end of the file "
+                f"(offset {offset} + size {size} > {len(data)}): truncated zebin"
+            )
+        sections[name] = data[offset : offset + size]
+    if ".ze_info" not in sections:
+        raise ZebinError(f"{where}: no .ze_info section (patchtokens binary?)", "compile with --format zebin")
+    try:
+        info = yaml.safe_load(sections[".ze_info"].decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ZebinError(f"{where}: .ze_info is not valid YAML ({type(exc).__name__})") from None
+    if not isinstance(info, dict) or not isinstance(info.get("kernels", []), list):
+        raise ZebinError(f"{where}: .ze_info has no kernel list")
+    kernels = tuple(_kernel_info(entry, sections, where) for entry in info.get("kernels") or [])
+    text_names = {n[len(".text.") :] for n in names if n.startswith(".text.")}
+    missing = text_names - {k.name for k in kernels}
+    if missing:
+        raise ZebinError(f"{where}: .text sections without .ze_info entries: {', '.join(sorted(missing))}")
+    version = info.get("version")
+    return Zebin(
+        size=len(data),
+        elf_type=str(elf.header["e_type"]),
+        ze_info_version=None if version is None else str(version),
+        sections=tuple(names),
+        kernels=kernels,
+    )
+
+
+def _int(value: Any, what: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ZebinError(f"{where}: .ze_info field {what} is {value!r}, expected an integer")
+    return value
+
+
+def _opt_int(value: Any, what: str, where: str) -> int | None:
+    return None if value is None else _int(value, what, where)
+
+
+def _mapping(value: Any, what: str, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ZebinError(f"{where}: .ze_info field {what} is not a mapping")
+    return value
+
+
+def _kernel_info(entry: Any, sections: Mapping[str, bytes], where: str) -> KernelInfo:
+    entry = _mapping(entry, "kernels[]", where)
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        raise ZebinError(f"{where}: .ze_info kernel entry without a name")
+    env = _mapping(entry.get("execution_env"), f"{name}.execution_env", where)
+    attrs = _mapping(entry.get("user_attributes"), f"{name}.user_attributes", where)
+    # Spill and private space appear either in execution_env or as per-thread memory buffers,
+    # depending on the IGC release.
+    spill = _int(env.get("spill_size", 0), "spill_size", where)
+    private = _int(env.get("private_size", 0), "private_size", where)
+    buffers = entry.get("per_thread_memory_buffers") or []
+    if not isinstance(buffers, list):
+        raise ZebinError(f"{where}: {name}.per_thread_memory_buffers is not a list")
+    for buf in buffers:
+        buf = _mapping(buf, "per_thread_memory_buffers[]", where)
+        size = _int(buf.get("size", 0), "per_thread_memory_buffers.size", where)
+        if buf.get("usage") == "spill_fill_space" or buf.get("type") == "scratch":
+            spill = max(spill, size)
+        elif buf.get("usage") == "private_space":
+            private = max(private, size)
+    raw_args = entry.get("payload_arguments") or []
+    if not isinstance(raw_args, list):
+        raise ZebinError(f"{where}: {name}.payload_arguments is not a list")
+    args = []
+    for raw in raw_args:
+        raw = _mapping(raw, "payload_arguments[]", where)
+        arg_type = raw.get("arg_type")
+        if not isinstance(arg_type, str):
+            raise ZebinError(f"{where}: {name} payload argument without arg_type")
+        args.append(
+            PayloadArg(
+                arg_type=arg_type,
+                offset=_int(raw.get("offset", 0), "offset", where),
+                size=_int(raw.get("size", 0), "size", where),
+                arg_index=_opt_int(raw.get("arg_index"), "arg_index", where),
+                addrmode=_opt_str(raw.get("addrmode")),
+                addrspace=_opt_str(raw.get("addrspace")),
+                access_type=_opt_str(raw.get("access_type")),
+            )
+        )
+    text = sections.get(f".text.{name}", b"")
+    return KernelInfo(
+        name=name,
+        text_size=len(text),
+        simd_size=_opt_int(env.get("simd_size"), "simd_size", where),
+        required_sub_group_size=_opt_int(
+            attrs.get("intel_reqd_sub_group_size", env.get("required_sub_group_size")),
+            "required_sub_group_size",
+            where,
+        ),
+        grf_count=_opt_int(env.get("grf_count"), "grf_count", where),
+        spill_size=spill,
+        private_size=private,
+        payload_args=tuple(args),
+    )
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def type_size(triton_type: str) -> int:
+    """Payload bytes of one Triton signature type ("*fp32" -> 8, "i32" -> 4)."""
+    if triton_type.startswith("*"):
+        return 8
+    try:
+        return _SCALAR_SIZES[triton_type]
+    except KeyError:
+        raise ZebinError(
+            f"unknown Triton type {triton_type!r} in the signature",
+            f"use a pointer (*fp32, ...) or one of: {', '.join(_SCALAR_SIZES)}",
+        ) from None
+
+
+def check_layout(kernel: KernelInfo, signature: Mapping[str, str]) -> list[ArgSlot]:
+    """Match the payload to the Triton signature the kernel came from; raise ``ZebinError`` on mismatch.
+
+    ``signature`` is Triton's full mapping (name -> type, "constexpr" for constexprs, which take no
+    slot). Payload entries beyond the signature are hidden arguments Triton appends (a local-memory
+    buffer when ``shared > 0``; two scratch pointers on newer Triton) and are returned unnamed.
+    """
+    params = [(n, t) for n, t in signature.items() if t != "constexpr"]
+    explicit = kernel.explicit_args()
+    problems: list[str] = []
+    slots: list[ArgSlot] = []
+    for index, (name, ty) in enumerate(params):
+        arg = explicit.get(index)
+        want_kind = "pointer" if ty.startswith("*") else "value"
+        if arg is None:
+            problems.append(f"{name} ({ty}) has no payload slot {index}")
+            continue
+        kind = "pointer" if arg.arg_type == "arg_bypointer" else "value"
+        if kind != want_kind:
+            problems.append(f"{name} ({ty}) is passed by {kind}, expected by {want_kind}")
+        elif arg.size != type_size(ty):
+            problems.append(f"{name} ({ty}) has {arg.size} bytes, expected {type_size(ty)}")
+        slots.append(ArgSlot(index, name, ty, kind, arg.offset, arg.size))
+    for index, arg in explicit.items():
+        if index >= len(params):
+            kind = "pointer" if arg.arg_type == "arg_bypointer" else "value"
+            slots.append(ArgSlot(index, None, None, kind, arg.offset, arg.size))
+    if problems:
+        raise ZebinError(
+            f"kernel {kernel.name}: payload does not match the signature: {'; '.join(problems)}",
+            "compile with the same signature the zebin was built from",
+        )
+    return slots
