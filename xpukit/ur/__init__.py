@@ -1,0 +1,46 @@
+"""Unified Runtime from Python: a thin 1:1 ctypes binding (``load``) and a small Pythonic layer.
+
+    from xpukit import ur
+    with ur.Session("auto") as s:
+        buf = s.from_numpy(x)
+"""
+
+from __future__ import annotations
+
+from xpukit.ur._api import SUPPORTED_RELEASES
+from xpukit.ur.core import DeviceInfo, Kernel, Program, Queue, Session, USMAllocation
+from xpukit.ur.errors import (
+    BadDeviceRequest,
+    ClosedError,
+    DeviceNotFound,
+    KernelArgumentError,
+    LoaderNotFound,
+    ProgramCacheCorrupt,
+    UnsupportedURRelease,
+    UrError,
+    error_class,
+)
+from xpukit.ur.loader import UrLibrary, detect_release, find_loader, load
+
+__all__ = [
+    "SUPPORTED_RELEASES",
+    "BadDeviceRequest",
+    "ClosedError",
+    "DeviceInfo",
+    "DeviceNotFound",
+    "Kernel",
+    "KernelArgumentError",
+    "LoaderNotFound",
+    "Program",
+    "ProgramCacheCorrupt",
+    "Queue",
+    "Session",
+    "USMAllocation",
+    "UnsupportedURRelease",
+    "UrError",
+    "UrLibrary",
+    "detect_release",
+    "error_class",
+    "find_loader",
+    "load",
+]

@@ -1,0 +1,227 @@
+"""Raw Unified Runtime declarations: result codes, enums and per-release C prototypes.
+
+Everything here was read from ``ur_api.h`` of the release it names (intel-sycl-rt wheels
+2025.0.5, 2025.1.1, 2025.2.2 and 2025.3.3). Enum values used here did not change between those
+releases; three prototypes did, and they are spelled out per release in ``RELEASE_PROTOTYPES``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from ctypes import POINTER, c_bool, c_char_p, c_int32, c_size_t, c_uint32, c_void_p
+
+# --- result codes (ur_result_t) -------------------------------------------------------------
+_RESULTS = """
+SUCCESS 0
+ERROR_INVALID_OPERATION 1
+ERROR_INVALID_QUEUE_PROPERTIES 2
+ERROR_INVALID_QUEUE 3
+ERROR_INVALID_VALUE 4
+ERROR_INVALID_CONTEXT 5
+ERROR_INVALID_PLATFORM 6
+ERROR_INVALID_BINARY 7
+ERROR_INVALID_PROGRAM 8
+ERROR_INVALID_SAMPLER 9
+ERROR_INVALID_BUFFER_SIZE 10
+ERROR_INVALID_MEM_OBJECT 11
+ERROR_INVALID_EVENT 12
+ERROR_INVALID_EVENT_WAIT_LIST 13
+ERROR_MISALIGNED_SUB_BUFFER_OFFSET 14
+ERROR_INVALID_WORK_GROUP_SIZE 15
+ERROR_COMPILER_NOT_AVAILABLE 16
+ERROR_PROFILING_INFO_NOT_AVAILABLE 17
+ERROR_DEVICE_NOT_FOUND 18
+ERROR_INVALID_DEVICE 19
+ERROR_DEVICE_LOST 20
+ERROR_DEVICE_REQUIRES_RESET 21
+ERROR_DEVICE_IN_LOW_POWER_STATE 22
+ERROR_DEVICE_PARTITION_FAILED 23
+ERROR_INVALID_DEVICE_PARTITION_COUNT 24
+ERROR_INVALID_WORK_ITEM_SIZE 25
+ERROR_INVALID_WORK_DIMENSION 26
+ERROR_INVALID_KERNEL_ARGS 27
+ERROR_INVALID_KERNEL 28
+ERROR_INVALID_KERNEL_NAME 29
+ERROR_INVALID_KERNEL_ARGUMENT_INDEX 30
+ERROR_INVALID_KERNEL_ARGUMENT_SIZE 31
+ERROR_INVALID_KERNEL_ATTRIBUTE_VALUE 32
+ERROR_INVALID_IMAGE_SIZE 33
+ERROR_INVALID_IMAGE_FORMAT_DESCRIPTOR 34
+ERROR_MEM_OBJECT_ALLOCATION_FAILURE 35
+ERROR_INVALID_PROGRAM_EXECUTABLE 36
+ERROR_UNINITIALIZED 37
+ERROR_OUT_OF_HOST_MEMORY 38
+ERROR_OUT_OF_DEVICE_MEMORY 39
+ERROR_OUT_OF_RESOURCES 40
+ERROR_PROGRAM_BUILD_FAILURE 41
+ERROR_PROGRAM_LINK_FAILURE 42
+ERROR_UNSUPPORTED_VERSION 43
+ERROR_UNSUPPORTED_FEATURE 44
+ERROR_INVALID_ARGUMENT 45
+ERROR_INVALID_NULL_HANDLE 46
+ERROR_HANDLE_OBJECT_IN_USE 47
+ERROR_INVALID_NULL_POINTER 48
+ERROR_INVALID_SIZE 49
+ERROR_UNSUPPORTED_SIZE 50
+ERROR_UNSUPPORTED_ALIGNMENT 51
+ERROR_INVALID_SYNCHRONIZATION_OBJECT 52
+ERROR_INVALID_ENUMERATION 53
+ERROR_UNSUPPORTED_ENUMERATION 54
+ERROR_UNSUPPORTED_IMAGE_FORMAT 55
+ERROR_INVALID_NATIVE_BINARY 56
+ERROR_INVALID_GLOBAL_NAME 57
+ERROR_FUNCTION_ADDRESS_NOT_AVAILABLE 58
+ERROR_INVALID_GROUP_SIZE_DIMENSION 59
+ERROR_INVALID_GLOBAL_WIDTH_DIMENSION 60
+ERROR_PROGRAM_UNLINKED 61
+ERROR_OVERLAPPING_REGIONS 62
+ERROR_INVALID_HOST_PTR 63
+ERROR_INVALID_USM_SIZE 64
+ERROR_OBJECT_ALLOCATION_FAILURE 65
+ERROR_ADAPTER_SPECIFIC 66
+ERROR_LAYER_NOT_PRESENT 67
+ERROR_IN_EVENT_LIST_EXEC_STATUS 68
+ERROR_DEVICE_NOT_AVAILABLE 69
+ERROR_INVALID_SPEC_ID 70
+ERROR_INVALID_COMMAND_BUFFER_EXP 4096
+ERROR_INVALID_COMMAND_BUFFER_SYNC_POINT_EXP 4097
+ERROR_INVALID_COMMAND_BUFFER_SYNC_POINT_WAIT_LIST_EXP 4098
+ERROR_INVALID_COMMAND_BUFFER_COMMAND_HANDLE_EXP 4099
+ERROR_UNKNOWN 2147483646
+"""
+RESULT_NAMES: dict[int, str] = {
+    int(code): "UR_RESULT_" + name for name, code in (line.split() for line in _RESULTS.strip().splitlines())
+}
+RESULT_CODES: dict[str, int] = {name: code for code, name in RESULT_NAMES.items()}
+
+# --- enums (values identical in 2025.0-2025.3) ------------------------------------------------
+DEVICE_TYPE_ALL = 2
+DEVICE_TYPE_GPU = 3
+DEVICE_TYPE_CPU = 4
+DEVICE_TYPE_NAMES = {1: "default", 2: "all", 3: "gpu", 4: "cpu", 5: "fpga", 6: "mca", 7: "vpu"}
+
+PLATFORM_INFO_NAME = 1
+PLATFORM_INFO_VERSION = 3
+PLATFORM_INFO_BACKEND = 6
+BACKEND_NAMES = {0: "unknown", 1: "level_zero", 2: "opencl", 3: "cuda", 4: "hip", 5: "native_cpu"}
+BACKEND_LEVEL_ZERO = 1
+BACKEND_OPENCL = 2
+
+DEVICE_INFO_TYPE = 0
+DEVICE_INFO_MAX_COMPUTE_UNITS = 3
+DEVICE_INFO_MAX_WORK_GROUP_SIZE = 6
+DEVICE_INFO_DOUBLE_FP_CONFIG = 9
+DEVICE_INFO_GLOBAL_MEM_SIZE = 46
+DEVICE_INFO_LOCAL_MEM_SIZE = 51
+DEVICE_INFO_PLATFORM = 63
+DEVICE_INFO_IL_VERSION = 65
+DEVICE_INFO_NAME = 66
+DEVICE_INFO_VENDOR = 67
+DEVICE_INFO_DRIVER_VERSION = 68
+DEVICE_INFO_VERSION = 70
+DEVICE_INFO_EXTENSIONS = 72
+DEVICE_INFO_MAX_NUM_SUB_GROUPS = 80
+DEVICE_INFO_SUB_GROUP_SIZES_INTEL = 82
+DEVICE_INFO_IP_VERSION = 113
+
+PROGRAM_INFO_BINARY_SIZES = 5
+PROGRAM_INFO_BINARIES = 6
+PROGRAM_INFO_NUM_KERNELS = 7
+PROGRAM_INFO_KERNEL_NAMES = 8
+PROGRAM_BUILD_INFO_LOG = 2
+
+# --- handle types -------------------------------------------------------------------------------
+handle = c_void_p
+handle_p = POINTER(c_void_p)
+u32_p = POINTER(c_uint32)
+size_p = POINTER(c_size_t)
+result_t = c_int32
+
+# Prototypes shared by all supported releases: name -> argtypes. Every function returns ur_result_t.
+COMMON_PROTOTYPES: dict[str, list] = {
+    "urLoaderInit": [c_uint32, handle],
+    "urLoaderTearDown": [],
+    "urAdapterGet": [c_uint32, handle_p, u32_p],
+    "urAdapterRelease": [handle],
+    "urPlatformGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urPlatformGetApiVersion": [handle, u32_p],
+    "urDeviceGet": [handle, c_uint32, c_uint32, handle_p, u32_p],
+    "urDeviceGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urDeviceRetain": [handle],
+    "urDeviceRelease": [handle],
+    "urContextCreate": [c_uint32, handle_p, c_void_p, handle_p],
+    "urContextRelease": [handle],
+    "urQueueCreate": [handle, handle, c_void_p, handle_p],
+    "urQueueRelease": [handle],
+    "urQueueFinish": [handle],
+    "urQueueFlush": [handle],
+    "urUSMDeviceAlloc": [handle, handle, c_void_p, handle, c_size_t, handle_p],
+    "urUSMSharedAlloc": [handle, handle, c_void_p, handle, c_size_t, handle_p],
+    "urUSMHostAlloc": [handle, c_void_p, handle, c_size_t, handle_p],
+    "urUSMFree": [handle, c_void_p],
+    "urEnqueueUSMMemcpy": [handle, c_bool, c_void_p, c_void_p, c_size_t, c_uint32, handle_p, handle_p],
+    "urProgramCreateWithIL": [handle, c_void_p, c_size_t, c_void_p, handle_p],
+    "urProgramBuild": [handle, handle, c_char_p],
+    "urProgramGetBuildInfo": [handle, handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urProgramGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urProgramRelease": [handle],
+    "urKernelCreate": [handle, c_char_p, handle_p],
+    # pArgValue is the argument's bytes; pProperties is always NULL here.
+    "urKernelSetArgValue": [handle, c_uint32, c_size_t, c_void_p, c_void_p],
+    # The last argument is the USM pointer value itself, not its address.
+    "urKernelSetArgPointer": [handle, c_uint32, c_void_p, c_void_p],
+    "urKernelSetArgLocal": [handle, c_uint32, c_size_t, c_void_p],
+    "urKernelRelease": [handle],
+    "urEventWait": [c_uint32, handle_p],
+    "urEventRelease": [handle],
+}
+
+# urPlatformGet: 0.10/0.11 take an adapter array, 0.12 takes one adapter.
+_PLATFORM_GET_ARRAY = [handle_p, c_uint32, c_uint32, handle_p, u32_p]
+_PLATFORM_GET_ONE = [handle, c_uint32, handle_p, u32_p]
+# urEnqueueKernelLaunch: 0.12 adds (numPropsInLaunchPropList, launchPropList) before the wait list.
+_LAUNCH_NO_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, handle_p, handle_p]
+_LAUNCH_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, c_void_p, c_uint32, handle_p, handle_p]
+# urProgramCreateWithBinary: 2025.0 takes one device and one binary, later releases arrays.
+_BINARY_ONE = [handle, handle, c_size_t, c_void_p, c_void_p, handle_p]
+_BINARY_MANY = [handle, c_uint32, handle_p, size_p, POINTER(c_void_p), c_void_p, handle_p]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseABI:
+    """What differs between UR releases, as far as this binding uses it."""
+
+    release: str  # oneAPI release line, "2025.3"
+    api_version: tuple[int, int]  # UR API version reported by the headers
+    platform_get_takes_adapter_array: bool
+    launch_has_properties: bool
+    binary_takes_device_array: bool
+    has_device_wait: bool  # urDeviceWaitExp (not in any supported release; probed anyway)
+
+    def prototypes(self) -> dict[str, list]:
+        protos = dict(COMMON_PROTOTYPES)
+        protos["urPlatformGet"] = (
+            _PLATFORM_GET_ARRAY if self.platform_get_takes_adapter_array else _PLATFORM_GET_ONE
+        )
+        protos["urEnqueueKernelLaunch"] = _LAUNCH_PROPS if self.launch_has_properties else _LAUNCH_NO_PROPS
+        protos["urProgramCreateWithBinary"] = _BINARY_MANY if self.binary_takes_device_array else _BINARY_ONE
+        return protos
+
+
+RELEASE_ABIS: dict[str, ReleaseABI] = {
+    "2025.0": ReleaseABI("2025.0", (0, 10), True, False, False, False),
+    "2025.1": ReleaseABI("2025.1", (0, 11), True, False, True, False),
+    "2025.2": ReleaseABI("2025.2", (0, 12), False, True, True, False),
+    "2025.3": ReleaseABI("2025.3", (0, 12), False, True, True, False),
+}
+SUPPORTED_RELEASES: tuple[str, ...] = tuple(RELEASE_ABIS)
+# The loader's file version (libur_loader.so.0.<minor>.<patch>) -> release lines that ship it.
+API_MINOR_TO_RELEASES = {10: ("2025.0",), 11: ("2025.1",), 12: ("2025.2", "2025.3")}
+# Exported only by loaders newer than 2025.3, whose launch prototypes we do not bind.
+NEWER_THAN_SUPPORTED_SYMBOLS = ("urEnqueueKernelLaunchWithArgsExp",)
+
+
+def size_array(values: tuple[int, ...] | list[int]) -> ctypes.Array:
+    """A ``size_t[n]`` filled with ``values``."""
+    return (c_size_t * len(values))(*values)

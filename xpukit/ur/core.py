@@ -1,0 +1,583 @@
+"""A small Pythonic layer over the raw binding: session, device info, USM, queue, programs, kernels.
+
+Every object owns one UR handle and releases it in ``close()`` (idempotent) or on leaving its
+``with`` block. A session owns everything created through it and closes what is still open
+when it closes, newest first, after finishing its queue. Nothing waits for the garbage
+collector; using a closed object raises :class:`~xpukit.ur.errors.ClosedError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
+from typing import Any
+
+from xpukit.ur import _api
+from xpukit.ur.errors import (
+    BadDeviceRequest,
+    ClosedError,
+    DeviceNotFound,
+    UrError,
+    error_class,
+)
+from xpukit.ur.loader import UrLibrary, load
+
+log = logging.getLogger("xpukit.ur")
+
+DEVICE_CHOICES = ("auto", "gpu", "cpu")
+USM_KINDS = ("device", "shared", "host")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    type: str  # "gpu" | "cpu"
+    backend: str  # "level_zero" | "opencl" | ...
+    driver_version: str
+    ur_release: str
+    vendor: str
+    platform: str
+    max_work_group_size: int
+    max_num_sub_groups: int
+    sub_group_sizes: tuple[int, ...]
+    has_fp64: bool
+    compute_units: int
+    global_mem_size: int
+    local_mem_size: int
+    ip_version: int  # 0 where the adapter does not report it (OpenCL CPU)
+    extensions: tuple[str, ...]
+
+    def cache_key(self) -> str:
+        """What a native binary depends on: device, driver, backend."""
+        return f"{self.backend}|{self.name}|{self.driver_version}|{self.ip_version:#x}"
+
+
+class _Resource:
+    """One UR handle, released exactly once."""
+
+    _kind = "resource"
+
+    def __init__(self, session: Session | None, handle: int | None) -> None:
+        self._session = session
+        self._handle = handle
+        self._closed = False
+        if session is not None:
+            session._adopt(self)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def handle(self) -> int:
+        if self._closed:
+            raise ClosedError(
+                f"{self._kind} used after close()", f"create a new {self._kind}; this one was released"
+            )
+        return self._handle  # type: ignore[return-value]
+
+    def _release(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._handle is not None:
+                self._release()
+        finally:
+            self._handle = None
+            if self._session is not None:
+                self._session._children.pop(id(self), None)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class USMAllocation(_Resource):
+    """A USM allocation: ``.ptr`` is the 64-bit address kernels receive."""
+
+    _kind = "USM allocation"
+
+    def __init__(self, session: Session, nbytes: int, kind: str = "device") -> None:
+        if kind not in USM_KINDS:
+            raise BadDeviceRequest(f"unknown USM kind {kind!r}", f"use one of: {', '.join(USM_KINDS)}")
+        if nbytes <= 0:
+            raise UrError_invalid_size(nbytes)
+        lib, ctx, dev = session.lib, session._ctx, session._device
+        out = c_void_p()
+        if kind == "device":
+            lib.urUSMDeviceAlloc(ctx, dev, None, None, nbytes, byref(out))
+        elif kind == "shared":
+            lib.urUSMSharedAlloc(ctx, dev, None, None, nbytes, byref(out))
+        else:
+            lib.urUSMHostAlloc(ctx, None, None, nbytes, byref(out))
+        self.nbytes = int(nbytes)
+        self.kind = kind
+        self._ptr = int(out.value or 0)
+        super().__init__(session, self._ptr)
+
+    @property
+    def ptr(self) -> int:
+        return self.handle
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def _release(self) -> None:
+        s = self._session
+        s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
+
+    def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
+        import numpy as np
+
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"expected a numpy array, got {type(array).__name__}")
+        if not array.flags["C_CONTIGUOUS"] or (writable and not array.flags["WRITEABLE"]):
+            raise ValueError("the numpy array must be C-contiguous (and writable to copy into it)")
+        if array.nbytes > self.nbytes:
+            raise ValueError(f"array of {array.nbytes} bytes does not fit in a {self.nbytes}-byte allocation")
+        return array.ctypes.data, array.nbytes
+
+    def copy_from(self, array: Any, queue: Queue | None = None) -> USMAllocation:
+        """Blocking copy host array -> this allocation."""
+        src, n = self._host_view(array, writable=False)
+        if n:
+            (queue or self._session.queue).memcpy(self.ptr, src, n, blocking=True)
+        return self
+
+    def copy_to(self, array: Any, queue: Queue | None = None) -> Any:
+        """Blocking copy this allocation -> host array (filled in place, returned)."""
+        dst, n = self._host_view(array, writable=True)
+        if n:
+            (queue or self._session.queue).memcpy(dst, self.ptr, n, blocking=True)
+        return array
+
+    def to_numpy(self, dtype: Any, shape: int | Sequence[int] | None = None) -> Any:
+        import numpy as np
+
+        dtype = np.dtype(dtype)
+        out = np.empty(shape if shape is not None else self.nbytes // dtype.itemsize, dtype=dtype)
+        return self.copy_to(out)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"ptr={self._ptr:#x}"
+        return f"<USMAllocation {self.kind} {self.nbytes} B {state}>"
+
+
+def UrError_invalid_size(nbytes: int) -> UrError:  # noqa: N802 - returns the result-named error
+    return error_class("UR_RESULT_ERROR_INVALID_USM_SIZE")(
+        "urUSM*Alloc", f"size {nbytes} must be positive", fix="allocate at least one byte"
+    )
+
+
+class Queue(_Resource):
+    """An in-order UR queue."""
+
+    _kind = "queue"
+
+    def __init__(self, session: Session) -> None:
+        out = c_void_p()
+        session.lib.urQueueCreate(session._ctx, session._device, None, byref(out))
+        self._lib = session.lib
+        self._launch = _launcher(session.lib)
+        super().__init__(session, out.value)
+
+    def _release(self) -> None:
+        self._lib.urQueueRelease(c_void_p(self._handle))
+
+    def finish(self) -> None:
+        """Block until every command in the queue has completed (urQueueFinish)."""
+        self._lib.urQueueFinish(self.handle)
+
+    def memcpy(self, dst: int, src: int, nbytes: int, blocking: bool = True) -> None:
+        self._lib.urEnqueueUSMMemcpy(self.handle, blocking, dst, src, nbytes, 0, None, None)
+
+    def launch(
+        self, kernel: Kernel, global_size: Sequence[int], local_size: Sequence[int] | None = None
+    ) -> None:
+        """Enqueue ``kernel`` over an ND-range (arguments must already be set)."""
+        dims = len(global_size)
+        if not 1 <= dims <= 3 or (local_size is not None and len(local_size) != dims):
+            raise ValueError("global/local sizes must have the same length, 1 to 3")
+        g = _api.size_array(list(global_size))
+        loc = _api.size_array(list(local_size)) if local_size is not None else None
+        self._launch(self.handle, kernel.handle, dims, g, loc)
+
+
+def _launcher(lib: UrLibrary) -> Any:
+    """``enqueue(queue, kernel, dims, global, local)`` for the release's urEnqueueKernelLaunch."""
+    call = lib.urEnqueueKernelLaunch
+    if lib.abi.launch_has_properties:
+
+        def enqueue(q: Any, k: Any, dims: int, g: Any, loc: Any) -> None:
+            call(q, k, dims, None, g, loc, 0, None, 0, None, None)
+    else:
+
+        def enqueue(q: Any, k: Any, dims: int, g: Any, loc: Any) -> None:
+            call(q, k, dims, None, g, loc, 0, None, None)
+
+    return enqueue
+
+
+class Program(_Resource):
+    """A UR program from SPIR-V (``kind="il"``) or a native binary (``kind="binary"``), built."""
+
+    _kind = "program"
+
+    def __init__(self, session: Session, data: bytes, kind: str = "il", options: str = "") -> None:
+        lib, ctx = session.lib, session._ctx
+        out = c_void_p()
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        if kind == "il":
+            lib.urProgramCreateWithIL(ctx, buf, len(data), None, byref(out))
+        elif kind == "binary":
+            if lib.abi.binary_takes_device_array:
+                devs = (c_void_p * 1)(session._device)
+                sizes = (c_size_t * 1)(len(data))
+                ptrs = (c_void_p * 1)(ctypes.cast(buf, c_void_p))
+                lib.urProgramCreateWithBinary(ctx, 1, devs, sizes, ptrs, None, byref(out))
+            else:
+                lib.urProgramCreateWithBinary(ctx, session._device, len(data), buf, None, byref(out))
+        else:
+            raise ValueError(f"program kind must be 'il' or 'binary', not {kind!r}")
+        self.source_kind = kind
+        super().__init__(session, out.value)
+        try:
+            self._build(options)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, options: str) -> None:
+        s = self._session
+        code = s.lib.raw.urProgramBuild(s._ctx, self._handle, options.encode() if options else None)
+        if code:
+            raise error_class(code)("urProgramBuild", build_log=self.build_log())
+
+    def _release(self) -> None:
+        self._session.lib.urProgramRelease(c_void_p(self._handle))
+
+    def build_log(self) -> str:
+        s = self._session
+        size = c_size_t()
+        try:
+            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size))
+            buf = ctypes.create_string_buffer(size.value or 1)
+            s.lib.urProgramGetBuildInfo(
+                self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, size.value, buf, None
+            )
+        except UrError as exc:
+            return f"(no build log: {exc.result_name})"
+        return buf.value.decode(errors="replace")
+
+    def binary(self) -> bytes:
+        """The device's native binary (urProgramGetInfo BINARY_SIZES / BINARIES)."""
+        lib, h = self._session.lib, self.handle
+        sizes = (c_size_t * 1)()
+        lib.urProgramGetInfo(h, _api.PROGRAM_INFO_BINARY_SIZES, ctypes.sizeof(sizes), sizes, None)
+        buf = ctypes.create_string_buffer(sizes[0] or 1)
+        ptrs = (c_void_p * 1)(ctypes.cast(buf, c_void_p))
+        lib.urProgramGetInfo(h, _api.PROGRAM_INFO_BINARIES, ctypes.sizeof(ptrs), ptrs, None)
+        return buf.raw[: sizes[0]]
+
+    def kernel_names(self) -> list[str]:
+        lib, h = self._session.lib, self.handle
+        size = c_size_t()
+        lib.urProgramGetInfo(h, _api.PROGRAM_INFO_KERNEL_NAMES, 0, None, byref(size))
+        buf = ctypes.create_string_buffer(size.value or 1)
+        lib.urProgramGetInfo(h, _api.PROGRAM_INFO_KERNEL_NAMES, size.value, buf, None)
+        return [n for n in buf.value.decode().split(";") if n]
+
+    def kernel(self, name: str) -> Kernel:
+        return Kernel(self, name)
+
+
+class Kernel(_Resource):
+    """A kernel of a built program; set arguments, then ``queue.launch(kernel, ...)``."""
+
+    _kind = "kernel"
+
+    def __init__(self, program: Program, name: str) -> None:
+        s = program._session
+        out = c_void_p()
+        s.lib.urKernelCreate(program.handle, name.encode(), byref(out))
+        self.name = name
+        self.program = program
+        self._lib = s.lib
+        super().__init__(s, out.value)
+
+    def _release(self) -> None:
+        self._lib.urKernelRelease(c_void_p(self._handle))
+
+    def set_arg_pointer(self, index: int, address: int) -> None:
+        self._lib.urKernelSetArgPointer(self.handle, index, None, c_void_p(address))
+
+    def set_arg_value(self, index: int, value: ctypes._SimpleCData) -> None:
+        self._lib.urKernelSetArgValue(self.handle, index, ctypes.sizeof(value), None, byref(value))
+
+    def set_arg_local(self, index: int, nbytes: int) -> None:
+        self._lib.urKernelSetArgLocal(self.handle, index, nbytes, None)
+
+
+def _get_info(lib: UrLibrary, fn: str, handle: Any, prop: int) -> bytes:
+    size = c_size_t()
+    getattr(lib, fn)(handle, prop, 0, None, byref(size))
+    buf = ctypes.create_string_buffer(size.value or 1)
+    getattr(lib, fn)(handle, prop, size.value, buf, None)
+    return buf.raw[: size.value]
+
+
+def _str(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode(errors="replace")
+
+
+def _uint(raw: bytes) -> int:
+    return int.from_bytes(raw[:8], "little") if raw else 0
+
+
+def _device_info(lib: UrLibrary, dev: Any, backend: str, platform: str) -> DeviceInfo:
+    def info(prop: int) -> bytes:
+        return _get_info(lib, "urDeviceGetInfo", dev, prop)
+
+    def optional(prop: int, default: bytes = b"") -> bytes:
+        try:
+            return info(prop)
+        except UrError:
+            return default
+
+    sg_raw = optional(_api.DEVICE_INFO_SUB_GROUP_SIZES_INTEL)
+    sub_groups = tuple(int.from_bytes(sg_raw[i : i + 4], "little") for i in range(0, len(sg_raw), 4))
+    return DeviceInfo(
+        name=_str(info(_api.DEVICE_INFO_NAME)),
+        type=_api.DEVICE_TYPE_NAMES.get(_uint(info(_api.DEVICE_INFO_TYPE)), "unknown"),
+        backend=backend,
+        driver_version=_str(info(_api.DEVICE_INFO_DRIVER_VERSION)),
+        ur_release=lib.release.version,
+        vendor=_str(optional(_api.DEVICE_INFO_VENDOR)),
+        platform=platform,
+        max_work_group_size=_uint(info(_api.DEVICE_INFO_MAX_WORK_GROUP_SIZE)),
+        max_num_sub_groups=_uint(optional(_api.DEVICE_INFO_MAX_NUM_SUB_GROUPS)),
+        sub_group_sizes=sub_groups,
+        has_fp64=_uint(optional(_api.DEVICE_INFO_DOUBLE_FP_CONFIG)) != 0,
+        compute_units=_uint(optional(_api.DEVICE_INFO_MAX_COMPUTE_UNITS)),
+        global_mem_size=_uint(optional(_api.DEVICE_INFO_GLOBAL_MEM_SIZE)),
+        local_mem_size=_uint(optional(_api.DEVICE_INFO_LOCAL_MEM_SIZE)),
+        ip_version=_uint(optional(_api.DEVICE_INFO_IP_VERSION)),
+        extensions=tuple(_str(optional(_api.DEVICE_INFO_EXTENSIONS)).split()),
+    )
+
+
+class Session:
+    """A UR context and queue on one device.
+
+    ``device``: ``"auto"`` (GPU through Level Zero, else the CPU device, logged), ``"gpu"`` or
+    ``"cpu"``. ``loader``: explicit loader path (else ``XPUKIT_UR_LOADER``, oneAPI, pip).
+    """
+
+    def __init__(self, device: str = "auto", loader: str | os.PathLike[str] | None = None) -> None:
+        if device not in DEVICE_CHOICES:
+            raise BadDeviceRequest(
+                f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}"
+            )
+        self._children: dict[int, _Resource] = {}
+        self._closed = False
+        self._adapters: list[int] = []
+        self._ctx: Any = None
+        self.note = ""
+        self.lib = load(loader)
+        try:
+            self._open(device)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- discovery -------------------------------------------------------------------------------
+    def _platforms(self) -> list[tuple[Any, str, str]]:
+        lib = self.lib
+        n = c_uint32()
+        lib.urAdapterGet(0, None, byref(n))
+        adapters = (c_void_p * n.value)()
+        lib.urAdapterGet(n.value, adapters, None)
+        self._adapters = [a for a in adapters if a]
+        found: list[Any] = []
+        groups = [[a] for a in self._adapters]
+        if lib.abi.platform_get_takes_adapter_array:
+            groups = [self._adapters] if self._adapters else []
+        for group in groups:
+            count = c_uint32()
+            if lib.abi.platform_get_takes_adapter_array:
+                arr = (c_void_p * len(group))(*group)
+                lib.urPlatformGet(arr, len(group), 0, None, byref(count))
+                plats = (c_void_p * count.value)()
+                if count.value:
+                    lib.urPlatformGet(arr, len(group), count.value, plats, None)
+            else:
+                lib.urPlatformGet(group[0], 0, None, byref(count))
+                plats = (c_void_p * count.value)()
+                if count.value:
+                    lib.urPlatformGet(group[0], count.value, plats, None)
+            found.extend(p for p in plats if p)
+        out = []
+        for p in found:
+            backend = _api.BACKEND_NAMES.get(_uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND)))
+            name = _str(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_NAME))
+            out.append((p, backend, name))
+        return out
+
+    def _devices(self, platform: Any, dtype: int) -> list[Any]:
+        n = c_uint32()
+        code = self.lib.raw.urDeviceGet(platform, dtype, 0, None, byref(n))
+        if code == _api.RESULT_CODES["UR_RESULT_ERROR_DEVICE_NOT_FOUND"] or (code == 0 and n.value == 0):
+            return []
+        if code:
+            raise error_class(code)("urDeviceGet")
+        devs = (c_void_p * n.value)()
+        self.lib.urDeviceGet(platform, dtype, n.value, devs, None)
+        return [d for d in devs if d]
+
+    def _open(self, request: str) -> None:
+        platforms = self._platforms()
+        chosen = None
+        if request in ("auto", "gpu"):
+            # Level Zero first: Triton's Intel GPU path targets it; OpenCL GPUs are a last resort.
+            order = sorted(platforms, key=lambda p: p[1] != "level_zero")
+            for p, backend, pname in order:
+                devs = self._devices(p, _api.DEVICE_TYPE_GPU)
+                if devs:
+                    chosen = (devs[0], backend, pname)
+                    break
+            if chosen is None and request == "gpu":
+                raise DeviceNotFound(
+                    "no GPU device found through UR "
+                    f"(platforms: {', '.join(f'{n} [{b}]' for _, b, n in platforms) or 'none'})",
+                    "check /dev/dri is visible (docker: --device /dev/dri) and the Level Zero "
+                    "driver is installed, or use --device cpu",
+                )
+        if chosen is None:
+            for p, backend, pname in platforms:
+                devs = self._devices(p, _api.DEVICE_TYPE_CPU)
+                if devs:
+                    chosen = (devs[0], backend, pname)
+                    break
+            if chosen is None:
+                raise DeviceNotFound(
+                    "no CPU device found through UR "
+                    f"(platforms: {', '.join(f'{n} [{b}]' for _, b, n in platforms) or 'none'})",
+                    "pip install intel-opencl-rt (Intel's CPU OpenCL runtime) and set "
+                    "OCL_ICD_FILENAMES=<prefix>/lib/libintelocl.so",
+                )
+            if request == "auto":
+                self.note = "no GPU found through Level Zero; using the CPU device"
+                log.warning("xpukit.ur: %s", self.note)
+        dev, backend, pname = chosen
+        self._device = dev
+        self.device = _device_info(self.lib, dev, backend, pname)
+        devs = (c_void_p * 1)(dev)
+        ctx = c_void_p()
+        self.lib.urContextCreate(1, devs, None, byref(ctx))
+        self._ctx = ctx.value
+        self.queue = Queue(self)
+
+    # -- ownership -------------------------------------------------------------------------------
+    def _adopt(self, res: _Resource) -> None:
+        if self._closed:
+            raise ClosedError("session used after close()", "open a new Session")
+        self._children[id(res)] = res
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("session used after close()", "open a new Session")
+
+    # -- resources -------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, kind: str = "device") -> USMAllocation:
+        self._check()
+        return USMAllocation(self, nbytes, kind)
+
+    def empty(self, shape: int | Sequence[int], dtype: Any, kind: str = "device") -> USMAllocation:
+        import numpy as np
+
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return self.alloc(max(n, 1), kind)
+
+    def from_numpy(self, array: Any, kind: str = "device") -> USMAllocation:
+        buf = self.alloc(max(array.nbytes, 1), kind)
+        try:
+            return buf.copy_from(array)
+        except BaseException:
+            buf.close()
+            raise
+
+    def program_from_spirv(self, spirv: bytes, options: str = "") -> Program:
+        self._check()
+        return Program(self, spirv, "il", options)
+
+    def program_from_binary(self, binary: bytes, options: str = "") -> Program:
+        self._check()
+        return Program(self, binary, "binary", options)
+
+    def finish(self) -> None:
+        self._check()
+        self.queue.finish()
+
+    synchronize = finish
+
+    def close(self) -> None:
+        """Finish the queue, release everything still open (newest first), then the context."""
+        if self._closed:
+            return
+        errors: list[BaseException] = []
+        queue = getattr(self, "queue", None)
+        if queue is not None and not queue.closed:
+            try:
+                queue.finish()
+            except UrError as exc:
+                errors.append(exc)
+        for res in reversed(list(self._children.values())):
+            try:
+                res.close()
+            except UrError as exc:
+                errors.append(exc)
+        self._closed = True
+        if self._ctx is not None:
+            try:
+                self.lib.urContextRelease(c_void_p(self._ctx))
+            except UrError as exc:
+                errors.append(exc)
+            self._ctx = None
+        for a in self._adapters:
+            try:
+                self.lib.urAdapterRelease(c_void_p(a))
+            except UrError as exc:
+                errors.append(exc)
+        self._adapters = []
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<Session closed>"
+        d = self.device
+        return f"<Session {d.name} [{d.type}, {d.backend}] UR {d.ur_release}>"
+
+
+def _u64(v: int) -> c_uint64:  # pragma: no cover - small helper kept for symmetry
+    return c_uint64(v)
