@@ -79,15 +79,30 @@ class KernelInfo:
     payload_args: tuple[PayloadArg, ...]
 
     def explicit_args(self) -> dict[int, PayloadArg]:
-        """arg_index -> the entry that carries the value (the stateless 8-byte pointer, the scalar)."""
-        found: dict[int, PayloadArg] = {}
+        """arg_index -> one merged entry per kernel argument, with the offset and size of its value.
+
+        A pointer appears as a stateful binding-table entry of size 0, plus either a stateless
+        8-byte ``arg_bypointer`` (pvc) or an 8-byte ``buffer_address`` (acm-g10, whose pointers are
+        stateful by default). The merged entry keeps the ``arg_bypointer`` attributes and the
+        offset/size of whichever entry carries the address.
+        """
+        primary: dict[int, PayloadArg] = {}
+        address: dict[int, PayloadArg] = {}
         for arg in self.payload_args:
-            if arg.arg_index is None or arg.arg_type not in ("arg_bypointer", "arg_byvalue"):
+            if arg.arg_index is None:
                 continue
-            # Pointers appear twice: a stateful binding-table entry of size 0 and a stateless one.
-            if arg.size > 0 or arg.arg_index not in found:
-                found[arg.arg_index] = arg
-        return dict(sorted(found.items()))
+            if arg.arg_type in ("arg_bypointer", "arg_byvalue"):
+                if arg.size > 0 or arg.arg_index not in primary:
+                    primary[arg.arg_index] = arg
+            elif arg.arg_type == "buffer_address" and arg.size > 0:
+                address[arg.arg_index] = arg
+        merged = {}
+        for index, arg in sorted(primary.items()):
+            carrier = address.get(index)
+            if arg.arg_type == "arg_bypointer" and arg.size == 0 and carrier is not None:
+                arg = dataclasses.replace(arg, offset=carrier.offset, size=carrier.size)
+            merged[index] = arg
+        return merged
 
 
 @dataclasses.dataclass(frozen=True)
