@@ -1,0 +1,146 @@
+# shellcheck shell=bash
+# Helpers shared by the xpu build scripts (build-llvm.sh, build-triton.sh, build-pytorch.sh,
+# check-ur.sh). Sourced, never run. Keep it free of side effects at source time.
+
+DRY_RUN=${DRY_RUN:-0}
+GITHUB_TOKEN_FILE=${GITHUB_TOKEN_FILE:-/run/secrets/github_token}
+
+# One line on stderr naming the problem, one naming the fix; exit 2 (bad input / missing part).
+die() {
+  printf 'error: %s\n' "$1" >&2
+  if [ -n "${2:-}" ]; then printf '  fix: %s\n' "$2" >&2; fi
+  exit 2
+}
+
+# Progress for the reader; a shell comment in --dry-run output so that output stays a script.
+note() {
+  if [ "$DRY_RUN" = 1 ]; then
+    printf '# [%s] %s\n' "${SCRIPT_NAME:-xpukit}" "$*"
+  else
+    printf '[%s] %s\n' "${SCRIPT_NAME:-xpukit}" "$*"
+  fi
+}
+
+# Shell-quote a command for printing. A dry run that cannot know a value yet (it is read from a
+# checkout that does not exist) passes a placeholder such as '$LLVM_COMMIT', printed as a variable.
+quote_cmd() {
+  local out='' arg q="'"
+  for arg in "$@"; do
+    case $arg in
+      *'$'[A-Z_]*) out+="\"$arg\" " ;;
+      '' | *[!A-Za-z0-9_./:=,@%+-]*) out+="$q${arg//$q/$q\\$q$q}$q " ;;
+      *) out+="$arg " ;;
+    esac
+  done
+  printf '%s' "${out% }"
+}
+
+# Write LINE... to FILE, one per line; a dry run prints the command instead.
+write_lines() {
+  local file=$1
+  shift
+  if [ "$DRY_RUN" = 1 ]; then
+    printf '%s %s > %s\n' "printf '%s\\n'" "$(quote_cmd "$@")" "$(quote_cmd "$file")"
+  else
+    printf '%s\n' "$@" >"$file"
+  fi
+}
+
+# Print a command shell-quoted; run it unless --dry-run. Dry-run output is the exact command list.
+run() {
+  if [ "$DRY_RUN" = 1 ]; then
+    printf '%s\n' "$(quote_cmd "$@")"
+  else
+    printf '+ %s\n' "$(quote_cmd "$@")"
+    "$@"
+  fi
+}
+
+# Run a command inside a directory (printed as a subshell so dry-run output stays runnable).
+run_in() {
+  local dir=$1
+  shift
+  if [ "$DRY_RUN" = 1 ]; then
+    printf '(cd %s && %s)\n' "$(quote_cmd "$dir")" "$(quote_cmd "$@")"
+  else
+    printf '+ (cd %s && %s)\n' "$(quote_cmd "$dir")" "$(quote_cmd "$@")"
+    (cd "$dir" && "$@")
+  fi
+}
+
+# Export a variable and show it as the export line it is.
+set_env() {
+  printf 'export %s=%s\n' "$1" "$(quote_cmd "$2")"
+  export "$1=$2"
+}
+
+require_commit() {
+  local name=$1 value=$2
+  if [ -z "$value" ]; then
+    die "$name is empty" "set $name to a full 40-character commit hash (env/pins.toml, xpu profile)"
+  fi
+  case $value in
+    *[!0-9a-f]*) die "$name=$value is not a lowercase hex commit hash" "use the full 40-character hash" ;;
+  esac
+  if [ "${#value}" -ne 40 ]; then
+    die "$name=$value has ${#value} characters, not 40" "use the full commit hash, not a short one or a branch"
+  fi
+}
+
+require_uint() {
+  case $2 in
+    '' | *[!0-9]*) die "$1=$2 is not a positive integer" "set $1 to a number of parallel jobs, e.g. 8" ;;
+  esac
+  [ "$2" -gt 0 ] || die "$1=$2 must be at least 1" "set $1 to a number of parallel jobs, e.g. 8"
+}
+
+# Give git a GitHub token for this process only: GIT_CONFIG_* env entries are never written to
+# .git/config and never appear in argv. The header is scoped to https://github.com/ only.
+use_github_token() {
+  if [ ! -s "$GITHUB_TOKEN_FILE" ]; then
+    note "no GitHub token at $GITHUB_TOKEN_FILE: anonymous clones (rate limits may apply)"
+    return 0
+  fi
+  note "using the GitHub token from $GITHUB_TOKEN_FILE for https://github.com/ (value not shown)"
+  [ "$DRY_RUN" = 1 ] && return 0
+  local token auth
+  token=$(tr -d '\r\n' <"$GITHUB_TOKEN_FILE")
+  auth=$(printf 'x-access-token:%s' "$token" | base64 -w0)
+  export GIT_CONFIG_COUNT=1
+  export GIT_CONFIG_KEY_0=http.https://github.com/.extraheader
+  export GIT_CONFIG_VALUE_0="Authorization: Basic $auth"
+}
+
+# Check out exactly COMMIT of REPO into DIR: fetch that one commit (no branch guessing), detach,
+# then prove HEAD is the commit. A DIR already at COMMIT is reused (reruns, cache mounts).
+git_checkout() {
+  local repo=$1 commit=$2 dir=$3
+  if [ "$DRY_RUN" != 1 ] && [ -d "$dir/.git" ] &&
+    [ "$(git -C "$dir" rev-parse HEAD 2>/dev/null || true)" = "$commit" ]; then
+    note "$dir is already at $commit"
+    return 0
+  fi
+  run git init -q "$dir"
+  # The URL is passed on the command line, not stored as a remote: nothing secret can land in
+  # .git/config, and the checkout names only the commit it holds.
+  run git -C "$dir" fetch --depth 1 --no-tags "$repo" "$commit"
+  run git -C "$dir" -c advice.detachedHead=false checkout -q --detach FETCH_HEAD
+  verify_head "$dir" "$commit"
+}
+
+verify_head() {
+  local dir=$1 commit=$2 head
+  if [ "$DRY_RUN" = 1 ]; then
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    printf 'test "$(git -C %s rev-parse HEAD)" = %s\n' "$(quote_cmd "$dir")" "$(quote_cmd "$commit")"
+    return 0
+  fi
+  head=$(git -C "$dir" rev-parse HEAD)
+  [ "$head" = "$commit" ] || die "$dir is at $head, expected $commit" "remove $dir and rerun"
+  note "verified: $dir is at $commit"
+}
+
+# Number of parallel jobs: MAX_JOBS if set, else the CPUs this process may use.
+default_jobs() { nproc 2>/dev/null || echo 4; }
+
+have() { command -v "$1" >/dev/null 2>&1; }
