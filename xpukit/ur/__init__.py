@@ -1,8 +1,8 @@
 """Unified Runtime from Python: a thin 1:1 ctypes binding (``load``) and a small Pythonic layer.
 
-    from xpukit import ur
-    with ur.Session("auto") as s:
-        buf = s.from_numpy(x)
+from xpukit import ur
+with ur.Session("auto") as s:
+    buf = s.from_numpy(x)
 """
 
 from __future__ import annotations

@@ -182,7 +182,19 @@ _PLATFORM_GET_ARRAY = [handle_p, c_uint32, c_uint32, handle_p, u32_p]
 _PLATFORM_GET_ONE = [handle, c_uint32, handle_p, u32_p]
 # urEnqueueKernelLaunch: 0.12 adds (numPropsInLaunchPropList, launchPropList) before the wait list.
 _LAUNCH_NO_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, handle_p, handle_p]
-_LAUNCH_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, c_void_p, c_uint32, handle_p, handle_p]
+_LAUNCH_PROPS = [
+    handle,
+    handle,
+    c_uint32,
+    size_p,
+    size_p,
+    size_p,
+    c_uint32,
+    c_void_p,
+    c_uint32,
+    handle_p,
+    handle_p,
+]
 # urProgramCreateWithBinary: 2025.0 takes one device and one binary, later releases arrays.
 _BINARY_ONE = [handle, handle, c_size_t, c_void_p, c_void_p, handle_p]
 _BINARY_MANY = [handle, c_uint32, handle_p, size_p, POINTER(c_void_p), c_void_p, handle_p]

@@ -270,7 +270,9 @@ class Program(_Resource):
         s = self._session
         size = c_size_t()
         try:
-            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size))
+            s.lib.urProgramGetBuildInfo(
+                self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size)
+            )
             buf = ctypes.create_string_buffer(size.value or 1)
             s.lib.urProgramGetBuildInfo(
                 self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, size.value, buf, None
@@ -428,7 +430,9 @@ class Session:
             found.extend(p for p in plats if p)
         out = []
         for p in found:
-            backend = _api.BACKEND_NAMES.get(_uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND)))
+            backend = _api.BACKEND_NAMES.get(
+                _uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND))
+            )
             name = _str(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_NAME))
             out.append((p, backend, name))
         return out

@@ -29,7 +29,9 @@ class UrError(XpukitError):
             message += f": {detail}"
         if build_log:
             message += f"\nbuild log:\n{build_log.strip()}"
-        super().__init__(message, fix or _FIXES.get(self.result_name, "run with --debug and check the UR call"))
+        super().__init__(
+            message, fix or _FIXES.get(self.result_name, "run with --debug and check the UR call")
+        )
 
 
 _FIXES = {
