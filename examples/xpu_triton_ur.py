@@ -18,8 +18,8 @@ import time
 # Run from a checkout without installing: the repository root is this file's parent's parent.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import triton
+import triton.language as tl
 
 
 @triton.jit

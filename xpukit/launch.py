@@ -16,6 +16,7 @@ without ``TritonKernel``):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import hashlib
@@ -292,12 +293,13 @@ class LaunchABI:
                 f"kernel {self.kernel_name} takes {len(self.params)} argument(s), got {len(args)}",
                 f"pass ({expected}); constexpr arguments are fixed at compile time",
             )
-        return [p.convert(v) for p, v in zip(self.params, args)]
+        return [p.convert(v) for p, v in zip(self.params, args, strict=True)]
 
 
-def normalize_grid(grid: Any, meta: Mapping[str, Any]) -> tuple[int, ...]:
+def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[int, ...]:
+    """A Triton grid (ints, or a callable of the launch's meta-parameters) as 1 to 3 ints."""
     if callable(grid):
-        grid = grid(dict(meta))
+        grid = grid(dict(meta or {}))
     if isinstance(grid, int):
         grid = (grid,)
     try:
@@ -392,10 +394,8 @@ class ProgramCache:
 
     def drop(self, key: str) -> None:
         for p in self._paths(key):
-            try:
+            with contextlib.suppress(OSError):
                 p.unlink()
-            except OSError:
-                pass
 
     def load(
         self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None
@@ -455,7 +455,7 @@ class BoundKernel:
     def _set_hidden(self) -> None:
         abi, k = self.abi, self.kernel
         idx = len(abi.params)
-        for _name, size, _align in abi.scratch:
+        for _name, _size, _align in abi.scratch:
             # Size is per program: allocate for the largest grid seen (grown in _ensure_scratch).
             k.set_arg_pointer(idx, 0)
             idx += 1
@@ -486,9 +486,10 @@ class BoundKernel:
     def launch(self, grid: Any, *args: Any) -> None:
         """Check and set the arguments, then enqueue (asynchronous; ``session.finish()`` waits)."""
         values = self.abi.convert(args)  # every check before any UR call
-        g = normalize_grid(
-            grid, {**self.artifact.constexprs, **dict(zip((p.name for p in self.abi.params), args))}
-        )
+        if callable(grid):
+            names = (p.name for p in self.abi.params)
+            grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=True))})
+        g = normalize_grid(grid)
         if 0 in g:
             return
         (gx, gy, gz), _ = self.abi.nd_range(g)
@@ -497,7 +498,7 @@ class BoundKernel:
         if self.abi.scratch:
             self._ensure_scratch(g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1))
         last = self._last
-        for spec, v in zip(self.abi.params, values):
+        for spec, v in zip(self.abi.params, values, strict=True):
             i = spec.index
             if spec.kind == "pointer":
                 if last[i] == v:
@@ -550,7 +551,7 @@ class TritonKernel:
         signature: Mapping[str, str] | str,
         constexprs: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
-        cache: ProgramCache | None | bool = None,
+        cache: ProgramCache | bool | None = None,
     ) -> None:
         self.fn = fn
         self.signature = parse_signature(signature) if isinstance(signature, str) else dict(signature)

@@ -173,7 +173,7 @@ class USMAllocation(_Resource):
         return f"<USMAllocation {self.kind} {self.nbytes} B {state}>"
 
 
-def UrError_invalid_size(nbytes: int) -> UrError:  # noqa: N802 - returns the result-named error
+def UrError_invalid_size(nbytes: int) -> UrError:
     return error_class("UR_RESULT_ERROR_INVALID_USM_SIZE")(
         "urUSM*Alloc", f"size {nbytes} must be positive", fix="allocate at least one byte"
     )
