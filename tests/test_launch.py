@@ -1,0 +1,235 @@
+"""Triton -> UR launches on the CPU device: exact results, argument errors, the program cache."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+
+from test_launch_kernels import cpu_session_or_skip, scale_raw, scale_typed  # noqa: E402
+
+from xpukit import ur  # noqa: E402
+from xpukit.launch import ProgramCache, TritonKernel  # noqa: E402
+
+pytestmark = pytest.mark.container
+
+RAW_SIG = "in_addr:i64,out_addr:i64,scale:fp32,n:i32"
+TYPED_SIG = "x_ptr:*fp32,y_ptr:*fp32,scale:fp32,n:i32"
+BLOCK = 1024
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = cpu_session_or_skip()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    cache = ProgramCache(tmp_path_factory.mktemp("programs"))
+    return {
+        "raw": TritonKernel(scale_raw, RAW_SIG, {"BLOCK": BLOCK}, cache=cache),
+        "typed": TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=cache),
+    }
+
+
+@pytest.mark.parametrize("style", ["raw", "typed"])
+@pytest.mark.parametrize("n", [1, 1023, 1024, 1025, 1 << 20])
+def test_scale_exact(session, kernels, style, n):
+    x = np.random.default_rng(n).standard_normal(n, dtype=np.float32)
+    scale = np.float32(-3.25)
+    guard = 16  # elements past n that the kernel must not touch
+    with session.from_numpy(x) as dx, session.alloc(4 * (n + guard)) as dy:
+        dy.copy_from(np.full(n + guard, 7.0, np.float32))
+        a, b = (dx.ptr, dy.ptr) if style == "raw" else (dx, dy)
+        kernels[style][(-(-n // BLOCK),)](a, b, scale, n, session=session)
+        session.queue.finish()
+        got = dy.to_numpy(np.float32, n + guard)
+    np.testing.assert_array_equal(got[:n], x * scale)
+    np.testing.assert_array_equal(got[n:], np.float32(7.0))
+
+
+def test_grid_callable_and_nd_range(session, kernels):
+    bound = kernels["typed"].bind(session)
+    assert bound.abi.local_size == (bound.abi.num_warps * bound.abi.threads_per_warp, 1, 1)
+    assert bound.abi.nd_range((3, 2)) == ((3 * bound.abi.local_size[0], 2, 1), bound.abi.local_size)
+    n = 3000
+    x = np.arange(n, dtype=np.float32)
+    with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
+        bound[lambda meta: (-(-meta["n"] // meta["BLOCK"]),)](dx, dy, 2.0, n)
+        session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
+
+
+def test_zero_grid_launches_nothing(session, kernels):
+    with session.alloc(64) as buf:
+        kernels["typed"][(0,)](buf, buf, 1.0, 0, session=session)
+        session.finish()
+
+
+# --- argument errors: raised before anything is enqueued -------------------------------------
+
+
+def test_wrong_argument_count(session, kernels):
+    with session.alloc(64) as buf, pytest.raises(ur.KernelArgumentError, match="takes 4 argument"):
+        kernels["typed"][(1,)](buf, buf, 1.0, session=session)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("not a pointer", None, 1.0, 4), "'x_ptr'.*USM allocation or a 64-bit address"),
+        ((None, None, "2.0", 4), "'scale'.*must be a number"),
+        ((None, None, 2.0, 4.5), "'n'.*must be an integer"),
+        ((None, None, 2.0, 2**31), "'n' = 2147483648 does not fit i32"),
+        ((-1, None, 2.0, 4), "'x_ptr'"),
+    ],
+)
+def test_wrong_argument_type(session, kernels, args, match):
+    with session.alloc(64) as buf:
+        args = tuple(buf if a is None else a for a in args)
+        with pytest.raises(ur.KernelArgumentError, match=match):
+            kernels["typed"][(1,)](*args, session=session)
+
+
+def test_bad_argument_leaves_previous_arguments_untouched(session, kernels):
+    """A rejected launch must not have set any argument: the next good launch still runs right."""
+    n = 100
+    x = np.ones(n, np.float32)
+    bound = kernels["typed"].bind(session)
+    with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
+        bound[(1,)](dx, dy, 5.0, n)
+        with pytest.raises(ur.KernelArgumentError):
+            bound[(1,)](dx, dy, "bad", n)
+        bound[(1,)](dx, dy, 5.0, n)
+        session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 5)
+
+
+def test_numpy_scalars_accepted(session, kernels):
+    n = 10
+    x = np.arange(n, dtype=np.float32)
+    with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
+        kernels["raw"][(1,)](
+            np.int64(dx.ptr), np.uint64(dy.ptr), np.float64(0.5), np.int32(n), session=session
+        )
+        session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * np.float32(0.5))
+
+
+def test_raw_address_kernel_accepts_usm_allocations(session, kernels):
+    n = 10
+    x = np.arange(n, dtype=np.float32)
+    with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
+        kernels["raw"][(1,)](dx, dy, 3.0, n, session=session)  # i64 params: the allocation's address
+        session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 3)
+
+
+def test_use_after_close_of_bound_kernel(tmp_path):
+    s = cpu_session_or_skip()
+    k = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
+    bound = k.bind(s)
+    buf = s.alloc(64)
+    bound.close()
+    bound.close()  # twice is fine
+    with pytest.raises(ur.ClosedError):
+        bound[(1,)](buf, buf, 1.0, 1)
+    s.close()
+    with pytest.raises(ur.ClosedError):
+        k.bind(s)
+    with pytest.raises(ur.ClosedError):
+        buf.ptr  # noqa: B018 - the property itself raises
+
+
+# --- program cache -----------------------------------------------------------------------------
+
+
+def _fresh(tmp_path):
+    return TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
+
+
+def _check_runs(session, bound):
+    n = 50
+    x = np.arange(n, dtype=np.float32)
+    with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
+        bound[(1,)](dx, dy, 2.0, n)
+        session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
+
+
+def test_program_cache_miss_then_hit(session, tmp_path):
+    k1 = _fresh(tmp_path)
+    b1 = k1.bind(session)
+    assert [e for e, _ in k1.cache.events] == ["miss", "store"]
+    k2 = _fresh(tmp_path)
+    b2 = k2.bind(session)
+    assert [e for e, _ in k2.cache.events] == ["hit"]
+    assert b2.program.source_kind == "binary"
+    _check_runs(session, b2)
+    b1.close()
+    b2.close()
+
+
+@pytest.mark.parametrize(
+    "damage", ["flip-binary", "truncate-binary", "bad-json", "other-driver", "garbage-same-hash"]
+)
+def test_program_cache_corrupt_entry_is_rebuilt(session, tmp_path, damage, caplog):
+    _fresh(tmp_path).bind(session).close()
+    bins = list(tmp_path.glob("*.bin"))
+    metas = list(tmp_path.glob("*.json"))
+    assert len(bins) == 1 and len(metas) == 1
+    data = bins[0].read_bytes()
+    meta = json.loads(metas[0].read_text())
+    if damage == "flip-binary":
+        bins[0].write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+    elif damage == "truncate-binary":
+        bins[0].write_bytes(data[: len(data) // 2])
+    elif damage == "bad-json":
+        metas[0].write_text("{not json")
+    elif damage == "other-driver":
+        meta["device"] = meta["device"] + "-older-driver"
+        metas[0].write_text(json.dumps(meta))
+    else:  # a garbage binary whose checksum matches: only the device can reject it
+        import hashlib
+
+        junk = b"\x7fELF" + b"\0" * 64
+        bins[0].write_bytes(junk)
+        meta.update(size=len(junk), sha256=hashlib.sha256(junk).hexdigest())
+        metas[0].write_text(json.dumps(meta))
+    k = _fresh(tmp_path)
+    bound = k.bind(session)
+    events = [e for e, _ in k.cache.events]
+    assert events == ["corrupt", "store"], events
+    assert "program cache entry" in caplog.text
+    assert bound.program.source_kind == "il"
+    _check_runs(session, bound)
+    bound.close()
+    # The rewritten entry is good again.
+    k3 = _fresh(tmp_path)
+    k3.bind(session).close()
+    assert [e for e, _ in k3.cache.events] == ["hit"]
+
+
+def test_program_cache_read_raises_named_error(session, tmp_path):
+    k = _fresh(tmp_path)
+    bound = k.bind(session)
+    key = k.cache.events[0][1]
+    (tmp_path / f"{key}.bin").write_bytes(b"corrupt")
+    with pytest.raises(ur.ProgramCacheCorrupt, match="checksum"):
+        k.cache.read(key, session.device, bound.artifact.spirv_sha256)
+    bound.close()
+
+
+def test_program_cache_unwritable_dir_still_runs(session, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    k = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(blocker / "sub"))
+    bound = k.bind(session)
+    assert "store-failed" in [e for e, _ in k.cache.events]
+    _check_runs(session, bound)
+    bound.close()
