@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install OS packages given as NAME=VERSION (exact pin) or NAME (unpinned: the kit warned at build
+# time). Runs in the image build with apt's cache and lists on BuildKit cache mounts.
+#   install-apt.sh [--dry-run] PACKAGE[=VERSION]...
+set -euo pipefail
+
+dry_run=0
+if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,4p' "$0"; exit 0; fi
+if [[ $# -eq 0 ]]; then echo "install-apt.sh: no packages requested; nothing to do"; exit 0; fi
+
+apt_opts=(-o Dpkg::Use-Pty=0)
+# A CA bundle given as a BuildKit secret (invoke build --ca-bundle) lets apt reach https mirrors
+# behind TLS-intercepting proxies; it is read in place and never copied into the image.
+if [[ -s /run/secrets/ca_bundle ]]; then
+  apt_opts+=(-o "Acquire::https::CAInfo=/run/secrets/ca_bundle")
+fi
+
+run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
+
+# Debian's docker-clean hook empties /var/cache/apt after every install, defeating the cache mount.
+run rm -f /etc/apt/apt.conf.d/docker-clean
+if [[ $dry_run -eq 0 ]]; then
+  echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache
+fi
+run apt-get "${apt_opts[@]}" update -q
+run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$@"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Install ocloc, Intel's offline GPU compiler (SPIR-V -> zebin). oneAPI does not ship it.
+#   OCLOC_SOURCE=apt             OCLOC_PACKAGE (e.g. intel-opencl-icd) at OCLOC_VERSION from the
+#                                base image's own archive (Debian ships ocloc in intel-opencl-icd)
+#   OCLOC_SOURCE=intel-gpu-repo  intel-ocloc from Intel's GPU package repository, at OCLOC_VERSION,
+#                                or, when that is empty, at the version of the compute runtime
+#                                already in the base image
+#   install-ocloc.sh [--dry-run]
+set -euo pipefail
+
+dry_run=0
+if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,8p' "$0"; exit 0; fi
+
+: "${OCLOC_SOURCE:?set OCLOC_SOURCE (apt or intel-gpu-repo); invoke build sets it from env/pins.toml}"
+: "${OCLOC_PACKAGE:?set OCLOC_PACKAGE}"
+OCLOC_VERSION="${OCLOC_VERSION:-}"
+INTEL_GPU_REPO_URL="${INTEL_GPU_REPO_URL:-https://repositories.intel.com/gpu/ubuntu}"
+INTEL_GPU_REPO_KEY="${INTEL_GPU_REPO_KEY:-https://repositories.intel.com/gpu/intel-graphics.key}"
+
+apt_opts=(-o Dpkg::Use-Pty=0)
+curl_opts=(-fsSL)
+if [[ -s /run/secrets/ca_bundle ]]; then
+  apt_opts+=(-o "Acquire::https::CAInfo=/run/secrets/ca_bundle")
+  curl_opts+=(--cacert /run/secrets/ca_bundle)
+fi
+run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
+
+case "$OCLOC_SOURCE" in
+  apt)
+    spec="$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
+    run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$spec"
+    ;;
+  intel-gpu-repo)
+    if [[ -z "$OCLOC_VERSION" ]]; then
+      # Match the compute runtime the base image carries, so ocloc and the driver agree on targets.
+      for runtime in libze-intel-gpu1 intel-opencl-icd intel-level-zero-gpu; do
+        OCLOC_VERSION="$(dpkg-query -W -f='${Version}' "$runtime" 2>/dev/null || true)"
+        [[ -n "$OCLOC_VERSION" ]] && { echo "ocloc: matching $runtime $OCLOC_VERSION"; break; }
+      done
+      [[ -z "$OCLOC_VERSION" ]] && echo "ocloc: warning: no compute runtime found in the base image; installing the repository's current $OCLOC_PACKAGE (unpinned)"
+    fi
+    codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-noble}")"
+    run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends ca-certificates curl gnupg
+    if [[ $dry_run -eq 1 ]]; then
+      echo "+ curl ${curl_opts[*]} $INTEL_GPU_REPO_KEY | gpg --dearmor -o /usr/share/keyrings/intel-graphics.gpg"
+    else
+      curl "${curl_opts[@]}" "$INTEL_GPU_REPO_KEY" | gpg --dearmor --yes -o /usr/share/keyrings/intel-graphics.gpg
+    fi
+    line="deb [arch=amd64 signed-by=/usr/share/keyrings/intel-graphics.gpg] $INTEL_GPU_REPO_URL $codename unified"
+    if [[ $dry_run -eq 1 ]]; then
+      echo "+ echo '$line' > /etc/apt/sources.list.d/intel-gpu.list"
+    else
+      echo "$line" > /etc/apt/sources.list.d/intel-gpu.list
+    fi
+    run apt-get "${apt_opts[@]}" update -q
+    run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
+    ;;
+  *)
+    echo "install-ocloc.sh: unknown OCLOC_SOURCE '$OCLOC_SOURCE' (use apt or intel-gpu-repo)" >&2
+    exit 2
+    ;;
+esac
+if [[ $dry_run -eq 0 ]]; then command -v ocloc >/dev/null || { echo "install-ocloc.sh: ocloc is not on PATH after the install" >&2; exit 1; }; fi

@@ -1,0 +1,259 @@
+"""The image build: build args from the pins, the content tag, the base image, the BuildKit command."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from xpukit import engine
+from xpukit import pins as pins_mod
+from xpukit.errors import XpukitError
+
+# Inputs of the image's dependency layers; the content tag hashes them (with the build args).
+CONTENT_PATHS = ("Dockerfile", "scripts", "env")
+# Build args that describe the build rather than pin anything; they only feed labels.
+META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED")
+LOCAL_BASE_REPO = "xpukit-base"
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """Choices a build can make inside one profile (the xpu profile's source builds)."""
+
+    triton: str = ""  # a name from [profile.triton.variants] or a 40-hex commit
+    torch: str = ""  # none | wheel | source
+    llvm: str = ""  # prebuilt | source
+    torch_arch_list: str = ""
+
+
+def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Variant()) -> dict[str, str]:
+    """Every pin of a profile as the Dockerfile's build args."""
+    table = profile.table
+    triton = dict(table["triton"])
+    torch = dict(table["torch"])
+    if variant.triton:
+        if triton["source"] != "git":
+            raise XpukitError(
+                f"--triton selects a git commit, but the {profile.name} profile installs Triton from PyPI",
+                "use --profile xpu, or drop --triton",
+            )
+        variants = triton.get("variants", {})
+        if variant.triton in variants:
+            triton["commit"] = variants[variant.triton]
+        elif pins_mod.COMMIT_RE.match(variant.triton):
+            triton["commit"] = variant.triton
+        else:
+            raise XpukitError(
+                f"unknown Triton variant {variant.triton!r}",
+                f"use one of {', '.join(variants) or '(none pinned)'} or a 40-hex commit",
+            )
+    if variant.torch:
+        if variant.torch not in pins_mod.TORCH_SOURCES:
+            raise XpukitError(f"unknown --torch {variant.torch!r}", f"use one of {', '.join(pins_mod.TORCH_SOURCES)}")
+        if variant.torch != "none" and profile.name != "xpu":
+            raise XpukitError("PyTorch is only built in the xpu profile", "use --profile xpu or --torch none")
+        if variant.torch == "wheel" and not torch["wheel_version"]:
+            raise XpukitError(
+                f"--torch wheel needs {profile.name}.torch.wheel_version in env/pins.toml, which is empty",
+                "fill it with an exact XPU wheel version, or use --torch source / none",
+            )
+        torch["source"] = variant.torch
+    llvm = variant.llvm or triton["llvm"]
+    if variant.llvm and triton["source"] != "git":
+        raise XpukitError("--llvm only applies to a Triton built from git", "use --profile xpu")
+    apt = " ".join(f"{name}={ver}" if ver else name for name, ver in table["apt"].items())
+    build_apt = " ".join(f"{name}={ver}" if ver else name for name, ver in table["build_apt"].items())
+    return {
+        "BASE_IMAGE": base_image,
+        "XPUKIT_PROFILE": profile.name,
+        "PYTHON_VERSION": table["python"],
+        "APT_PACKAGES": apt,
+        "BUILD_APT_PACKAGES": build_apt,
+        "OCLOC_SOURCE": table["ocloc"]["source"],
+        "OCLOC_PACKAGE": table["ocloc"]["package"],
+        "OCLOC_VERSION": table["ocloc"]["version"],
+        "TRITON_SOURCE": triton["source"],
+        "TRITON_VERSION": triton["version"],
+        "TRITON_REPO": triton["repo"],
+        "TRITON_COMMIT": triton["commit"],
+        "LLVM_SOURCE": llvm,
+        "TORCH_SOURCE": torch["source"],
+        "TORCH_COMMIT": torch["commit"],
+        "TORCH_VERSION": torch["wheel_version"],
+        "TORCH_INDEX_URL": torch["wheel_index"],
+        "TORCH_XPU_ARCH_LIST": variant.torch_arch_list or torch["xpu_arch_list"],
+        "UR_SOURCE": table["ur"]["source"],
+        "UR_VERSION": table["ur"]["version"],
+        "UR_PACKAGES": " ".join(table["ur"].get("packages", [])),
+        "PYPI_PINS": " ".join(profile.pypi_requirements()),
+        "XPUKIT_PINS": profile.fingerprint(),
+    }
+
+
+def content_hash(root: Path, args: dict[str, str]) -> str:
+    """Hash of the files that build the dependency layers plus the pinned build args."""
+    digest = hashlib.sha256()
+    for top in CONTENT_PATHS:
+        path = root / top
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if "__pycache__" in file.parts:
+                continue
+            digest.update(str(file.relative_to(root)).encode() + b"\0")
+            digest.update(file.read_bytes() + b"\0")
+    for key in sorted(args):
+        if key not in META_ARGS:
+            digest.update(f"{key}={args[key]}\0".encode())
+    return digest.hexdigest()[:12]
+
+
+def meta_args(root: Path) -> dict[str, str]:
+    """Source, revision and creation time for the OCI labels, from git where there is one."""
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    revision = git("rev-parse", "HEAD")
+    if revision and git("status", "--porcelain", "--untracked-files=no"):
+        revision += "-dirty"
+    # The commit's time, not the wall clock, keeps a rebuild of the same commit identical.
+    created = git("log", "-1", "--format=%cI") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    source = git("config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
+    return {"XPUKIT_SOURCE": source, "XPUKIT_REVISION": revision or "unknown", "XPUKIT_CREATED": created}
+
+
+def local_base_name(profile: pins_mod.Profile) -> str:
+    """The tag `invoke base` gives a debootstrap base for a profile."""
+    return f"{LOCAL_BASE_REPO}:{profile.table['base']['tag']}"
+
+
+def choose_base(
+    profile: pins_mod.Profile,
+    requested: str,
+    exists: Callable[[str], bool],
+    pull: Callable[[str], bool] | None,
+    say: Callable[[str], None],
+) -> str:
+    """The base image to build FROM: the one asked for, the pinned one, or the local debootstrap base."""
+    if requested:
+        if not exists(requested) and not (pull and pull(requested)):
+            raise XpukitError(
+                f"base image {requested} is not present and cannot be pulled",
+                "check the name, or build a local base with `invoke base`",
+            )
+        say(f"base: {requested} (--base-image)")
+        return requested
+    pinned = profile.base_reference
+    if exists(pinned) or exists(profile.base_name):
+        say(f"base: {pinned}")
+        return pinned if exists(pinned) else profile.base_name
+    local = local_base_name(profile)
+    if profile.name == "cpu" and exists(local):
+        say(f"base: {local} (local debootstrap base from `invoke base`; {pinned} is not present)")
+        return local
+    if pull is not None:
+        say(f"base: pulling {pinned}")
+        if pull(pinned):
+            return pinned
+    fix = "build a local base with `invoke base`, or pass --base-image NAME"
+    if profile.name == "xpu":
+        fix = "pull it where a registry is reachable (docker pull), or pass --base-image NAME"
+    raise XpukitError(f"base image {pinned} is not present and cannot be pulled", fix)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildPlan:
+    profile: str
+    tags: tuple[str, ...]
+    args: dict[str, str]
+    command: list[str]
+    env: dict[str, str]
+    warnings: tuple[str, ...]
+
+    def printable(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.env.items())
+        return (env + " " if env else "") + " ".join(_quote(part) for part in self.command)
+
+
+def _quote(part: str) -> str:
+    import shlex
+
+    return shlex.quote(part)
+
+
+def plan(
+    root: Path,
+    profile: pins_mod.Profile,
+    base_image: str,
+    image: str,
+    cli: engine.DockerCli | None,
+    ca_bundle: str = "",
+    github_token_file: str = "",
+    variant: Variant = Variant(),
+    progress: str = "auto",
+) -> BuildPlan:
+    """The exact BuildKit command for a profile, with its tags."""
+    args = build_args(profile, base_image, variant)
+    args.update(meta_args(root))
+    tag = content_hash(root, args)
+    tags = (f"{image}:{profile.name}-{tag}", f"{image}:{profile.name}")
+    cmd = [cli.path if cli else "docker", "build", "--progress", progress, "--target", "runtime"]
+    cmd += ["-f", str(root / "Dockerfile")]
+    for key, value in args.items():
+        cmd += ["--build-arg", f"{key}={value}"]
+    if ca_bundle:
+        path = Path(ca_bundle)
+        if not path.is_file():
+            raise XpukitError(f"CA bundle {ca_bundle} does not exist", "pass the path of a PEM file to --ca-bundle")
+        cmd += ["--secret", f"id=ca_bundle,src={path.resolve()}"]
+    if github_token_file:
+        cmd += ["--secret", f"id=github_token,src={Path(github_token_file).resolve()}"]
+    for t in tags:
+        cmd += ["-t", t]
+    cmd.append(str(root))
+    warnings = list(profile.warnings)
+    return BuildPlan(profile.name, tags, args, cmd, cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}, tuple(warnings))
+
+
+def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> bool:
+    """Pull an image, printing one line per layer state change; False when it cannot be had."""
+    repository, _, tag = reference.partition("@")[0].rpartition(":")
+    try:
+        for event in sdk.api.pull(repository or reference, tag=tag or None, stream=True, decode=True):
+            if "error" in event:
+                say(f"pull: {event['error']}")
+                return False
+            if event.get("status") and "progress" not in event:
+                say(f"pull: {event.get('id', '')} {event['status']}".strip())
+    except Exception as exc:
+        say(f"pull: {engine._short(exc)}")
+        return False
+    return True
+
+
+def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
+    from xpukit.lock import check_lock_matches
+
+    problems = check_lock_matches(profile, pins_mod.lock_path(profile.name, root))
+    if problems:
+        raise XpukitError(
+            f"env/lock/{profile.name}.txt does not match env/pins.toml ({problems[0]})",
+            "regenerate the lock files with `invoke pins --lock`",
+        )
+
+
+def image_present(sdk: Any, tag: str) -> bool:
+    return engine.image_exists(sdk, tag)
+
+
+def labels(sdk: Any, tag: str) -> dict[str, str]:
+    return dict(sdk.images.get(tag).labels or {})

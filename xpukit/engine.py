@@ -1,0 +1,181 @@
+"""The Docker engine (through the docker SDK) and the docker CLI that drives BuildKit builds."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from xpukit.errors import XpukitError
+
+START_ENGINE_FIX = (
+    "start a Docker engine (e.g. `sudo systemctl start docker`, or `sudo dockerd &`; see the README's "
+    "'Docker engine' section) or point DOCKER_HOST at one"
+)
+
+
+class EngineError(XpukitError):
+    """No engine answers, or it refused a request."""
+
+
+def client(docker_host: str = "", timeout: int = 600) -> Any:
+    """A docker SDK client that has answered a ping."""
+    try:
+        import docker
+    except ImportError:
+        raise EngineError(
+            "the docker SDK for Python is not installed",
+            "pip install --require-hashes -r env/lock/host.txt",
+        ) from None
+    where = docker_host or os.environ.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
+    try:
+        sdk = docker.DockerClient(base_url=where, timeout=timeout)
+        sdk.ping()
+    except Exception as exc:
+        raise EngineError(f"no Docker engine answers at {where} ({_short(exc)})", START_ENGINE_FIX) from None
+    return sdk
+
+
+def engine_answers(docker_host: str = "") -> tuple[bool, str]:
+    """Whether an engine answers, and why not."""
+    try:
+        client(docker_host, timeout=10).close()
+    except EngineError as exc:
+        return False, exc.message
+    return True, "engine answers"
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+@dataclasses.dataclass(frozen=True)
+class DockerCli:
+    """A docker CLI able to run BuildKit builds, and how."""
+
+    path: str
+    version: str
+    via_buildx: bool  # CLI >= 23 builds through its buildx plugin; older ones take DOCKER_BUILDKIT=1
+
+    def build_env(self) -> dict[str, str]:
+        return {"DOCKER_BUILDKIT": "1"}
+
+
+def _cli_version(path: str) -> str | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"version (\d+\.\d+[\w.+~-]*)", out.stdout)
+    return match.group(1) if match else None
+
+
+def _has_buildx(path: str) -> bool:
+    try:
+        out = subprocess.run([path, "buildx", "version"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def probe_cli(path: str) -> tuple[DockerCli | None, str]:
+    """Check one CLI: (the CLI, "") when it can build with BuildKit, else (None, why not)."""
+    resolved = shutil.which(path) or (path if os.path.isfile(path) else None)
+    if not resolved:
+        return None, f"{path}: not found"
+    version = _cli_version(resolved)
+    if not version:
+        return None, f"{resolved}: does not answer --version"
+    major = int(version.split(".")[0])
+    if major < 23:
+        return DockerCli(resolved, version, via_buildx=False), ""
+    if _has_buildx(resolved):
+        return DockerCli(resolved, version, via_buildx=True), ""
+    return None, f"{resolved} {version}: BuildKit needs its buildx plugin, which is missing"
+
+
+def pick_cli(setting: str = "auto") -> DockerCli:
+    """The configured CLI, or the first one found that can build with BuildKit."""
+    if setting and setting != "auto":
+        candidates: Iterable[str] = [setting]
+    else:
+        found = [shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker"]
+        candidates = dict.fromkeys(p for p in found if p and os.path.exists(p))
+    reasons = []
+    for path in candidates:
+        cli, why = probe_cli(path)
+        if cli:
+            return cli
+        reasons.append(why)
+    raise XpukitError(
+        "BuildKit is unavailable: " + ("; ".join(reasons) if reasons else "no docker CLI found"),
+        "install the buildx plugin (Debian: docker-buildx, Docker's repo: docker-buildx-plugin) or set "
+        "XPUKIT_DOCKER_CLI to a CLI older than 23 (e.g. Debian's docker.io: /usr/bin/docker)",
+    )
+
+
+def image_exists(sdk: Any, reference: str) -> bool:
+    import docker
+
+    try:
+        sdk.images.get(reference)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def stream_process(cmd: list[str], env: Mapping[str, str] | None = None) -> int:
+    """Run a command with its output going straight to ours; Ctrl-C stops it cleanly."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.Popen(cmd, env=full_env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
+
+
+def run_container(sdk: Any, image: str, command: list[str], **options: Any) -> int:
+    """Run a container, stream its output as it comes, remove it, return its exit code."""
+    container = sdk.containers.create(image, command, detach=True, **options)
+    try:
+        container.start()
+        for chunk in container.logs(stream=True, follow=True):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        return int(container.wait().get("StatusCode", 1))
+    except KeyboardInterrupt:
+        container.kill()
+        raise
+    finally:
+        container.remove(force=True)
+
+
+def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[str, Any]) -> list[str]:
+    """The `docker run` line equivalent to ``run_container``'s SDK options, for --dry-run."""
+    args = [cli, "run", "--rm"]
+    if options.get("user"):
+        args += ["--user", str(options["user"])]
+    for host_path, spec in (options.get("volumes") or {}).items():
+        args += ["-v", f"{host_path}:{spec['bind']}:{spec.get('mode', 'rw')}"]
+    for key, value in (options.get("environment") or {}).items():
+        args += ["-e", f"{key}={value}"]
+    if options.get("working_dir"):
+        args += ["-w", options["working_dir"]]
+    for device in options.get("devices") or []:
+        args += ["--device", device]
+    for gid in options.get("group_add") or []:
+        args += ["--group-add", str(gid)]
+    if options.get("shm_size"):
+        args += ["--shm-size", str(options["shm_size"])]
+    if options.get("tty"):
+        args += ["-it"]
+    return [*args, image, *command]

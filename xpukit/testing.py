@@ -1,0 +1,140 @@
+"""`invoke test`: host tests, then the tests inside the image, with one summary line at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from xpukit import cli, config, engine
+from xpukit.errors import XpukitError
+
+# pytest's "no tests were collected": a phase with nothing selected is not a failure.
+NO_TESTS = 5
+
+
+@dataclasses.dataclass
+class Phase:
+    name: str
+    exit_code: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code in (0, NO_TESTS)
+
+
+def read_junit(path: Path, phase: Phase) -> None:
+    """Count outcomes from a junit report (pytest's --junitxml)."""
+    if not path.exists():
+        return
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    for suite in suites:
+        tests = int(suite.get("tests", 0))
+        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+        skipped = int(suite.get("skipped", 0))
+        phase.failed += failed
+        phase.skipped += skipped
+        phase.passed += tests - failed - skipped
+
+
+def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, str]) -> Phase:
+    phase = Phase(f"host ({markers})")
+    cmd = [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={report}", *extra]
+    cli.say("host tests: " + " ".join(cmd[1:]))
+    phase.exit_code = subprocess.run(cmd, cwd=cli.ROOT, env={**os.environ, **env}, check=False).returncode
+    read_junit(report, phase)
+    return phase
+
+
+def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
+    require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
+    where, why = cli.resolve_where(where, settings.docker_host)
+    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
+    if where == "container":
+        sdk = engine.client(settings.docker_host)
+    else:
+        sdk = engine.client(settings.docker_host) if engine_ok else None
+    profile_name = cli.resolve_profile(settings.profile)
+    profile = cli.load_profile(profile_name)
+
+    if settings.dry_run:
+        host_markers = "unit or docker" if where == "container" else "not docker"
+        print(f"{sys.executable} -m pytest -m '{host_markers}' {' '.join(pytest_args)}")
+        if where == "container":
+            options = cli.container_options(settings, profile_name)
+            print(" ".join(engine.format_run_cli("docker", f"{settings.image}:{profile_name}-<content>",
+                                                 _container_pytest(pytest_args), options)))
+        return 0
+
+    env = {"XPUKIT_PROFILE": profile_name}
+    if settings.ca_bundle:
+        if not Path(settings.ca_bundle).is_file():
+            raise XpukitError(f"CA bundle {settings.ca_bundle} does not exist", "pass a PEM file to --ca-bundle")
+        env["XPUKIT_CA_BUNDLE"] = str(Path(settings.ca_bundle).resolve())
+    if sdk is not None:
+        tag = cli.ensure_image(settings, profile, sdk)
+        env["XPUKIT_TEST_IMAGE"] = tag
+        env["XPUKIT_IMAGE"] = settings.image
+        if settings.docker_host:
+            env["DOCKER_HOST"] = settings.docker_host
+
+    results = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
+    phases: list[Phase] = []
+    try:
+        if where == "container":
+            phases.append(_pytest_host("unit or docker", results / "host.xml", pytest_args, env))
+            phases.append(_run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name,
+                                               results, pytest_args))
+        else:
+            markers = "not docker" if sdk is None else "not gpu or gpu"
+            phases.append(_pytest_host(markers, results / "host.xml", pytest_args, env))
+            if sdk is None:
+                note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
+                phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+
+    for phase in phases:
+        if phase.note:
+            cli.say(phase.note)
+    passed = sum(p.passed for p in phases)
+    failed = sum(p.failed for p in phases)
+    skipped = sum(p.skipped for p in phases)
+    broken = [p.name for p in phases if not p.ok]
+    cli.say(f"where: {where} ({why})")
+    print(f"xpukit: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    if broken:
+        if require_docker and any(p.name == "container" and p.note for p in phases):
+            print("xpukit: error: XPUKIT_REQUIRE_DOCKER=1 but the container tests could not run "
+                  f"(fix: {engine.START_ENGINE_FIX})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _container_pytest(pytest_args: list[str]) -> list[str]:
+    return ["python", "-m", "pytest", "-m", "not docker", "-p", "no:cacheprovider",
+            "--junitxml=/results/container.xml", *pytest_args]
+
+
+def _run_container_phase(
+    settings: config.Settings, sdk: object, tag: str, profile: str, results: Path, pytest_args: list[str]
+) -> Phase:
+    phase = Phase("container (not docker)")
+    results.chmod(0o777)  # the container's non-root user writes its report here
+    options = cli.container_options(settings, profile)
+    options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}
+    command = _container_pytest(pytest_args)
+    cli.say(f"container tests in {tag}: {' '.join(command)}")
+    phase.exit_code = engine.run_container(sdk, tag, command, **options)
+    read_junit(results / "container.xml", phase)
+    return phase
