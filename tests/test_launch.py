@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("triton")
 
-from test_launch_kernels import cpu_session_or_skip, scale_raw, scale_typed  # noqa: E402
+from test_launch_kernels import cpu_session_or_skip, scale_raw, scale_typed
 
-from xpukit import ur  # noqa: E402
-from xpukit.launch import ProgramCache, TritonKernel  # noqa: E402
+from xpukit import ur
+from xpukit.launch import ProgramCache, TritonKernel
 
 pytestmark = pytest.mark.container
 

@@ -304,7 +304,7 @@ def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[in
         grid = (grid,)
     try:
         g = tuple(int(x) for x in grid)
-    except TypeError:
+    except (TypeError, ValueError):
         raise KernelArgumentError(f"grid {grid!r} is not 1 to 3 integers", "pass e.g. (n_blocks,)") from None
     if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
         raise KernelArgumentError(

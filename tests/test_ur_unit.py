@@ -1,0 +1,177 @@
+"""Pure-logic checks of the UR binding and the launch layer (no UR loader, no Triton)."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from types import SimpleNamespace
+
+import pytest
+
+from xpukit import spirv
+from xpukit.errors import XpukitError
+from xpukit.launch import LaunchABI, ProgramCache, normalize_grid
+from xpukit.ur import _api, errors
+from xpukit.ur.loader import detect_release, find_loader
+
+pytestmark = pytest.mark.unit
+
+
+def _string_words(text: str) -> list[int]:
+    raw = text.encode() + b"\0"
+    raw += b"\0" * (-len(raw) % 4)
+    return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+def _module() -> bytes:
+    ins = [
+        (17, [1]),  # OpCapability Addresses
+        (17, [spirv.CAP_KERNEL_ATTRIBUTES_INTEL]),
+        (10, _string_words("SPV_INTEL_kernel_attributes")),
+        (10, _string_words("SPV_KHR_other")),
+        (15, [6, 4, *_string_words("kern")]),  # OpEntryPoint Kernel %4 "kern"
+        (16, [4, 35, 32]),  # OpExecutionMode %4 SubgroupSize 32
+        (16, [4, 5893, 128, 1, 1]),  # MaxWorkgroupSizeINTEL
+    ]
+    words = [spirv.MAGIC, 0x00010100, 0, 10, 0]
+    for op, operands in ins:
+        words += [((len(operands) + 1) << 16) | op, *operands]
+    return struct.pack(f"<{len(words)}I", *words)
+
+
+def test_spirv_patch_drops_exactly_the_three_instructions():
+    mod = _module()
+    assert spirv.needs_cpu_patch(mod)
+    out = spirv.patch_for_cpu(mod)
+    _, ins, _ = spirv.parse(out)
+    assert [(i.opcode, i.operands[:2]) for i in ins] == [
+        (17, (1,)),
+        (10, tuple(_string_words("SPV_KHR_other")[:2])),
+        (15, (6, 4)),
+        (16, (4, 35)),
+    ]
+    assert spirv.entry_points(out) == ["kern"]
+    assert spirv.patch_for_cpu(out) == out  # idempotent
+
+
+def test_spirv_big_endian_and_errors():
+    mod = _module()
+    be = struct.pack(f">{len(mod) // 4}I", *struct.unpack(f"<{len(mod) // 4}I", mod))
+    assert spirv.entry_points(be) == ["kern"]
+    assert not spirv.needs_cpu_patch(spirv.patch_for_cpu(be))
+    with pytest.raises(spirv.SpirvError, match="bad magic"):
+        spirv.parse(b"\0" * 20)
+    with pytest.raises(spirv.SpirvError, match="word count"):
+        spirv.parse(mod[:-4])
+
+
+def test_result_named_errors():
+    cls = errors.error_class("UR_RESULT_ERROR_INVALID_KERNEL_NAME")
+    assert cls.__name__ == "UR_RESULT_ERROR_INVALID_KERNEL_NAME" and cls.code == 29
+    assert errors.error_class(29) is cls is errors.UR_RESULT_ERROR_INVALID_KERNEL_NAME
+    assert issubclass(cls, XpukitError)
+    with pytest.raises(cls, match="urKernelCreate failed with UR_RESULT_ERROR_INVALID_KERNEL_NAME"):
+        errors.raise_result(29, "urKernelCreate")
+    assert errors.error_class(12345).__name__ == "UR_RESULT_0x3039"
+
+
+def test_release_prototypes_differ_where_the_headers_do():
+    p0, p1, p3 = (_api.RELEASE_ABIS[r].prototypes() for r in ("2025.0", "2025.1", "2025.3"))
+    assert len(p0["urPlatformGet"]) == 5 and len(p3["urPlatformGet"]) == 4
+    assert len(p0["urEnqueueKernelLaunch"]) == 9 and len(p3["urEnqueueKernelLaunch"]) == 11
+    assert len(p0["urProgramCreateWithBinary"]) == 6 and len(p1["urProgramCreateWithBinary"]) == 7
+    assert _api.SUPPORTED_RELEASES == ("2025.0", "2025.1", "2025.2", "2025.3")
+
+
+def _fake_prefix(tmp_path, version, minor):
+    lib = tmp_path / "lib"
+    (lib / "python3.11" / "site-packages" / f"intel_cmplr_lib_ur-{version}.dist-info").mkdir(parents=True)
+    (lib / "libur_loader.so").write_bytes(b"")
+    (lib / f"libur_loader.so.0.{minor}.0").write_bytes(b"")
+    return lib / "libur_loader.so"
+
+
+@pytest.mark.parametrize(("version", "line"), [("2025.0.5", "2025.0"), ("2025.3.3", "2025.3")])
+def test_detect_release_from_metadata(tmp_path, version, line):
+    info = detect_release(_fake_prefix(tmp_path, version, 12))
+    assert (info.line, info.version) == (line, version)
+
+
+def test_unsupported_release_names_supported_ones(tmp_path):
+    with pytest.raises(errors.UnsupportedURRelease) as exc:
+        detect_release(_fake_prefix(tmp_path, "2026.1.0", 13))
+    assert "2026.1.0" in exc.value.message
+    assert all(r in exc.value.fix for r in _api.SUPPORTED_RELEASES)
+
+
+def test_detect_release_from_file_version(tmp_path):
+    (tmp_path / "libur_loader.so").write_bytes(b"")
+    (tmp_path / "libur_loader.so.0.11.10").write_bytes(b"")
+    assert detect_release(tmp_path / "libur_loader.so").line == "2025.1"
+
+
+def test_find_loader_explicit_and_env(tmp_path, monkeypatch):
+    f = _fake_prefix(tmp_path, "2025.2.2", 12)
+    assert find_loader(tmp_path).path == f.resolve()
+    monkeypatch.setenv("XPUKIT_UR_LOADER", str(f))
+    assert find_loader().source == "env"
+    monkeypatch.setenv("XPUKIT_UR_LOADER", str(tmp_path / "nope"))
+    with pytest.raises(errors.LoaderNotFound, match="XPUKIT_UR_LOADER"):
+        find_loader()
+
+
+def _abi(shared=0, scratch=False):
+    fn = SimpleNamespace(arg_names=["x", "y", "s", "n", "BLOCK"])
+    md = SimpleNamespace(name="k", num_warps=4, threads_per_warp=16, shared=shared)
+    if scratch:
+        md.global_scratch_size, md.global_scratch_align = 0, 1
+        md.profile_scratch_size, md.profile_scratch_align = 0, 1
+    return LaunchABI.from_metadata(fn, {"x": "*fp32", "y": "i64", "s": "fp16", "n": "i32"}, md)
+
+
+def test_abi_hidden_arguments_and_nd_range():
+    assert _abi().local_index is None
+    assert _abi(shared=256).local_index == 4
+    abi = _abi(shared=64, scratch=True)
+    assert [s[0] for s in abi.scratch] == ["global_scratch_size", "profile_scratch_size"]
+    assert abi.local_index == 6
+    assert abi.nd_range((5,)) == ((5 * 64, 1, 1), (64, 1, 1))
+    assert abi.nd_range((2, 3, 4)) == ((128, 3, 4), (64, 1, 1))
+
+
+def test_abi_argument_conversion():
+    abi = _abi()
+    vals = abi.convert([0x1000, 2**63 - 1, 1.0, 7])
+    assert vals[0] == 0x1000
+    assert isinstance(vals[1], ctypes.c_int64)
+    assert vals[2].value == 0x3C00  # fp16 1.0
+    with pytest.raises(errors.KernelArgumentError, match="takes 4 argument"):
+        abi.convert([1, 2, 3])
+    with pytest.raises(errors.KernelArgumentError, match="does not fit i64"):
+        abi.convert([0, 2**63, 1.0, 1])
+    with pytest.raises(errors.KernelArgumentError, match="64-bit address"):
+        abi.convert([2**64, 0, 1.0, 1])
+
+
+def test_grid_normalisation():
+    assert normalize_grid(4) == (4,)
+    assert normalize_grid(lambda m: (m["n"] // 2, 3), {"n": 10}) == (5, 3)
+    with pytest.raises(errors.KernelArgumentError):
+        normalize_grid((1, 2, 3, 4))
+    with pytest.raises(errors.KernelArgumentError):
+        normalize_grid("ab")
+
+
+def test_program_cache_checks(tmp_path):
+    dev = SimpleNamespace(cache_key=lambda: "opencl|cpu|1.0|0x0", ur_release="2025.3.3")
+    cache = ProgramCache(tmp_path)
+    key = cache.key(dev, "abc")
+    assert cache.key(dev, "abd") != key
+    assert cache.read(key, dev, "abc") is None
+    assert cache.write(key, dev, "abc", b"binary")
+    assert cache.read(key, dev, "abc") == b"binary"
+    with pytest.raises(errors.ProgramCacheCorrupt, match="device/driver/SPIR-V"):
+        cache.read(key, dev, "other-spirv")
+    (tmp_path / f"{key}.bin").write_bytes(b"binarY")
+    with pytest.raises(errors.ProgramCacheCorrupt, match="checksum"):
+        cache.read(key, dev, "abc")
