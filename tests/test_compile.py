@@ -67,7 +67,7 @@ def test_readme_example(env, capsys):
 def test_command_line_signature_and_constexprs_override(env):
     out = env / "o"
     sig = "x_ptr:*fp32, y_ptr:*fp32, a:fp32, n:i64"
-    assert run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], out, sig, ["BLOCK=256"], num_warps=2) == 0
+    assert run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], str(out), sig, ["BLOCK=256"], num_warps="2") == 0
     record = json.loads((out / "pvc" / "scale_kernel.json").read_text())
     assert record["constexprs"] == {"BLOCK": 256}
     assert record["metadata"]["num_warps"] == 2

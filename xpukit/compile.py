@@ -148,7 +148,13 @@ def run_compile(
     devices = {t: tool.require_target(t) for t in names}  # fail before compiling anything
     options: dict[str, Any] = {"generate_native_code": True}
     if num_warps is not None:
-        options["num_warps"] = num_warps
+        # invoke hands untyped options over as strings
+        try:
+            options["num_warps"] = int(num_warps)
+        except ValueError:
+            raise XpukitError(
+                f"num_warps {num_warps!r} is not an integer", "pass e.g. --num-warps 4"
+            ) from None
     if grf_mode is not None:
         options["grf_mode"] = grf_mode
 
