@@ -75,8 +75,10 @@ RUN install -d /wheels
 FROM system AS torch-none
 RUN install -d /wheels
 
+# The build args pick one stage each; these are stage names above, not images to tag (DL3006).
 # hadolint ignore=DL3006
 FROM triton-${TRITON_SOURCE} AS triton-wheels
+# Same: torch-none, torch-wheel or torch-source, a stage above (DL3006 does not apply).
 # hadolint ignore=DL3006
 FROM torch-${TORCH_SOURCE} AS torch-wheels
 
@@ -143,7 +145,8 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       io.xpukit.pins.pypi="${PYPI_PINS}" \
       io.xpukit.pins.digest="${XPUKIT_PINS}"
 
-USER xpukit
+# The xpukit user created in the system stage, by number so every runtime resolves it.
+USER 10001:10001
 WORKDIR /home/xpukit
 ENTRYPOINT ["/opt/xpukit/scripts/entrypoint.sh"]
 CMD ["bash"]

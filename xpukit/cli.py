@@ -53,14 +53,14 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def resolve_profile(choice: str, announce: bool = True) -> str:
+def resolve_profile(choice: str, announce: bool = True, sysfs_root: str = "/", dev_root: str = "/") -> str:
     """auto: xpu where the host has an Intel GPU render node, else cpu, saying which and why."""
     config.check_choice("profile", choice, config.PROFILE_CHOICES)
     if choice != "auto":
         return choice
     from xpukit.gpu import has_intel_gpu
 
-    found, reason = has_intel_gpu()
+    found, reason = has_intel_gpu(sysfs_root, dev_root)
     chosen = "xpu" if found else "cpu"
     if announce:
         say(f"profile auto -> {chosen} ({reason})")
@@ -253,10 +253,12 @@ def container_options(settings: config.Settings, profile: str, extra_env: dict[s
         },
     }
     if profile == "xpu":
-        from xpukit.gpu import docker_gpu_options
+        from xpukit.gpu import gpu_run_options
 
-        gpu = docker_gpu_options()
-        for key, value in gpu.items():
+        gpu = gpu_run_options()
+        for note in gpu.notes:
+            say(f"gpu: {note}")
+        for key, value in gpu.docker_kwargs().items():
             if key == "volumes":
                 options["volumes"].update(value)
             else:

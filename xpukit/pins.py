@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -217,8 +218,8 @@ class _Checker:
 
 
 def load(path: Path | str | None = None) -> Pins:
-    """Read and check a pins file (default: env/pins.toml of this checkout)."""
-    path = Path(path) if path else DEFAULT_PINS
+    """Read and check a pins file (default: XPUKIT_PINS_FILE, else env/pins.toml of this checkout)."""
+    path = Path(path or os.environ.get("XPUKIT_PINS_FILE") or DEFAULT_PINS)
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:

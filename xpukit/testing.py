@@ -16,6 +16,9 @@ from xpukit.errors import XpukitError
 
 # pytest's "no tests were collected": a phase with nothing selected is not a failure.
 NO_TESTS = 5
+# Host logic (unit) and image checks (docker) run on the host; the runtime tests in the image.
+HOST_MARKERS = "unit or docker"
+CONTAINER_MARKERS = "container or gpu"
 
 
 @dataclasses.dataclass
@@ -68,7 +71,7 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     profile = cli.load_profile(profile_name)
 
     if settings.dry_run:
-        host_markers = "unit or docker" if where == "container" else "not docker"
+        host_markers = HOST_MARKERS if where == "container" else "not docker"
         print(f"{sys.executable} -m pytest -m '{host_markers}' {' '.join(pytest_args)}")
         if where == "container":
             options = cli.container_options(settings, profile_name)
@@ -92,7 +95,7 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     phases: list[Phase] = []
     try:
         if where == "container":
-            phases.append(_pytest_host("unit or docker", results / "host.xml", pytest_args, env))
+            phases.append(_pytest_host(HOST_MARKERS, results / "host.xml", pytest_args, env))
             phases.append(_run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name,
                                                results, pytest_args))
         else:
@@ -122,14 +125,14 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
 
 
 def _container_pytest(pytest_args: list[str]) -> list[str]:
-    return ["python", "-m", "pytest", "-m", "not docker", "-p", "no:cacheprovider",
+    return ["python", "-m", "pytest", "-m", CONTAINER_MARKERS, "-p", "no:cacheprovider",
             "--junitxml=/results/container.xml", *pytest_args]
 
 
 def _run_container_phase(
     settings: config.Settings, sdk: object, tag: str, profile: str, results: Path, pytest_args: list[str]
 ) -> Phase:
-    phase = Phase("container (not docker)")
+    phase = Phase(f"container ({CONTAINER_MARKERS})")
     results.chmod(0o777)  # the container's non-root user writes its report here
     options = cli.container_options(settings, profile)
     options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}

@@ -1,0 +1,63 @@
+"""Markers decide where a test runs (see pyproject.toml); this file decides what to skip, and why.
+
+- gpu: skipped unless the host has an Intel GPU render node.
+- container: needs Triton, UR and ocloc. Inside the image (XPUKIT_IN_CONTAINER=1) it always runs;
+  on a host without that runtime it is skipped with the reason (`invoke test` runs it in the image).
+- docker: needs an engine and the image `invoke test` built (XPUKIT_TEST_IMAGE). With
+  XPUKIT_REQUIRE_DOCKER=1 a missing engine fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def _runtime_missing() -> str:
+    if os.environ.get("XPUKIT_IN_CONTAINER") == "1":
+        return ""
+    for module in ("triton", "numpy", "yaml", "elftools"):
+        if importlib.util.find_spec(module) is None:
+            return f"needs the kit's runtime ({module} is not installed here); `invoke test` runs it in the image"
+    return ""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from xpukit.gpu import has_intel_gpu
+
+    has_gpu, why_not_gpu = has_intel_gpu()
+    runtime_missing = _runtime_missing()
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason=f"needs an Intel GPU: {why_not_gpu}"))
+        elif "container" in item.keywords and runtime_missing:
+            item.add_marker(pytest.mark.skip(reason=runtime_missing))
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """A docker SDK client for the engine `invoke test` used; skip (or fail) without one."""
+    from xpukit import engine
+    from xpukit.errors import XpukitError
+
+    try:
+        sdk = engine.client(os.environ.get("DOCKER_HOST", ""), timeout=600)
+    except XpukitError as exc:
+        if os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"XPUKIT_REQUIRE_DOCKER=1 but {exc.one_line()}")
+        pytest.skip(f"needs a Docker engine: {exc.message}")
+    yield sdk
+    sdk.close()
+
+
+@pytest.fixture(scope="session")
+def test_image(docker_client) -> str:
+    """The image `invoke test` built for this run."""
+    tag = os.environ.get("XPUKIT_TEST_IMAGE", "")
+    if not tag:
+        if os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1":
+            pytest.fail("XPUKIT_REQUIRE_DOCKER=1 but XPUKIT_TEST_IMAGE is not set (run the tests with `invoke test`)")
+        pytest.skip("needs the image built by `invoke test` (XPUKIT_TEST_IMAGE is not set)")
+    return tag

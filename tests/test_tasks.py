@@ -1,0 +1,190 @@
+"""The invoke tasks as a user runs them: dry runs print exact commands, bad input is one line."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xpukit import build, cli, pins
+
+pytestmark = pytest.mark.unit
+ROOT = pins.REPO_ROOT
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "XPUKIT_PROFILE": "", **(env or {})}
+    full_env.pop("CI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=full_env, capture_output=True, text=True, check=False
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def build_command(result: subprocess.CompletedProcess) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    line = [ln for ln in result.stdout.splitlines() if " build " in ln][-1]
+    return shlex.split(line)
+
+
+def test_list_has_one_line_help_per_task():
+    result = invoke("--list")
+    assert result.returncode == 0
+    for name in ("build", "test", "demo-ur", "shell", "base", "pins", "clean", "compile", "zebin-info"):
+        lines = [ln for ln in result.stdout.splitlines() if ln.strip().startswith(name + " ")]
+        assert lines, f"{name} missing from invoke --list"
+
+
+@pytest.mark.parametrize("profile", ["cpu", "xpu"])
+def test_build_dry_run_carries_every_pin(profile):
+    cmd = build_command(invoke("build", "--profile", profile, "--dry-run"))
+    args = dict(a.split("=", 1) for a in cmd[cmd.index("--build-arg") :: 1] if "=" in a and a[0].isupper())
+    loaded = pins.load().profile(profile)
+    expected = build.build_args(loaded, loaded.base_reference)
+    for key, value in expected.items():
+        assert args.get(key) == value, key
+    tags = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-t"]
+    assert tags[1] == f"xpukit:{profile}" and tags[0].startswith(f"xpukit:{profile}-")
+    assert cmd[-1] == str(ROOT)
+
+
+def test_ca_bundle_becomes_a_secret(tmp_path):
+    bundle = tmp_path / "corp.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    cmd = build_command(invoke("build", "--profile", "cpu", "--dry-run", "--ca-bundle", str(bundle)))
+    assert cmd[cmd.index("--secret") + 1] == f"id=ca_bundle,src={bundle}"
+    assert not any(str(bundle) in a for a in cmd if a.startswith("BASE") or "--build-arg" == a)
+
+
+def test_content_tag_follows_the_build_inputs(tmp_path):
+    cpu = pins.load().profile("cpu")
+    args = build.build_args(cpu, "base:1")
+    first = build.content_hash(ROOT, args)
+    assert first == build.content_hash(ROOT, {**args, "XPUKIT_REVISION": "other"})
+    assert first != build.content_hash(ROOT, {**args, "BASE_IMAGE": "base:2"})
+
+
+def test_profile_auto_says_which_and_why(tmp_path, capsys):
+    from tests.fakehost import Node, make_host
+
+    no_gpu = make_host(tmp_path / "none")
+    assert cli.resolve_profile("auto", sysfs_root=no_gpu.sysfs_root, dev_root=no_gpu.dev_root) == "cpu"
+    pvc = make_host(tmp_path / "pvc", [Node()])
+    assert cli.resolve_profile("auto", sysfs_root=pvc.sysfs_root, dev_root=pvc.dev_root) == "xpu"
+    out = capsys.readouterr().out
+    assert "profile auto -> cpu (" in out and "profile auto -> xpu (" in out
+    assert cli.resolve_profile("cpu") == "cpu"
+
+
+def test_profile_auto_through_the_task():
+    result = invoke("build", "--dry-run")
+    assert result.returncode == 0
+    assert "profile auto -> " in result.stdout
+
+
+def test_xpu_variants_reach_the_build_args():
+    cmd = build_command(invoke("build", "--profile", "xpu", "--dry-run", "--triton", "blog", "--llvm",
+                               "--torch", "none", "--torch-arch-list", "pvc"))
+    joined = " ".join(cmd)
+    assert "TRITON_COMMIT=197f5f843fd17deab1de1df1c6f17e60978ecdce" in joined
+    assert "LLVM_SOURCE=source" in joined and "TORCH_SOURCE=none" in joined and "TORCH_XPU_ARCH_LIST=pvc" in joined
+
+
+def test_test_and_demo_dry_runs_show_the_container_command():
+    result = invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", "-n", "4096",
+                    "--scale", "3")
+    assert result.returncode == 0, result.stderr
+    run = [ln for ln in result.stdout.splitlines() if " run " in ln][-1]
+    assert f"{ROOT}:/workspace:ro" in run and "xpukit-cache:/home/xpukit/.cache:rw" in run
+    assert run.endswith("python /workspace/examples/xpu_triton_ur.py --n 4096 --scale 3")
+    result = invoke("test", "--where", "container", "--profile", "cpu", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "-m 'unit or docker'" in result.stdout and "-m container or gpu" in result.stdout
+
+
+# ---------------------------------------------------------------- bad input: one line, non-zero
+
+
+def test_unknown_profile():
+    line = one_line_error(invoke("build", "--profile", "gpu", "--dry-run"))
+    assert "unknown profile 'gpu'" in line and "auto, cpu, xpu" in line
+
+
+def test_unknown_where():
+    line = one_line_error(invoke("test", "--where", "cloud", "--dry-run"))
+    assert "unknown where 'cloud'" in line and "auto, container, host" in line
+
+
+def test_malformed_pins(tmp_path):
+    bad = tmp_path / "pins.toml"
+    bad.write_text(pins.DEFAULT_PINS.read_text().replace('digest = ""  # unknown here', 'digest = "latest"  # unknown here', 1))
+    line = one_line_error(invoke("build", "--profile", "cpu", "--dry-run", env={"XPUKIT_PINS_FILE": str(bad)}))
+    assert str(bad) in line and "cpu.base.digest" in line
+
+
+def test_missing_ca_bundle(tmp_path):
+    line = one_line_error(invoke("build", "--profile", "cpu", "--dry-run", "--ca-bundle", str(tmp_path / "no.pem")))
+    assert "no.pem does not exist" in line and "--ca-bundle" in line
+
+
+def test_no_engine_says_how_to_start_one(tmp_path):
+    line = one_line_error(invoke("build", "--profile", "cpu", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"}))
+    assert "no Docker engine answers" in line and "dockerd" in line
+
+
+def test_buildkit_unavailable_names_the_fix(tmp_path):
+    """A docker CLI >= 23 without its buildx plugin (a stand-in script: its answers are the point)."""
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "Docker version 28.2.2, build x" && exit 0\n'
+                    'echo "docker: unknown command: docker $1" >&2; exit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    line = one_line_error(invoke("build", "--profile", "cpu", env={"XPUKIT_DOCKER_CLI": str(fake)}))
+    assert "BuildKit is unavailable" in line and "buildx" in line and "XPUKIT_DOCKER_CLI" in line
+
+
+def test_base_needs_root_or_debootstrap():
+    from xpukit.base import check_prerequisites
+    from xpukit.errors import XpukitError
+
+    with pytest.raises(XpukitError, match="must run as root"):
+        check_prerequisites(euid=1000)
+    with pytest.raises(XpukitError, match="debootstrap is not installed"):
+        check_prerequisites(euid=0, which=lambda name: None)
+
+
+def test_base_dry_run_shows_debootstrap_and_import():
+    result = invoke("base", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "debootstrap --variant=minbase bookworm ROOTFS" in result.stdout
+    assert "import" in result.stdout and "xpukit-base:bookworm-slim" in result.stdout
+
+
+def test_pins_task_shows_args_and_checks_locks():
+    result = invoke("pins", "--profile", "cpu", "--check")
+    assert result.returncode == 0, result.stderr
+    assert "TRITON_VERSION=3.3.0b1" in result.stdout and "not pinned by digest" in result.stdout
+    assert "lock out of date" not in result.stdout
+
+
+def test_base_choice_points_to_invoke_base():
+    cpu = pins.load().profile("cpu")
+    from xpukit.errors import XpukitError
+
+    with pytest.raises(XpukitError) as info:
+        build.choose_base(cpu, "", lambda ref: False, lambda ref: False, lambda m: None)
+    assert "invoke base" in info.value.fix
+    assert build.choose_base(cpu, "", lambda ref: ref == "xpukit-base:bookworm-slim", None, print) == (
+        "xpukit-base:bookworm-slim"
+    )
