@@ -147,9 +147,7 @@ def test_wsl_host_without_libs_fails(tmp_path):
 
 
 def test_engine_down_fails_and_skips_the_image(tmp_path):
-    code, lines = run(
-        make_host(tmp_path, [Node()]), "xpukit:xpu", engine=lambda: (False, "connection refused")
-    )
+    code, lines = run(make_host(tmp_path, [Node()]), "xpukit:xpu", engine=lambda: (False, "connection refused"))
     assert code == 1
     assert lines_for(lines, "engine")[0].startswith("FAIL") and "DOCKER_HOST" in lines_for(lines, "engine")[0]
     assert lines_for(lines, "image")[0].startswith("SKIP")

@@ -64,9 +64,7 @@ def test_group_add_uses_the_render_nodes_gid_and_never_zero(tmp_path, monkeypatc
 
     def with_gids(*args):
         nodes = real(*args)
-        return [
-            nodes[0].__class__(**{**n.__dict__, "gid": g}) for n, g in zip(nodes, (109, 109), strict=True)
-        ]
+        return [nodes[0].__class__(**{**n.__dict__, "gid": g}) for n, g in zip(nodes, (109, 109), strict=True)]
 
     monkeypatch.setattr(gpu, "render_nodes", with_gids)
     assert gpu.gpu_run_options(h.sysfs_root, h.dev_root, h.host_root).group_add == ("109",)

@@ -138,10 +138,7 @@ def test_llvm_source_plan_reads_the_hash_at_run_time(tmp_path):
         f'test "$(git -C {triton} rev-parse HEAD)" = {ZEBIN}',
     ]
     assert lines[4] == f"LLVM_COMMIT=$(cat {triton}/cmake/llvm-hash.txt)"
-    assert (
-        f'git -C {tmp_path}/src/llvm-project {FETCH} https://github.com/llvm/llvm-project "$LLVM_COMMIT"'
-        in lines
-    )
+    assert f'git -C {tmp_path}/src/llvm-project {FETCH} https://github.com/llvm/llvm-project "$LLVM_COMMIT"' in lines
 
 
 def test_llvm_source_plan_with_a_checkout(tmp_path):
@@ -151,10 +148,7 @@ def test_llvm_source_plan_with_a_checkout(tmp_path):
     lines = commands(proc.stdout.splitlines())
     llvm = tmp_path / "src/llvm-project"
     prefix = tmp_path / "llvm"
-    assert (
-        f"git -C {llvm} fetch --depth 1 --no-tags https://github.com/llvm/llvm-project {LLVM_AT_ZEBIN}"
-        in lines
-    )
+    assert f"git -C {llvm} fetch --depth 1 --no-tags https://github.com/llvm/llvm-project {LLVM_AT_ZEBIN}" in lines
     assert f'test "$(git -C {llvm} rev-parse HEAD)" = {LLVM_AT_ZEBIN}' in lines
     (cmake,) = [line for line in lines if line.startswith("cmake -G Ninja")]
     for flag in (
@@ -180,9 +174,7 @@ def test_llvm_source_plan_with_a_checkout(tmp_path):
 
 def test_llvm_check_mlir_is_opt_in(tmp_path):
     fake_triton_checkout(tmp_path)
-    proc = sh(
-        "build-llvm.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source", LLVM_CHECK="1"
-    )
+    proc = sh("build-llvm.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source", LLVM_CHECK="1")
     assert f"cmake --build {tmp_path}/src/llvm-project/build --target check-mlir -j 8" in proc.stdout
 
 
@@ -203,9 +195,7 @@ def test_triton_prebuilt_plan(tmp_path):
     assert f"python3 -m pip install -r {triton}/python/requirements.txt" in lines
     assert not any("LLVM_SYSPATH" in line for line in lines)
     assert "export MAX_JOBS=8" in lines and "export TRITON_BUILD_WITH_CCACHE=true" in lines
-    assert (
-        lines[-1] == f"python3 -m pip wheel --no-deps --no-build-isolation --wheel-dir {wheels} -v {triton}"
-    )
+    assert lines[-1] == f"python3 -m pip wheel --no-deps --no-build-isolation --wheel-dir {wheels} -v {triton}"
 
 
 def test_triton_with_llvm_from_source(tmp_path):
@@ -272,9 +262,7 @@ def _git(*args: str, cwd: Path) -> str:
         "GIT_COMMITTER_NAME": "t",
         "GIT_COMMITTER_EMAIL": "t@t",
     }
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _checkout(tmp_path: Path, repo: str, commit: str, token: Path) -> subprocess.CompletedProcess[str]:
@@ -359,9 +347,7 @@ def test_torch_source_plan(tmp_path):
 
 
 def test_torch_arch_list_is_configurable(tmp_path):
-    lines = dry(
-        "build-pytorch.sh", tmp_path, TORCH_SOURCE="source", TORCH_COMMIT=TORCH, TORCH_XPU_ARCH_LIST="pvc"
-    )
+    lines = dry("build-pytorch.sh", tmp_path, TORCH_SOURCE="source", TORCH_COMMIT=TORCH, TORCH_XPU_ARCH_LIST="pvc")
     assert "export TORCH_XPU_ARCH_LIST=pvc" in lines
 
 
@@ -465,9 +451,7 @@ def test_check_ur_fails_without_oneapi(tmp_path):
 # ---- lint ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    shutil.which("shellcheck") is None, reason="needs shellcheck (apt-get install shellcheck)"
-)
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (apt-get install shellcheck)")
 def test_scripts_are_shellcheck_clean():
     files = [str(SCRIPTS / n) for n in [*SCRIPT_NAMES, "xpu-common.sh"]]
     proc = subprocess.run(["shellcheck", "-x", *files], capture_output=True, text=True, check=False)

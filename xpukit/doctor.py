@@ -82,8 +82,7 @@ def check_buildkit(buildkit_probe: Probe) -> Finding:
         "fail",
         "buildkit",
         f"BuildKit unavailable: {why}",
-        "install the buildx plugin (docker-buildx-plugin), "
-        "or use a docker CLI older than 23 with DOCKER_BUILDKIT=1",
+        "install the buildx plugin (docker-buildx-plugin), or use a docker CLI older than 23 with DOCKER_BUILDKIT=1",
     )
 
 
@@ -95,9 +94,7 @@ def check_gpus(sysfs_root: str, dev_root: str, host_root: str, user: gpu.UserIds
     if wsl.detected:
         findings.append(Finding("ok", "wsl", "WSL2 GPU paravirtualization: /dev/dxg present"))
         if wsl.lib_dir:
-            findings.append(
-                Finding("ok", "wsl-libs", "/usr/lib/wsl present (mounted read-only into containers)")
-            )
+            findings.append(Finding("ok", "wsl-libs", "/usr/lib/wsl present (mounted read-only into containers)"))
         else:
             findings.append(
                 Finding(
@@ -118,8 +115,7 @@ def check_gpus(sysfs_root: str, dev_root: str, host_root: str, user: gpu.UserIds
             Finding(
                 "warn",
                 "gpu",
-                "no Intel GPU render node"
-                + (f" (other GPUs: {others})" if others else " (no /dev/dri render node)"),
+                "no Intel GPU render node" + (f" (other GPUs: {others})" if others else " (no /dev/dri render node)"),
                 "the cpu profile works without a GPU; for xpu use a host with an Intel GPU and its "
                 "i915/xe driver loaded",
             )
@@ -132,8 +128,7 @@ def check_gpus(sysfs_root: str, dev_root: str, host_root: str, user: gpu.UserIds
                 Finding(
                     "fail",
                     "gpu",
-                    f"sysfs lists {n.name} ({n.model}, {n.vendor}:{n.device}){where} "
-                    f"but {n.dev_path} is missing",
+                    f"sysfs lists {n.name} ({n.model}, {n.vendor}:{n.device}){where} but {n.dev_path} is missing",
                     "check that udev created the node (`ls -l /dev/dri`), or reload the driver",
                 )
             )
@@ -173,8 +168,7 @@ def _access_finding(n: gpu.RenderNode, user: gpu.UserIds) -> Finding:
         return Finding(
             "warn",
             "access",
-            f"{n.dev_path}: your user cannot open it ({owner}); "
-            f"containers still get it via --group-add {n.gid}",
+            f"{n.dev_path}: your user cannot open it ({owner}); containers still get it via --group-add {n.gid}",
             f"to use it outside containers: sudo usermod -aG {group} $USER, then log in again",
         )
     return Finding(
@@ -272,9 +266,7 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
         ("triton", data.get("triton", "")),
         (
             "ocloc",
-            (data.get("ocloc") or {}).get("package_version", "")
-            if isinstance(data.get("ocloc"), Mapping)
-            else "",
+            (data.get("ocloc") or {}).get("package_version", "") if isinstance(data.get("ocloc"), Mapping) else "",
         ),
     ):
         pin = str(pins.get(key, ""))
@@ -285,12 +277,7 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
     if commit and "+git" in triton and commit[:8] not in triton:
         mismatch.append(f"triton_commit pinned {commit[:8]}, installed {triton}")
     torch_commit, torch = str(pins.get("torch_commit", "")), str(data.get("torch", ""))
-    if (
-        pins.get("torch_source") == "source"
-        and torch_commit
-        and "+git" in torch
-        and torch_commit[:7] not in torch
-    ):
+    if pins.get("torch_source") == "source" and torch_commit and "+git" in torch and torch_commit[:7] not in torch:
         mismatch.append(f"torch_commit pinned {torch_commit[:7]}, installed {torch}")
     if mismatch:
         out.append(
@@ -320,9 +307,7 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
         else:
             out.append(Finding("ok", "pins", "image matches env/pins.toml"))
     if not out or all(f.check == "pins" for f in out):
-        found = (
-            f"profile {data.get('profile', '?')}, triton {triton or '?'}, python {data.get('python', '?')}"
-        )
+        found = f"profile {data.get('profile', '?')}, triton {triton or '?'}, python {data.get('python', '?')}"
         out.insert(0, Finding("ok", "manifest", found))
     return out
 
@@ -363,17 +348,14 @@ def container_findings(
                 )
             )
         else:
-            out.append(
-                Finding("ok" if adapters else "warn", "ur-adapters", ", ".join(adapters) or "none found")
-            )
+            out.append(Finding("ok" if adapters else "warn", "ur-adapters", ", ".join(adapters) or "none found"))
         gpu_dev, cpu_dev = ur.get("gpu") or {}, ur.get("cpu") or {}
         if gpu_dev.get("name"):
             out.append(
                 Finding(
                     "ok",
                     "ur-gpu",
-                    f"{gpu_dev['name']} via {gpu_dev.get('backend', '?')}, "
-                    f"driver {gpu_dev.get('driver_version', '?')}",
+                    f"{gpu_dev['name']} via {gpu_dev.get('backend', '?')}, driver {gpu_dev.get('driver_version', '?')}",
                 )
             )
         elif host_has_gpu:
@@ -381,8 +363,7 @@ def container_findings(
                 Finding(
                     "fail",
                     "ur-gpu",
-                    "the host has an Intel GPU but UR sees none in the container "
-                    f"({gpu_dev.get('error', '')})",
+                    f"the host has an Intel GPU but UR sees none in the container ({gpu_dev.get('error', '')})",
                     "run with the GPU flags (invoke run/shell add --device /dev/dri and --group-add); "
                     "check the image has Intel's Level Zero GPU driver "
                     "(libze-intel-gpu1 / intel-level-zero-gpu)",
@@ -614,11 +595,7 @@ def run_doctor(
             out(f.line())
         findings += extra
     else:
-        out(
-            Finding(
-                "skip", "image", "no image given: in-container checks skipped (invoke doctor --image NAME)"
-            ).line()
-        )
+        out(Finding("skip", "image", "no image given: in-container checks skipped (invoke doctor --image NAME)").line())
 
     failed = [f for f in findings if f.status == "fail"]
     warned = [f for f in findings if f.status == "warn"]

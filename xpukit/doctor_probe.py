@@ -46,9 +46,7 @@ def _find_lib(names: tuple[str, ...], extra_dirs: list[str]) -> str:
 
 def probe_oneapi() -> dict[str, Any]:
     root = os.environ.get("ONEAPI_ROOT", "/opt/intel/oneapi")
-    releases = sorted(
-        Path(p).name for p in glob.glob(f"{root}/compiler/20*") if not Path(p).name.startswith("latest")
-    )
+    releases = sorted(Path(p).name for p in glob.glob(f"{root}/compiler/20*") if not Path(p).name.startswith("latest"))
     cmplr = os.environ.get("CMPLR_ROOT", "")
     match = re.search(r"/compiler/(20\d\d\.\d+(?:\.\d+)?)", os.path.realpath(cmplr) if cmplr else "")
     return {

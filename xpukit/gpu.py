@@ -281,9 +281,7 @@ def gpu_run_options(
             if n.gid and str(n.gid) not in groups:
                 groups.append(str(n.gid))
         if not groups:
-            notes.append(
-                "the render nodes belong to group 0 (root): a non-root container user may not open them"
-            )
+            notes.append("the render nodes belong to group 0 (root): a non-root container user may not open them")
         notes.append("passing through " + ", ".join(n.describe() for n in nodes))
     if wsl.dxg:
         devices.append("/dev/dxg")
