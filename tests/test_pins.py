@@ -50,8 +50,12 @@ def test_lock_files_match_the_pins(profile):
 
 
 BROKEN = [
-    ('commit = "9e237132e02d6e813836ad6a7137bd275fc0a7cd"  # upstream', 'commit = "9e23713"  # upstream',
-     "xpu.triton.commit", "40 lowercase hex"),
+    (
+        'commit = "9e237132e02d6e813836ad6a7137bd275fc0a7cd"  # upstream',
+        'commit = "9e23713"  # upstream',
+        "xpu.triton.commit",
+        "40 lowercase hex",
+    ),
     ('digest = ""  # unknown here', 'digest = "sha256:1234"  # unknown here', "cpu.base.digest", "64 hex"),
     ('triton-xpu"\nversion = "3.3.0b1"', 'triton-xpu"\nversion = ">=3.3"', "cpu.triton.version", "not exact"),
     ('numpy = "2.4.6"\npyelftools', 'numpy = "2.*"\npyelftools', "cpu.pypi.numpy", "not exact"),

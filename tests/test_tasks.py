@@ -7,7 +7,6 @@ import shlex
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -65,7 +64,7 @@ def test_ca_bundle_becomes_a_secret(tmp_path):
     bundle.write_text("-----BEGIN CERTIFICATE-----\n")
     cmd = build_command(invoke("build", "--profile", "cpu", "--dry-run", "--ca-bundle", str(bundle)))
     assert cmd[cmd.index("--secret") + 1] == f"id=ca_bundle,src={bundle}"
-    assert not any(str(bundle) in a for a in cmd if a.startswith("BASE") or "--build-arg" == a)
+    assert not any(str(bundle) in a for a in cmd if a.startswith("BASE") or a == "--build-arg")
 
 
 def test_content_tag_follows_the_build_inputs(tmp_path):
@@ -95,16 +94,28 @@ def test_profile_auto_through_the_task():
 
 
 def test_xpu_variants_reach_the_build_args():
-    cmd = build_command(invoke("build", "--profile", "xpu", "--dry-run", "--triton", "blog", "--llvm",
-                               "--torch", "none", "--torch-arch-list", "pvc"))
+    cmd = build_command(
+        invoke(
+            "build",
+            "--profile",
+            "xpu",
+            "--dry-run",
+            "--triton",
+            "blog",
+            "--llvm",
+            "--torch",
+            "none",
+            "--torch-arch-list",
+            "pvc",
+        )
+    )
     joined = " ".join(cmd)
     assert "TRITON_COMMIT=197f5f843fd17deab1de1df1c6f17e60978ecdce" in joined
     assert "LLVM_SOURCE=source" in joined and "TORCH_SOURCE=none" in joined and "TORCH_XPU_ARCH_LIST=pvc" in joined
 
 
 def test_test_and_demo_dry_runs_show_the_container_command():
-    result = invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", "-n", "4096",
-                    "--scale", "3")
+    result = invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", "-n", "4096", "--scale", "3")
     assert result.returncode == 0, result.stderr
     run = [ln for ln in result.stdout.splitlines() if " run " in ln][-1]
     assert f"{ROOT}:/workspace:ro" in run and "xpukit-cache:/home/xpukit/.cache:rw" in run
@@ -129,7 +140,9 @@ def test_unknown_where():
 
 def test_malformed_pins(tmp_path):
     bad = tmp_path / "pins.toml"
-    bad.write_text(pins.DEFAULT_PINS.read_text().replace('digest = ""  # unknown here', 'digest = "latest"  # unknown here', 1))
+    bad.write_text(
+        pins.DEFAULT_PINS.read_text().replace('digest = ""  # unknown here', 'digest = "latest"  # unknown here', 1)
+    )
     line = one_line_error(invoke("build", "--profile", "cpu", "--dry-run", env={"XPUKIT_PINS_FILE": str(bad)}))
     assert str(bad) in line and "cpu.base.digest" in line
 
@@ -147,8 +160,10 @@ def test_no_engine_says_how_to_start_one(tmp_path):
 def test_buildkit_unavailable_names_the_fix(tmp_path):
     """A docker CLI >= 23 without its buildx plugin (a stand-in script: its answers are the point)."""
     fake = tmp_path / "docker"
-    fake.write_text('#!/bin/sh\n[ "$1" = "--version" ] && echo "Docker version 28.2.2, build x" && exit 0\n'
-                    'echo "docker: unknown command: docker $1" >&2; exit 1\n')
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = "--version" ] && echo "Docker version 28.2.2, build x" && exit 0\n'
+        'echo "docker: unknown command: docker $1" >&2; exit 1\n'
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     line = one_line_error(invoke("build", "--profile", "cpu", env={"XPUKIT_DOCKER_CLI": str(fake)}))
     assert "BuildKit is unavailable" in line and "buildx" in line and "XPUKIT_DOCKER_CLI" in line

@@ -36,9 +36,7 @@ def check_prerequisites(euid: int | None = None, which: Callable[[str], str | No
         raise XpukitError("debootstrap is not installed", "install it: sudo apt-get install debootstrap")
 
 
-def build_base(
-    suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: Callable[[str], None] = print
-) -> int:
+def build_base(suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: Callable[[str], None] = print) -> int:
     """Bootstrap ``suite`` into a temporary rootfs and import it as ``tag``."""
     if dry_run:
         steps = commands("ROOTFS", suite, mirror, tag, cli)

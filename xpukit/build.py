@@ -126,7 +126,7 @@ def meta_args(root: Path) -> dict[str, str]:
     if revision and git("status", "--porcelain", "--untracked-files=no"):
         revision += "-dirty"
     # The commit's time, not the wall clock, keeps a rebuild of the same commit identical.
-    created = git("log", "-1", "--format=%cI") or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    created = git("log", "-1", "--format=%cI") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     source = git("config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
     return {"XPUKIT_SOURCE": source, "XPUKIT_REVISION": revision or "unknown", "XPUKIT_CREATED": created}
 
@@ -221,7 +221,9 @@ def plan(
         cmd += ["-t", t]
     cmd.append(str(root))
     warnings = list(profile.warnings)
-    return BuildPlan(profile.name, tags, args, cmd, cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}, tuple(warnings))
+    return BuildPlan(
+        profile.name, tags, args, cmd, cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}, tuple(warnings)
+    )
 
 
 def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> bool:

@@ -99,9 +99,7 @@ def _make_plan(
             raise
         cli = None  # a dry run still prints the plan, with a plain `docker`
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
-    return build_mod.plan(
-        ROOT, profile, base, settings.image, cli, settings.ca_bundle, github_token, variant, progress
-    )
+    return build_mod.plan(ROOT, profile, base, settings.image, cli, settings.ca_bundle, github_token, variant, progress)
 
 
 def _content_tag(settings: config.Settings, profile: pins_mod.Profile, base: str, variant: build_mod.Variant) -> str:
@@ -110,9 +108,10 @@ def _content_tag(settings: config.Settings, profile: pins_mod.Profile, base: str
 
 
 def ensure_image(
-    settings: config.Settings, profile: pins_mod.Profile, sdk: Any, variant: build_mod.Variant = build_mod.Variant()
+    settings: config.Settings, profile: pins_mod.Profile, sdk: Any, variant: build_mod.Variant | None = None
 ) -> str:
     """The image's content tag, building it first when it is missing."""
+    variant = variant or build_mod.Variant()
     base = _resolve_base(settings, profile, sdk)
     tag = _content_tag(settings, profile, base, variant)
     if engine.image_exists(sdk, tag):

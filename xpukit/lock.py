@@ -166,4 +166,3 @@ def lock_all(
     if found and not dry_run:
         fill_digests(pins.path, found)
     return 0
-

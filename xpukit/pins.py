@@ -246,4 +246,3 @@ def load(path: Path | str | None = None) -> Pins:
 
 def lock_path(profile: str, root: Path = REPO_ROOT) -> Path:
     return root / "env" / "lock" / f"{profile}.txt"
-

@@ -75,8 +75,13 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
         print(f"{sys.executable} -m pytest -m '{host_markers}' {' '.join(pytest_args)}")
         if where == "container":
             options = cli.container_options(settings, profile_name)
-            print(" ".join(engine.format_run_cli("docker", f"{settings.image}:{profile_name}-<content>",
-                                                 _container_pytest(pytest_args), options)))
+            print(
+                " ".join(
+                    engine.format_run_cli(
+                        "docker", f"{settings.image}:{profile_name}-<content>", _container_pytest(pytest_args), options
+                    )
+                )
+            )
         return 0
 
     env = {"XPUKIT_PROFILE": profile_name}
@@ -96,8 +101,9 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     try:
         if where == "container":
             phases.append(_pytest_host(HOST_MARKERS, results / "host.xml", pytest_args, env))
-            phases.append(_run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name,
-                                               results, pytest_args))
+            phases.append(
+                _run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name, results, pytest_args)
+            )
         else:
             markers = "not docker" if sdk is None else "not gpu or gpu"
             phases.append(_pytest_host(markers, results / "host.xml", pytest_args, env))
@@ -118,15 +124,27 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     print(f"xpukit: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
     if broken:
         if require_docker and any(p.name == "container" and p.note for p in phases):
-            print("xpukit: error: XPUKIT_REQUIRE_DOCKER=1 but the container tests could not run "
-                  f"(fix: {engine.START_ENGINE_FIX})", file=sys.stderr)
+            print(
+                "xpukit: error: XPUKIT_REQUIRE_DOCKER=1 but the container tests could not run "
+                f"(fix: {engine.START_ENGINE_FIX})",
+                file=sys.stderr,
+            )
         return 1
     return 0
 
 
 def _container_pytest(pytest_args: list[str]) -> list[str]:
-    return ["python", "-m", "pytest", "-m", CONTAINER_MARKERS, "-p", "no:cacheprovider",
-            "--junitxml=/results/container.xml", *pytest_args]
+    return [
+        "python",
+        "-m",
+        "pytest",
+        "-m",
+        CONTAINER_MARKERS,
+        "-p",
+        "no:cacheprovider",
+        "--junitxml=/results/container.xml",
+        *pytest_args,
+    ]
 
 
 def _run_container_phase(
