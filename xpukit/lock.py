@@ -58,13 +58,13 @@ def compile_lock(name: str, requirements: list[str], out: Path, dry_run: bool = 
             "--annotation-style",
             "line",
             *LOCK_TARGETS[name],
-            str(req_in),
+            req_in.name,  # relative, run in tmp: a temp path would make every lock differ
             "-o",
-            str(tmp_out),
+            tmp_out.name,
         ]
         if dry_run:
             return cmd
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp)
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
             raise XpukitError(
