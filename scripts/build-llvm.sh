@@ -66,6 +66,7 @@ esac
 have_ccache=0
 if have ccache || [ "$DRY_RUN" = 1 ]; then have_ccache=1; fi
 
+use_ca_bundle
 use_github_token
 git_checkout "$TRITON_REPO" "$TRITON_COMMIT" "$TRITON_SRC"
 

@@ -61,6 +61,7 @@ build_wheel() {
       "fill the torch wheel version pin of the xpu profile in env/pins.toml (passed as TORCH_VERSION), or use --torch source / --torch none"
   fi
   [ -n "$TORCH_INDEX_URL" ] || die "TORCH_INDEX_URL is empty" "set it to the index holding XPU wheels"
+  use_ca_bundle
   run mkdir -p "$WHEEL_DIR"
   # --no-deps: the XPU wheel requires pytorch-triton-xpu, which would replace the Triton this
   # kit builds; the final stage installs torch's other dependencies itself.
@@ -84,6 +85,7 @@ build_source() {
       "build inside the Deep Learning Essentials image, or source /opt/intel/oneapi/setvars.sh"
   fi
 
+  use_ca_bundle
   use_github_token
   git_checkout "$TORCH_REPO" "$TORCH_COMMIT" "$TORCH_SRC"
   run git -C "$TORCH_SRC" submodule update --init --recursive --jobs 8

@@ -57,6 +57,7 @@ if [ "$LLVM_SOURCE" = source ] && [ "$DRY_RUN" != 1 ] && [ ! -d "$LLVM_PREFIX/li
     "run build-llvm.sh with LLVM_SOURCE=source first (same LLVM_PREFIX), or use LLVM_SOURCE=prebuilt"
 fi
 
+use_ca_bundle
 use_github_token
 git_checkout "$TRITON_REPO" "$TRITON_COMMIT" "$TRITON_SRC"
 

@@ -94,6 +94,15 @@ require_uint() {
   [ "$2" -gt 0 ] || die "$1=$2 must be at least 1" "set $1 to a number of parallel jobs, e.g. 8"
 }
 
+# Behind a TLS-intercepting proxy the build trusts the host's CA bundle, passed as a BuildKit
+# secret so it never lands in a layer: point git, pip and Python's urllib (Triton's downloads) at it.
+use_ca_bundle() {
+  local bundle=${CA_BUNDLE_FILE:-/run/secrets/ca_bundle}
+  [ -s "$bundle" ] || return 0
+  note "trusting the CA bundle at $bundle"
+  export GIT_SSL_CAINFO="$bundle" PIP_CERT="$bundle" SSL_CERT_FILE="$bundle" REQUESTS_CA_BUNDLE="$bundle"
+}
+
 # Give git a GitHub token for this process only: GIT_CONFIG_* env entries are never written to
 # .git/config and never appear in argv. The header is scoped to https://github.com/ only.
 use_github_token() {

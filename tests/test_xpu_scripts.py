@@ -464,3 +464,11 @@ def test_scripts_are_executable_and_strict(script):
     assert os.access(path, os.X_OK)
     text = path.read_text()
     assert text.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in text
+
+
+@pytest.mark.parametrize("script", ["build-triton.sh", "build-llvm.sh"])
+def test_ca_bundle_secret_is_trusted_when_present(script, tmp_path):
+    bundle = tmp_path / "ca_bundle"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    proc = sh(script, tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source", CA_BUNDLE_FILE=str(bundle))
+    assert proc.returncode == 0 and f"trusting the CA bundle at {bundle}" in proc.stdout
