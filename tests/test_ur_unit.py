@@ -76,7 +76,9 @@ def test_result_named_errors():
 
 
 def test_release_prototypes_differ_where_the_headers_do():
-    p0, p1, p3 = (_api.RELEASE_ABIS[r].prototypes() for r in ("2025.0", "2025.1", "2025.3"))
+    p0, p1, p2, p3 = (_api.RELEASE_ABIS[r].prototypes() for r in ("2025.0", "2025.1", "2025.2", "2025.3"))
+    assert p2["urPlatformGet"] == p0["urPlatformGet"]  # 2025.2 is API 0.12 but keeps the old calls
+    assert p2["urEnqueueKernelLaunch"] == p0["urEnqueueKernelLaunch"]
     assert len(p0["urPlatformGet"]) == 5 and len(p3["urPlatformGet"]) == 4
     assert len(p0["urEnqueueKernelLaunch"]) == 9 and len(p3["urEnqueueKernelLaunch"]) == 11
     assert len(p0["urProgramCreateWithBinary"]) == 6 and len(p1["urProgramCreateWithBinary"]) == 7

@@ -177,10 +177,12 @@ COMMON_PROTOTYPES: dict[str, list] = {
     "urEventRelease": [handle],
 }
 
-# urPlatformGet: 0.10/0.11 take an adapter array, 0.12 takes one adapter.
+# urPlatformGet: up to 2025.2 an adapter array, from 2025.3 one adapter.
 _PLATFORM_GET_ARRAY = [handle_p, c_uint32, c_uint32, handle_p, u32_p]
 _PLATFORM_GET_ONE = [handle, c_uint32, handle_p, u32_p]
-# urEnqueueKernelLaunch: 0.12 adds (numPropsInLaunchPropList, launchPropList) before the wait list.
+# urEnqueueKernelLaunch: 2025.3 adds (numPropsInLaunchPropList, launchPropList) before the wait list
+# (2025.2 is also "API 0.12" but keeps the old call; launch properties live in
+# urEnqueueKernelLaunchCustomExp there, which 2025.3 no longer exports).
 _LAUNCH_NO_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, handle_p, handle_p]
 _LAUNCH_PROPS = [
     handle,
@@ -213,9 +215,7 @@ class ReleaseABI:
 
     def prototypes(self) -> dict[str, list]:
         protos = dict(COMMON_PROTOTYPES)
-        protos["urPlatformGet"] = (
-            _PLATFORM_GET_ARRAY if self.platform_get_takes_adapter_array else _PLATFORM_GET_ONE
-        )
+        protos["urPlatformGet"] = _PLATFORM_GET_ARRAY if self.platform_get_takes_adapter_array else _PLATFORM_GET_ONE
         protos["urEnqueueKernelLaunch"] = _LAUNCH_PROPS if self.launch_has_properties else _LAUNCH_NO_PROPS
         protos["urProgramCreateWithBinary"] = _BINARY_MANY if self.binary_takes_device_array else _BINARY_ONE
         return protos
@@ -224,12 +224,14 @@ class ReleaseABI:
 RELEASE_ABIS: dict[str, ReleaseABI] = {
     "2025.0": ReleaseABI("2025.0", (0, 10), True, False, False, False),
     "2025.1": ReleaseABI("2025.1", (0, 11), True, False, True, False),
-    "2025.2": ReleaseABI("2025.2", (0, 12), False, True, True, False),
+    "2025.2": ReleaseABI("2025.2", (0, 12), True, False, True, False),
     "2025.3": ReleaseABI("2025.3", (0, 12), False, True, True, False),
 }
 SUPPORTED_RELEASES: tuple[str, ...] = tuple(RELEASE_ABIS)
 # The loader's file version (libur_loader.so.0.<minor>.<patch>) -> release lines that ship it.
 API_MINOR_TO_RELEASES = {10: ("2025.0",), 11: ("2025.1",), 12: ("2025.2", "2025.3")}
+# Exported up to 2025.2 and not by 2025.3: tells the two "0.12" releases apart without metadata.
+PRE_2025_3_SYMBOL = "urEnqueueKernelLaunchCustomExp"
 # Exported only by loaders newer than 2025.3, whose launch prototypes we do not bind.
 NEWER_THAN_SUPPORTED_SYMBOLS = ("urEnqueueKernelLaunchWithArgsExp",)
 

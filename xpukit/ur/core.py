@@ -75,9 +75,7 @@ class _Resource:
     @property
     def handle(self) -> int:
         if self._closed:
-            raise ClosedError(
-                f"{self._kind} used after close()", f"create a new {self._kind}; this one was released"
-            )
+            raise ClosedError(f"{self._kind} used after close()", f"create a new {self._kind}; this one was released")
         return self._handle  # type: ignore[return-value]
 
     def _release(self) -> None:  # pragma: no cover - overridden
@@ -201,9 +199,7 @@ class Queue(_Resource):
     def memcpy(self, dst: int, src: int, nbytes: int, blocking: bool = True) -> None:
         self._lib.urEnqueueUSMMemcpy(self.handle, blocking, dst, src, nbytes, 0, None, None)
 
-    def launch(
-        self, kernel: Kernel, global_size: Sequence[int], local_size: Sequence[int] | None = None
-    ) -> None:
+    def launch(self, kernel: Kernel, global_size: Sequence[int], local_size: Sequence[int] | None = None) -> None:
         """Enqueue ``kernel`` over an ND-range (arguments must already be set)."""
         dims = len(global_size)
         if not 1 <= dims <= 3 or (local_size is not None and len(local_size) != dims):
@@ -270,13 +266,9 @@ class Program(_Resource):
         s = self._session
         size = c_size_t()
         try:
-            s.lib.urProgramGetBuildInfo(
-                self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size)
-            )
+            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size))
             buf = ctypes.create_string_buffer(size.value or 1)
-            s.lib.urProgramGetBuildInfo(
-                self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, size.value, buf, None
-            )
+            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, size.value, buf, None)
         except UrError as exc:
             return f"(no build log: {exc.result_name})"
         return buf.value.decode(errors="replace")
@@ -387,9 +379,7 @@ class Session:
 
     def __init__(self, device: str = "auto", loader: str | os.PathLike[str] | None = None) -> None:
         if device not in DEVICE_CHOICES:
-            raise BadDeviceRequest(
-                f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}"
-            )
+            raise BadDeviceRequest(f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}")
         self._children: dict[int, _Resource] = {}
         self._closed = False
         self._adapters: list[int] = []
@@ -430,9 +420,7 @@ class Session:
             found.extend(p for p in plats if p)
         out = []
         for p in found:
-            backend = _api.BACKEND_NAMES.get(
-                _uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND))
-            )
+            backend = _api.BACKEND_NAMES.get(_uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND)))
             name = _str(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_NAME))
             out.append((p, backend, name))
         return out

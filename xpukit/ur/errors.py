@@ -29,23 +29,18 @@ class UrError(XpukitError):
             message += f": {detail}"
         if build_log:
             message += f"\nbuild log:\n{build_log.strip()}"
-        super().__init__(
-            message, fix or _FIXES.get(self.result_name, "run with --debug and check the UR call")
-        )
+        super().__init__(message, fix or _FIXES.get(self.result_name, "run with --debug and check the UR call"))
 
 
 _FIXES = {
-    "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "use the kernel's entry-point name "
-    "(Triton: the @triton.jit function name)",
+    "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "use the kernel's entry-point name (Triton: the @triton.jit function name)",
     "UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE": "read the build log above; for the CPU device apply "
     "xpukit.spirv.patch_for_cpu to Triton's SPIR-V",
-    "UR_RESULT_ERROR_INVALID_BINARY": "rebuild from SPIR-V; the native binary is for another "
-    "device or driver",
+    "UR_RESULT_ERROR_INVALID_BINARY": "rebuild from SPIR-V; the native binary is for another device or driver",
     "UR_RESULT_ERROR_ADAPTER_SPECIFIC": "check the kernel arguments (a missing local-memory argument "
     "gives this) and the adapter's log (UR_LOG_OPENCL/UR_LOG_LEVEL_ZERO)",
     "UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY": "allocate less, or close allocations you no longer use",
-    "UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE": "use a work-group size the device accepts "
-    "(num_warps*threads_per_warp)",
+    "UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE": "use a work-group size the device accepts (num_warps*threads_per_warp)",
     "UR_RESULT_ERROR_UNINITIALIZED": "load the UR loader with xpukit.ur.load() first",
 }
 

@@ -73,9 +73,7 @@ def find_loader(explicit: str | os.PathLike[str] | None = None) -> LoaderLocatio
     if explicit:
         f = _as_loader_file(explicit)
         if f is None:
-            raise LoaderNotFound(
-                f"no {LOADER_NAME} at {explicit}", "pass the loader file or its prefix/lib directory"
-            )
+            raise LoaderNotFound(f"no {LOADER_NAME} at {explicit}", "pass the loader file or its prefix/lib directory")
         return LoaderLocation(f.resolve(), "explicit")
     env = os.environ.get(ENV_LOADER)
     if env:
@@ -139,11 +137,13 @@ def detect_release(loader: Path, lib: ctypes.CDLL | None = None) -> ReleaseInfo:
     if version:
         line = ".".join(version.split(".")[:2])
         how = "package metadata"
-    elif minor is not None and len(_api.API_MINOR_TO_RELEASES.get(minor, ())) >= 1:
-        # 2025.2 and 2025.3 share API 0.12 and every prototype we bind: the newest line is exact enough.
-        line = _api.API_MINOR_TO_RELEASES[minor][-1]
+    elif minor is not None and minor in _api.API_MINOR_TO_RELEASES:
+        lines = _api.API_MINOR_TO_RELEASES[minor]
+        line = lines[-1]
+        if len(lines) > 1 and lib is not None and hasattr(lib, _api.PRE_2025_3_SYMBOL):
+            line = lines[0]  # 2025.2 and 2025.3 share the file version, not the launch call
         version = line
-        how = f"loader file version 0.{minor}"
+        how = f"loader file version 0.{minor} and its exports"
     else:
         raise UnsupportedURRelease(
             f"cannot tell which UR release {loader} is (no package metadata, no versioned file name)",
@@ -191,12 +191,18 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
         return None
     if not os.environ.get("OCL_ICD_FILENAMES"):
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
-    # Older UR prefixes (the release matrix) carry no libOpenCL.so.1 of their own; the OpenCL
-    # adapter then resolves it to the copy already loaded here, next to the CPU runtime.
-    icd = rt.parent / "libOpenCL.so.1"
-    if not (loader.lib_dir / "libOpenCL.so.1").exists() and icd.is_file():
-        ctypes.CDLL(str(icd), mode=ctypes.RTLD_GLOBAL)
     return rt
+
+
+def preload_icd_loader(loader: LoaderLocation, runtime: Path | None) -> None:
+    """Older UR prefixes (the release matrix) carry no libOpenCL.so.1; load the one next to the
+    CPU runtime so the OpenCL adapter resolves it by soname. Call after the UR loader is loaded:
+    this libOpenCL has no RUNPATH and finds libsvml & co. only as already-loaded libraries."""
+    if runtime is None or (loader.lib_dir / "libOpenCL.so.1").exists():
+        return
+    icd = runtime.parent / "libOpenCL.so.1"
+    if icd.is_file():
+        ctypes.CDLL(str(icd), mode=ctypes.RTLD_GLOBAL)
 
 
 class UrLibrary:
@@ -216,6 +222,7 @@ class UrLibrary:
                 f"cannot load {location.path}: {exc}",
                 "install intel-cmplr-lib-rt at the same version as intel-cmplr-lib-ur",
             ) from None
+        preload_icd_loader(location, self.cpu_runtime)
         self.release = detect_release(location.path, self.raw)
         self.abi = _api.RELEASE_ABIS[self.release.line]
         # urDeviceWaitExp is in no supported release; its prototype is bound once a release

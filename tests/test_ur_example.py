@@ -1,0 +1,57 @@
+"""examples/xpu_triton_ur.py end to end, as `invoke demo-ur` runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.container
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "xpu_triton_ur.py"
+
+
+def run(*flags: str) -> subprocess.CompletedProcess:
+    pytest.importorskip("triton")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *flags], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+
+
+@pytest.mark.parametrize("n", ["1", "1025", "1048576"])
+def test_demo_runs_exact_on_cpu(n):
+    p = run("--n", n, "--scale", "-1.5", "--device", "cpu", "--iters", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("max abs error 0 (exact)") == 2, p.stdout
+    assert "[cpu, opencl]" in p.stdout and p.stdout.rstrip().endswith("OK")
+
+
+def test_demo_auto_device_says_which():
+    p = run("--n", "100", "--device", "auto")
+    assert p.returncode == 0, p.stderr
+    assert "device:" in p.stdout
+
+
+def test_demo_error_is_one_line_and_nonzero():
+    p = run("--device", "gpu")
+    if p.returncode == 0:
+        pytest.skip("this host has an Intel GPU")
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert lines[-1].startswith("error: DeviceNotFound: no GPU device found")
+    assert "Traceback" not in p.stderr
+
+
+def test_demo_debug_shows_traceback():
+    p = run("--device", "gpu", "--debug")
+    if p.returncode == 0:
+        pytest.skip("this host has an Intel GPU")
+    assert "Traceback" in p.stderr and "DeviceNotFound" in p.stderr
+
+
+def test_demo_rejects_bad_flags():
+    p = run("--n", "0")
+    assert p.returncode == 2 and "--n and --iters must be >= 1" in p.stderr

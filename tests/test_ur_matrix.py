@@ -1,0 +1,50 @@
+"""The binding tests against every supported UR release, each in its own process.
+
+Each release gets a prefix (xpukit.ur.matrix.prepare_prefix, cached under XPUKIT_CACHE_DIR) and a
+pytest subprocess with XPUKIT_UR_LOADER pointing at it. A prefix that cannot be prepared (offline)
+skips with the reason, unless XPUKIT_REQUIRE_UR_MATRIX=1 makes it a failure (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xpukit.ur.matrix import UR_RELEASE_MATRIX, URPrefixUnavailable, loader_in, prepare_prefix
+
+pytestmark = pytest.mark.container
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+@pytest.mark.parametrize("line", list(UR_RELEASE_MATRIX))
+def test_binding_against_release(line):
+    pytest.importorskip("triton")
+    version = UR_RELEASE_MATRIX[line]
+    try:
+        prefix = prepare_prefix(version)
+    except URPrefixUnavailable as exc:
+        if os.environ.get("XPUKIT_REQUIRE_UR_MATRIX") == "1":
+            pytest.fail(f"XPUKIT_REQUIRE_UR_MATRIX=1: {exc.one_line()}")
+        pytest.skip(exc.one_line())
+    env = dict(os.environ)
+    env.update(
+        XPUKIT_UR_LOADER=str(loader_in(prefix)),
+        XPUKIT_EXPECT_UR_RELEASE=version,
+        PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS), env.get("PYTHONPATH", "")]),
+        PYTHONDONTWRITEBYTECODE="1",  # the source tree may be mounted read-only
+    )
+    cmd = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(TESTS),
+        str(TESTS / "test_ur_binding.py"), str(TESTS / "test_launch.py"), "-k", "not 1048576",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:]
+    assert proc.returncode == 0, f"UR {version}: {summary}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+    assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
