@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""xpukit's UR launch path against pyopencl, same device, same SPIR-V, one process.
+
+Measures (medians over interleaved rounds, so both sides see the same machine state):
+  * launch + finish latency, and enqueue-only latency, at 1K and 1M floats; the ratio xpukit/pyopencl
+  * program load: warm native-binary cache vs cold SPIR-V build
+  * the demo (examples/xpu_triton_ur.py) end to end with a cold and a warm Triton cache
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_ur_launch.py [--rounds 7] [--reps 200] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2 cores skew timings
+
+import argparse
+import contextlib
+import ctypes
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from xpukit import ur  # noqa: E402
+from xpukit.launch import ProgramCache, TritonKernel  # noqa: E402
+
+BLOCK = 1024
+
+
+@triton.jit
+def scale_typed(x_ptr, y_ptr, scale, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0) * scale, mask=mask)
+
+
+def _median_us(fn, reps: int) -> float:
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps * 1e6
+
+
+def _pyopencl_setup(runtime: Path, tmp: Path):
+    vendors = tmp / "vendors"
+    vendors.mkdir()
+    (vendors / "intel-cpu.icd").write_text(str(runtime) + "\n")
+    os.environ["OCL_ICD_VENDORS"] = str(vendors)  # pyopencl's bundled ICD loader reads this, not OCL_ICD_FILENAMES
+    import pyopencl as cl
+
+    plats = [p for p in cl.get_platforms() if p.get_devices(device_type=cl.device_type.CPU)]
+    dev = plats[0].get_devices(device_type=cl.device_type.CPU)[0]
+    ctx = cl.Context([dev])
+    return cl, ctx, cl.CommandQueue(ctx), dev
+
+
+def bench_launch(args, s, bound, spirv: bytes, tmp: Path) -> list[dict]:
+    cl, ctx, q, _dev = _pyopencl_setup(s.lib.cpu_runtime, tmp)
+    prog = cl.Program(ctx, spirv).build()
+    knl = cl.Kernel(prog, bound.artifact.name)
+    return [_one_size(args, s, bound, cl, ctx, q, knl, n) for n in (1 << 10, 1 << 20)]
+
+
+def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
+    x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+    grid = (triton.cdiv(n, BLOCK),)
+    (gx, gy, gz), local = bound.abi.nd_range(grid)
+    # xpukit side
+    dx, dy = s.from_numpy(x), s.alloc(x.nbytes)
+    # pyopencl side
+    mf = cl.mem_flags
+    bx = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    by = cl.Buffer(ctx, mf.WRITE_ONLY, x.nbytes)
+    scale, nn = np.float32(1.5), np.int32(n)
+
+    def ur_launch_finish():
+        bound[grid](dx, dy, scale, n)
+        s.queue.finish()
+
+    def cl_launch_finish():
+        knl(q, (gx, gy, gz), local, bx, by, scale, nn)
+        q.finish()
+
+    def ur_enqueue():
+        bound[grid](dx, dy, scale, n)
+
+    knl.set_args(bx, by, scale, nn)
+
+    def cl_enqueue():
+        cl.enqueue_nd_range_kernel(q, knl, (gx, gy, gz), local)
+
+    # The 1:1 binding alone: arguments already set, one urEnqueueKernelLaunch per call.
+    raw, kh, qh = s.lib.raw.urEnqueueKernelLaunch, bound.kernel.handle, s.queue.handle
+    gs, ls = (ctypes.c_size_t * 3)(gx, gy, gz), (ctypes.c_size_t * 3)(*local)
+    props = s.lib.abi.launch_has_properties
+
+    def ur_raw_enqueue():
+        if props:
+            raw(qh, kh, 3, None, gs, ls, 0, None, 0, None, None)
+        else:
+            raw(qh, kh, 3, None, gs, ls, 0, None, None)
+
+    res = {k: [] for k in ("ur_lf", "cl_lf", "ur_enq", "ur_raw", "cl_enq")}
+    for f in (ur_launch_finish, cl_launch_finish):
+        for _ in range(20):
+            f()
+    for _ in range(args.rounds):  # interleaved rounds
+        res["ur_lf"].append(_median_us(ur_launch_finish, args.reps))
+        res["cl_lf"].append(_median_us(cl_launch_finish, args.reps))
+        res["ur_enq"].append(_median_us(ur_enqueue, args.reps))
+        s.queue.finish()
+        res["ur_raw"].append(_median_us(ur_raw_enqueue, args.reps))
+        s.queue.finish()
+        res["cl_enq"].append(_median_us(cl_enqueue, args.reps))
+        q.finish()
+    med = {k: statistics.median(v) for k, v in res.items()}
+    got = dy.to_numpy(np.float32, n)
+    ref = np.empty_like(x)
+    cl.enqueue_copy(q, ref, by)
+    assert np.array_equal(got, x * scale) and np.array_equal(ref, x * scale)
+    row = {
+        "n": n,
+        "xpukit_launch_finish_us": round(med["ur_lf"], 1),
+        "pyopencl_launch_finish_us": round(med["cl_lf"], 1),
+        "ratio_launch_finish": round(med["ur_lf"] / med["cl_lf"], 3),
+        "xpukit_enqueue_us": round(med["ur_enq"], 2),
+        "xpukit_raw_enqueue_us": round(med["ur_raw"], 2),
+        "pyopencl_enqueue_us": round(med["cl_enq"], 2),
+        "ratio_enqueue": round(med["ur_enq"] / med["cl_enq"], 3),
+        "ratio_raw_enqueue": round(med["ur_raw"] / med["cl_enq"], 3),
+    }
+    dx.close()
+    dy.close()
+    return row
+
+
+def bench_program_load(args, s, spirv: bytes, tmp: Path) -> dict:
+    cold, warm = [], []
+    cache = ProgramCache(tmp / "programs")
+    cache.load(s, spirv).close()  # populate
+    for _ in range(args.rounds):
+        t = time.perf_counter()
+        s.program_from_spirv(spirv).close()
+        cold.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        p = cache.load(s, spirv)
+        warm.append(time.perf_counter() - t)
+        assert p.source_kind == "binary"
+        p.close()
+    c, w = statistics.median(cold), statistics.median(warm)
+    return {
+        "cold_spirv_build_ms": round(c * 1e3, 2),
+        "warm_binary_load_ms": round(w * 1e3, 2),
+        "ratio": round(w / c, 4),
+    }
+
+
+def bench_demo(tmp: Path) -> dict:
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp / "triton"), XPUKIT_CACHE_DIR=str(tmp / "xpukit"))
+    cmd = [sys.executable, str(REPO / "examples" / "xpu_triton_ur.py"), "--n", str(1 << 20), "--device", "cpu"]
+    out = {}
+    for label in ("cold", "warm"):
+        t = time.perf_counter()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        out[f"demo_{label}_s"] = round(time.perf_counter() - t, 2)
+        if p.returncode != 0:
+            raise SystemExit(f"demo failed: {p.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
+def machine() -> dict:
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    import pyopencl
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "triton": triton.__version__,
+        "pyopencl": pyopencl.VERSION_TEXT,
+        "numpy": np.__version__,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--skip-demo", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as td, ur.Session("cpu") as s:
+        tmp = Path(td)
+        k = TritonKernel(
+            scale_typed, "x_ptr:*fp32,y_ptr:*fp32,scale:fp32,n:i32", {"BLOCK": BLOCK}, cache=ProgramCache(tmp / "k")
+        )
+        bound = k.bind(s)
+        spirv = bound.artifact.spirv
+        result = {
+            "machine": machine(),
+            "device": f"{s.device.name} [{s.device.backend}] driver {s.device.driver_version}",
+            "ur_release": s.device.ur_release,
+            "command": " ".join(["OPENBLAS_NUM_THREADS=1", "python", *sys.argv]),
+            "launch": bench_launch(args, s, bound, spirv, tmp),
+            "program_load": bench_program_load(args, s, spirv, tmp),
+        }
+        bound.close()
+    if not args.skip_demo:
+        with tempfile.TemporaryDirectory() as td:
+            result["demo"] = bench_demo(Path(td))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
