@@ -31,16 +31,23 @@ RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked 
 # ---- source builds (xpu profile): build tools only live in these stages
 FROM system AS builder
 ARG BUILD_APT_PACKAGES
-COPY scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
+COPY scripts/xpu-common.sh scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
+# Ubuntu 24.04's python3 refuses pip installs (PEP 668): the builds use their own venv.
 RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked \
     --mount=type=cache,id=xpukit-apt-lists,target=/var/lib/apt/lists,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES}
+    /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES} \
+ && python3 -m venv /opt/build-venv
+ENV PATH=/opt/build-venv/bin:$PATH \
+    PYTHON=/opt/build-venv/bin/python \
+    LLVM_PREFIX=/opt/llvm \
+    WHEEL_DIR=/wheels
 
 FROM builder AS triton-git
 ARG TRITON_REPO
 ARG TRITON_COMMIT
 ARG LLVM_SOURCE
+ARG MAX_JOBS
 RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
     --mount=type=cache,id=xpukit-triton-home,target=/root/.triton \
     --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
@@ -53,6 +60,7 @@ FROM builder AS torch-source
 ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG TORCH_XPU_ARCH_LIST
+ARG MAX_JOBS
 RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
     --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
     --mount=type=secret,id=ca_bundle \
@@ -63,10 +71,11 @@ FROM system AS torch-wheel
 ARG TORCH_SOURCE
 ARG TORCH_VERSION
 ARG TORCH_INDEX_URL
-COPY scripts/build-pytorch.sh /opt/xpukit/scripts/
+COPY scripts/xpu-common.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
 RUN --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
     --mount=type=secret,id=ca_bundle \
-    /opt/xpukit/scripts/build-pytorch.sh
+    python3 -m venv /opt/build-venv \
+ && PYTHON=/opt/build-venv/bin/python WHEEL_DIR=/wheels /opt/xpukit/scripts/build-pytorch.sh
 
 # Profiles whose Triton comes from PyPI or that ship no PyPI-external PyTorch get empty wheel dirs.
 FROM system AS triton-pypi
@@ -91,13 +100,14 @@ ARG UR_SOURCE
 ARG UR_VERSION
 ARG UR_PACKAGES
 COPY env/lock/${XPUKIT_PROFILE}.txt /opt/xpukit/env/requirements.lock
-COPY scripts/install-python.sh /opt/xpukit/scripts/
+COPY scripts/install-python.sh scripts/check-ur.sh scripts/xpu-common.sh /opt/xpukit/scripts/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/var/cache/xpukit/wheelhouse,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     --mount=type=bind,from=triton-wheels,source=/wheels,target=/tmp/xpukit-wheels/triton \
     --mount=type=bind,from=torch-wheels,source=/wheels,target=/tmp/xpukit-wheels/torch \
     /opt/xpukit/scripts/install-python.sh /opt/xpukit/env/requirements.lock \
-        /tmp/xpukit-wheels/triton /tmp/xpukit-wheels/torch
+        /tmp/xpukit-wheels/triton /tmp/xpukit-wheels/torch \
+ && if [ "${UR_SOURCE}" = oneapi ]; then /opt/xpukit/scripts/check-ur.sh; fi
 
 ENV VIRTUAL_ENV=/opt/xpukit/venv \
     PATH=/opt/xpukit/venv/bin:$PATH \

@@ -164,40 +164,62 @@ def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
 
 
 @task(
-    help={
-        "kernel": "path.py:function",
-        "target": "target(s), comma-separated (default: pvc)",
-        "out": "output folder",
-        "signature": "e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
-        "constexpr": "NAME=VALUE, repeatable",
-        "num-warps": "Triton num_warps",
-        "debug": "show tracebacks",
-    },
+    help=_help(
+        "where",
+        "profile",
+        "dry-run",
+        "debug",
+        kernel="path.py:function",
+        target="target(s), comma-separated (default: pvc)",
+        out="output folder (one subfolder per target)",
+        signature="e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
+        constexpr="NAME=VALUE, repeatable",
+        num_warps="Triton num_warps",
+    ),
     iterable=["constexpr"],
 )
-def compile(c, kernel, target="pvc", out="out", signature=None, constexpr=None, num_warps=None, debug=False):
+def compile(
+    c,
+    kernel,
+    target="pvc",
+    out="out",
+    signature=None,
+    constexpr=None,
+    num_warps=None,
+    where="auto",
+    profile=None,
+    dry_run=False,
+    debug=False,
+):
     """Compile a Triton kernel to SPIR-V and zebin for Intel GPU targets (no GPU needed)."""
-    s = _settings(c, debug=debug)
+    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
     targets = [t.strip() for t in target.split(",") if t.strip()]
-    _finish(
-        cli.compile_kernel(
-            s,
-            kernel=kernel,
-            targets=targets,
-            out_dir=out,
-            signature=signature,
-            constexprs=list(constexpr or []),
-            num_warps=num_warps,
-        )
+    code = cli.compile_kernel(
+        s,
+        where,
+        kernel=kernel,
+        targets=targets,
+        out_dir=out,
+        signature=signature,
+        constexprs=list(constexpr or []),
+        num_warps=int(num_warps) if num_warps else None,
     )
+    _finish(code)
 
 
-@task(help={"json": "print JSON", "debug": "show tracebacks"})
-def zebin_info(c, file, json=False, debug=False):
+@task(help=_help("where", "profile", "dry-run", "debug", file="a .zebin file", json="print JSON"))
+def zebin_info(c, file, json=False, where="auto", profile=None, dry_run=False, debug=False):
     """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments."""
-    s = _settings(c, debug=debug)
-    _finish(cli.zebin_info(s, file, as_json=json))
+    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    _finish(cli.zebin_info(s, where, file, as_json=json))
 
 
-ns = Collection(build, demo_ur, test, shell, base, pins, clean, compile, zebin_info)
+@task(help=_help("profile", "debug", image="image to check inside (default: xpukit:<profile> when built)"))
+def doctor(c, image="", profile=None, debug=False):
+    """Check the host (engine, BuildKit, Intel GPU, render-node access, disk) and the image; one line each."""
+    s = _settings(c, profile=profile, debug=debug)
+    _finish(cli.doctor(s, image))
+
+
+ns = Collection(build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor)
 ns.configure({"xpukit": {}})

@@ -127,9 +127,7 @@ def main() -> int:
         cells = [f"{r[c]:.3f}" if c == "warm/cold" else f"{r[c]:.1f}" for c in cols]
         print(f"| {r['kernel']} | " + " | ".join(cells) + " |")
     if args.json:
-        args.json.write_text(
-            json.dumps({"machine": machine, "command": command, "results": results}, indent=2)
-        )
+        args.json.write_text(json.dumps({"machine": machine, "command": command, "results": results}, indent=2))
     worst = max(r["warm/cold"] for r in results)
     print(f"worst warm/cold: {worst:.3f} (target <= 0.05): {'OK' if worst <= 0.05 else 'MISSED'}")
     return 0 if worst <= 0.05 else 1

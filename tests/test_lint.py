@@ -16,5 +16,6 @@ pytestmark = pytest.mark.unit
 def test_ruff_clean(args):
     ruff = shutil.which("ruff")
     assert ruff, "ruff is missing: pip install --require-hashes -r env/lock/host.txt"
-    result = subprocess.run([ruff, *args, "--no-cache", "."], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    cmd = [ruff, *args, "--no-cache", "."]
+    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-1000:]

@@ -88,9 +88,7 @@ def build_elf(sections: list[tuple[str, int, bytes]], machine: int = EM_INTELGT,
     return header + bytes(body) + b"".join(headers)
 
 
-def synthetic_zebin(
-    ze_info: str | bytes = ZE_INFO, machine: int = EM_INTELGT, text: bytes = b"\0" * 64
-) -> bytes:
+def synthetic_zebin(ze_info: str | bytes = ZE_INFO, machine: int = EM_INTELGT, text: bytes = b"\0" * 64) -> bytes:
     info = ze_info if isinstance(ze_info, bytes) else ze_info.encode()
     return build_elf([(".text.scale_kernel", 1, text), (".ze_info", 0xFF000011, info)], machine)
 
@@ -318,9 +316,7 @@ def real_zebins(tmp_path_factory) -> dict[tuple[str, str], tuple[bytes, dict]]:
             sig = parse_signature(spec.signature)
             full = {a: ("constexpr" if a in spec.constexprs else sig[a]) for a in spec.fn.arg_names}
             for target in ("pvc", "acm-g10"):
-                compiled = compile_kernel(
-                    spec.fn, sig, spec.constexprs, target, {"generate_native_code": True}
-                )
+                compiled = compile_kernel(spec.fn, sig, spec.constexprs, target, {"generate_native_code": True})
                 built[(name, target)] = (compiled.asm["zebin"], full, compiled.metadata.shared)
     finally:
         mp.undo()

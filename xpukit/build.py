@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +17,8 @@ from xpukit.errors import XpukitError
 
 # Inputs of the image's dependency layers; the content tag hashes them (with the build args).
 CONTENT_PATHS = ("Dockerfile", "scripts", "env")
-# Build args that describe the build rather than pin anything; they only feed labels.
-META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED")
+# Build args that describe the build rather than pin anything: labels, and the source builds' job count.
+META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
 LOCAL_BASE_REPO = "xpukit-base"
 
 
@@ -45,6 +46,8 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         variants = triton.get("variants", {})
         if variant.triton in variants:
             triton["commit"] = variants[variant.triton]
+            # Each Triton commit pins its own PyTorch; build the one it was tested with.
+            torch["commit"] = torch.get("variants", {}).get(variant.triton, torch["commit"])
         elif pins_mod.COMMIT_RE.match(variant.triton):
             triton["commit"] = variant.triton
         else:
@@ -112,7 +115,7 @@ def content_hash(root: Path, args: dict[str, str]) -> str:
     return digest.hexdigest()[:12]
 
 
-def meta_args(root: Path) -> dict[str, str]:
+def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     """Source, revision and creation time for the OCI labels, from git where there is one."""
 
     def git(*args: str) -> str:
@@ -128,7 +131,12 @@ def meta_args(root: Path) -> dict[str, str]:
     # The commit's time, not the wall clock, keeps a rebuild of the same commit identical.
     created = git("log", "-1", "--format=%cI") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     source = git("config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
-    return {"XPUKIT_SOURCE": source, "XPUKIT_REVISION": revision or "unknown", "XPUKIT_CREATED": created}
+    return {
+        "XPUKIT_SOURCE": source,
+        "XPUKIT_REVISION": revision or "unknown",
+        "XPUKIT_CREATED": created,
+        "MAX_JOBS": str(max_jobs or os.cpu_count() or 1),
+    }
 
 
 def local_base_name(profile: pins_mod.Profile) -> str:

@@ -328,21 +328,113 @@ def test(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
     return run_tests(settings, where, pytest_args)
 
 
+@guarded
+def doctor(settings: config.Settings, image: str = "") -> int:
+    """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
+    from xpukit.doctor import run_doctor
+
+    profile = load_profile(resolve_profile(settings.profile))
+    if not image:
+        try:
+            sdk = engine.client(settings.docker_host, timeout=30)
+            tag = f"{settings.image}:{profile.name}"
+            image = tag if engine.image_exists(sdk, tag) else ""
+            if not image:
+                say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
+        except XpukitError:
+            image = ""
+    expected = {"fingerprint": profile.fingerprint()}
+    return run_doctor(image or None, lambda: engine.client(settings.docker_host), expected_pins=expected)
+
+
 # ---------------------------------------------------------------- zebin
 
 
+def _in_container(settings: config.Settings, module_args: list[str], mounts: dict[str, str]) -> int:
+    """Run `python -m xpukit ...` in the image as the calling user, with host paths at the same place."""
+    profile = resolve_profile(settings.profile, announce=False)
+    options = container_options(settings, profile, {"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
+    for host_path, mode in mounts.items():
+        options["volumes"][host_path] = {"bind": host_path, "mode": mode}
+    # Files written into --out belong to the user who ran the task, not to the image's user.
+    options["user"] = f"{os.getuid()}:{os.getgid()}"
+    command = ["python", "-m", "xpukit", *module_args]
+    if settings.dry_run:
+        print(" ".join(engine.format_run_cli("docker", f"{settings.image}:{profile}-<content>", command, options)))
+        return 0
+    sdk = engine.client(settings.docker_host)
+    tag = ensure_image(settings, load_profile(profile), sdk)
+    return engine.run_container(sdk, tag, command, **options)
+
+
+def _container_path(path: Path) -> str:
+    """Where a host path appears in the container: under /workspace when inside the checkout."""
+    resolved = path.resolve()
+    try:
+        return f"{WORKSPACE}/{resolved.relative_to(ROOT)}"
+    except ValueError:
+        return str(resolved)
+
+
 @guarded
-def compile_kernel(settings: config.Settings, **kwargs: Any) -> int:
-    from xpukit.compile import run_compile
+def compile_kernel(
+    settings: config.Settings,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    out_dir: str,
+    signature: str | None,
+    constexprs: list[str],
+    num_warps: int | None,
+) -> int:
+    where, why = resolve_where(where, settings.docker_host)
+    if where == "host":
+        from xpukit.compile import run_compile
 
-    return run_compile(**kwargs)
+        return run_compile(
+            kernel=kernel,
+            targets=targets,
+            out_dir=Path(out_dir),
+            signature=signature,
+            constexprs=constexprs,
+            num_warps=num_warps,
+        )
+    path, sep, function = kernel.rpartition(":")
+    if not sep or not Path(path).is_file():
+        raise XpukitError(
+            f"kernel {kernel!r} is not path.py:function of an existing file",
+            "e.g. invoke compile examples/kernels.py:scale_kernel",
+        )
+    out = Path(out_dir).resolve()
+    mounts = {str(out): "rw"}
+    if not _container_path(Path(path)).startswith(WORKSPACE):
+        mounts[str(Path(path).resolve().parent)] = "ro"
+    if not settings.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
+    args = ["compile", f"{_container_path(Path(path))}:{function}", "--target", ",".join(targets), "--out", str(out)]
+    if signature:
+        args += ["--signature", signature]
+    for item in constexprs:
+        args += ["--constexpr", item]
+    if num_warps:
+        args += ["--num-warps", str(num_warps)]
+    say(f"compiling in the image ({why})")
+    return _in_container(settings, args, mounts)
 
 
 @guarded
-def zebin_info(settings: config.Settings, path: str, as_json: bool = False) -> int:
-    from xpukit.compile import run_zebin_info
+def zebin_info(settings: config.Settings, where: str, path: str, as_json: bool = False) -> int:
+    where, _ = resolve_where(where, settings.docker_host)
+    if where == "host":
+        from xpukit.compile import run_zebin_info
 
-    return run_zebin_info(Path(path), as_json=as_json)
+        return run_zebin_info(Path(path), as_json=as_json)
+    if not Path(path).is_file():
+        raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
+    file = Path(path).resolve()
+    args = ["zebin-info", _container_path(file), *(["--json"] if as_json else [])]
+    mounts = {} if _container_path(file).startswith(WORKSPACE) else {str(file.parent): "ro"}
+    return _in_container(settings, args, mounts)
 
 
 def dumps(data: Any) -> str:

@@ -65,18 +65,14 @@ def load_kernel(spec: str) -> KernelSpec:
             import_spec.loader.exec_module(module)
         except Exception as exc:
             sys.modules.pop(module_name, None)
-            raise XpukitError(
-                f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the kernel file"
-            ) from None
+            raise XpukitError(f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the kernel file") from None
         finally:
             sys.dont_write_bytecode = saved
     fn = getattr(module, func_name, None)
     if fn is None:
         raise XpukitError(f"{path.name} has no function {func_name!r}", "check the name after the colon")
     if not getattr(fn, "arg_names", None):
-        raise XpukitError(
-            f"{func_name} in {path.name} is not a @triton.jit function", "decorate it with @triton.jit"
-        )
+        raise XpukitError(f"{func_name} in {path.name} is not a @triton.jit function", "decorate it with @triton.jit")
     declared = getattr(module, DECLARATIONS, {}).get(func_name, {})
     if not isinstance(declared, Mapping):
         raise XpukitError(f"{DECLARATIONS}[{func_name!r}] in {path.name} is not a dict")
@@ -152,9 +148,7 @@ def run_compile(
         try:
             options["num_warps"] = int(num_warps)
         except ValueError:
-            raise XpukitError(
-                f"num_warps {num_warps!r} is not an integer", "pass e.g. --num-warps 4"
-            ) from None
+            raise XpukitError(f"num_warps {num_warps!r} is not an integer", "pass e.g. --num-warps 4") from None
     if grf_mode is not None:
         options["grf_mode"] = grf_mode
 
@@ -212,9 +206,7 @@ def run_compile(
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [list(map(str, header))] + [["-" if v is None else str(v) for v in r] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
 def run_zebin_info(path: Path, as_json: bool = False) -> int:

@@ -154,9 +154,7 @@ class Ocloc:
         out_dir.mkdir()
         cmd = self.command(spv, device, flags, out_dir)
         try:
-            proc = subprocess.run(
-                cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
-            )
+            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise OclocError(f"could not run {self.describe()}: {exc}", repro=shlex.join(cmd)) from None
         log = (proc.stdout + proc.stderr).strip()
@@ -189,9 +187,7 @@ def parse_device_list(help_text: str) -> list[str]:
 
 @functools.cache
 def _help_text(path: str) -> str:
-    proc = subprocess.run(
-        [path, "compile", "--help"], capture_output=True, text=True, errors="replace", timeout=60
-    )
+    proc = subprocess.run([path, "compile", "--help"], capture_output=True, text=True, errors="replace", timeout=60)
     return proc.stdout + proc.stderr
 
 

@@ -204,6 +204,9 @@ class _Checker:
         if torch.get("wheel_version"):
             self.version(torch, "wheel_version", f"{name}.torch")
         self.string(torch, "wheel_index", f"{name}.torch")
+        torch_variants = torch.get("variants", {})
+        for variant in torch_variants:
+            self.commit(torch_variants, variant, f"{name}.torch.variants", required=True)
         self.string(torch, "xpu_arch_list", f"{name}.torch")
 
         ur = self.table(table, "ur", name)

@@ -1,0 +1,54 @@
+"""`python -m xpukit compile|zebin-info ...`: the zebin commands where no invoke is installed.
+
+`invoke compile` and `invoke zebin-info` run this inside the image; it also works in `invoke shell`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from xpukit.errors import XpukitError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xpukit")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    commands = parser.add_subparsers(dest="command", required=True)
+    comp = commands.add_parser("compile", help="compile a Triton kernel to SPIR-V and zebin")
+    comp.add_argument("kernel", help="path.py:function")
+    comp.add_argument("--target", default="pvc", help="target(s), comma-separated")
+    comp.add_argument("--out", default="out", help="output folder")
+    comp.add_argument("--signature", default=None, help="e.g. 'x_ptr:*fp32,n:i32'")
+    comp.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE, repeatable")
+    comp.add_argument("--num-warps", type=int, default=None)
+    info = commands.add_parser("zebin-info", help="print what the zebin reader finds")
+    info.add_argument("file")
+    info.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "compile":
+            from xpukit.compile import run_compile
+
+            targets = [t.strip() for t in args.target.split(",") if t.strip()]
+            return run_compile(
+                kernel=args.kernel,
+                targets=targets,
+                out_dir=Path(args.out),
+                signature=args.signature,
+                constexprs=args.constexpr,
+                num_warps=args.num_warps,
+            )
+        from xpukit.compile import run_zebin_info
+
+        return run_zebin_info(Path(args.file), as_json=args.json)
+    except XpukitError as exc:
+        if args.debug:
+            raise
+        print(f"xpukit: error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
