@@ -51,9 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=1 << 20, help="number of float32 elements (default 1M)")
     p.add_argument("--scale", type=float, default=2.5, help="scale factor (default 2.5)")
-    p.add_argument(
-        "--device", choices=("auto", "gpu", "cpu"), default="auto", help="UR device (default auto)"
-    )
+    p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="UR device (default auto)")
     p.add_argument("--iters", type=int, default=1, help="timed launches per variant (default 1)")
     p.add_argument("--block", type=int, default=1024, help="BLOCK_SIZE constexpr (default 1024)")
     p.add_argument("--debug", action="store_true", help="full tracebacks and UR details")
@@ -124,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
         text = exc.one_line() if isinstance(exc, XpukitError) else f"{type(exc).__name__}: {exc}"
         name = type(exc).__name__
-        print(
-            f"error: {text if text.startswith(name) else f'{name}: {text}'}".splitlines()[0], file=sys.stderr
-        )
+        print(f"error: {text if text.startswith(name) else f'{name}: {text}'}".splitlines()[0], file=sys.stderr)
         return 2
 
 

@@ -114,9 +114,7 @@ def test_numpy_scalars_accepted(session, kernels):
     n = 10
     x = np.arange(n, dtype=np.float32)
     with session.from_numpy(x) as dx, session.empty(n, np.float32) as dy:
-        kernels["raw"][(1,)](
-            np.int64(dx.ptr), np.uint64(dy.ptr), np.float64(0.5), np.int32(n), session=session
-        )
+        kernels["raw"][(1,)](np.int64(dx.ptr), np.uint64(dy.ptr), np.float64(0.5), np.int32(n), session=session)
         session.finish()
         np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * np.float32(0.5))
 
@@ -175,9 +173,7 @@ def test_program_cache_miss_then_hit(session, tmp_path):
     b2.close()
 
 
-@pytest.mark.parametrize(
-    "damage", ["flip-binary", "truncate-binary", "bad-json", "other-driver", "garbage-same-hash"]
-)
+@pytest.mark.parametrize("damage", ["flip-binary", "truncate-binary", "bad-json", "other-driver", "garbage-same-hash"])
 def test_program_cache_corrupt_entry_is_rebuilt(session, tmp_path, damage, caplog):
     _fresh(tmp_path).bind(session).close()
     bins = list(tmp_path.glob("*.bin"))

@@ -102,12 +102,8 @@ def matmul_small(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexp
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     for k in range(0, K, BK):
         rk = k + tl.arange(0, BK)
-        a = tl.load(
-            a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0
-        )
-        b = tl.load(
-            b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0
-        )
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
         acc += tl.dot(a, b)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
@@ -157,9 +153,7 @@ def bf16_roundtrip(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def fp64_axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(
-        out_ptr + offs, a * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask
-    )
+    tl.store(out_ptr + offs, a * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -254,9 +248,7 @@ def test_row_reduction_uses_local_memory_argument(session, cache):
     rows, n = 64, 300
     x = RNG.integers(-100, 100, (rows, n)).astype(np.float32)  # integer-valued: sums are exact
     with session.from_numpy(x) as dx, session.empty(rows, np.float32) as out:
-        k = run(
-            session, cache, row_sum, "x_ptr:*fp32,out_ptr:*fp32,N:i32", {"BLOCK": 512}, (rows,), dx, out, n
-        )
+        k = run(session, cache, row_sum, "x_ptr:*fp32,out_ptr:*fp32,N:i32", {"BLOCK": 512}, (rows,), dx, out, n)
         np.testing.assert_array_equal(out.to_numpy(np.float32, rows), x.sum(axis=1))
     abi = k.bind(session).abi
     assert abi.shared == 0 or abi.local_index == len(abi.params)
@@ -266,9 +258,7 @@ def test_loop_over_k(session, cache):
     rows, kdim = 33, 1000
     x = RNG.integers(-50, 50, (rows, kdim)).astype(np.float32)
     with session.from_numpy(x) as dx, session.empty(rows, np.float32) as out:
-        run(
-            session, cache, k_loop_sum, "x_ptr:*fp32,out_ptr:*fp32,K:i32", {"BK": 128}, (rows,), dx, out, kdim
-        )
+        run(session, cache, k_loop_sum, "x_ptr:*fp32,out_ptr:*fp32,K:i32", {"BK": 128}, (rows,), dx, out, kdim)
         np.testing.assert_array_equal(out.to_numpy(np.float32, rows), x.sum(axis=1))
 
 

@@ -260,9 +260,7 @@ class LaunchABI:
             ("profile_scratch_size", "profile_scratch_align"),
         ):
             if hasattr(metadata, field):
-                scratch.append(
-                    (field, int(getattr(metadata, field) or 0), int(getattr(metadata, align_field, 1) or 1))
-                )
+                scratch.append((field, int(getattr(metadata, field) or 0), int(getattr(metadata, align_field, 1) or 1)))
         shared = int(getattr(metadata, "shared", 0) or 0)
         nxt = len(params) + len(scratch)
         return cls(
@@ -307,9 +305,7 @@ def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[in
     except (TypeError, ValueError):
         raise KernelArgumentError(f"grid {grid!r} is not 1 to 3 integers", "pass e.g. (n_blocks,)") from None
     if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
-        raise KernelArgumentError(
-            f"grid {grid!r} must be 1 to 3 non-negative integers", "pass e.g. (n_blocks,)"
-        )
+        raise KernelArgumentError(f"grid {grid!r} must be 1 to 3 non-negative integers", "pass e.g. (n_blocks,)")
     return g
 
 
@@ -349,9 +345,7 @@ class ProgramCache:
             meta = json.loads(meta_path.read_text())
             data = bin_path.read_bytes()
         except (OSError, ValueError) as exc:
-            raise ProgramCacheCorrupt(
-                f"program cache entry {key} unreadable: {exc}", "it is rebuilt"
-            ) from None
+            raise ProgramCacheCorrupt(f"program cache entry {key} unreadable: {exc}", "it is rebuilt") from None
         problems = []
         if meta.get("format") != CACHE_FORMAT:
             problems.append("format")
@@ -384,9 +378,7 @@ class ProgramCache:
                     f.write(payload)
                 os.replace(tmp, path)  # atomic: readers see the old entry or the new one
         except OSError as exc:
-            log.warning(
-                "xpukit: cannot write program cache %s (%s); continuing without it", self.directory, exc
-            )
+            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", self.directory, exc)
             self.events.append(("store-failed", key))
             return False
         self.events.append(("store", key))
@@ -397,9 +389,7 @@ class ProgramCache:
             with contextlib.suppress(OSError):
                 p.unlink()
 
-    def load(
-        self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None
-    ) -> Program:
+    def load(self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None) -> Program:
         """A built program: from the cached native binary if valid, else from SPIR-V (then cached)."""
         sha = spirv_sha256 or hashlib.sha256(spirv).hexdigest()
         dev = session.device

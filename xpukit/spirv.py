@@ -56,9 +56,7 @@ def _words(data: bytes) -> tuple[list[int], str]:
     for endian in ("<", ">"):
         if struct.unpack_from(endian + "I", data)[0] == MAGIC:
             return list(struct.unpack(f"{endian}{len(data) // 4}I", data)), endian
-    raise SpirvError(
-        "not SPIR-V: bad magic number", "pass the module Triton produced (CompiledKernel.asm['spv'])"
-    )
+    raise SpirvError("not SPIR-V: bad magic number", "pass the module Triton produced (CompiledKernel.asm['spv'])")
 
 
 def parse(data: bytes) -> tuple[list[int], list[Instruction], str]:
