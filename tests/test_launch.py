@@ -229,3 +229,24 @@ def test_program_cache_unwritable_dir_still_runs(session, tmp_path):
     assert "store-failed" in [e for e, _ in k.cache.events]
     _check_runs(session, bound)
     bound.close()
+
+
+@pytest.mark.gpu
+def test_gpu_level_zero_scale_exact(tmp_path):
+    """Needs an Intel GPU with Level Zero; skipped elsewhere (cannot run on the CPU-only hosts)."""
+    try:
+        s = ur.Session("gpu")
+    except (ur.DeviceNotFound, ur.LoaderNotFound) as exc:
+        pytest.skip(f"needs an Intel GPU: {exc.one_line()}")
+    with s:
+        assert s.device.type == "gpu" and s.device.backend == "level_zero"
+        k = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
+        n = 5000
+        x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+        with s.from_numpy(x) as dx, s.empty(n, np.float32) as dy:
+            k[(-(-n // BLOCK),)](dx, dy, 2.0, n, session=s)
+            s.finish()
+            np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
+        k.bind(s).close()
+        k2 = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
+        assert k2.bind(s).program.source_kind == "binary"  # the zebin came back from the cache
