@@ -19,6 +19,20 @@ NO_TESTS = 5
 # Host logic (unit) and image checks (docker) run on the host; the runtime tests in the image.
 HOST_MARKERS = "unit or docker"
 CONTAINER_MARKERS = "container or gpu"
+# Host settings the tests in the image honour.
+PASS_THROUGH = (
+    "XPUKIT_REQUIRE_UR_MATRIX",
+    "XPUKIT_REQUIRE_DOCKER",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+CA_IN_CONTAINER = "/run/xpukit/ca-bundle.pem"
 
 
 @dataclasses.dataclass
@@ -152,8 +166,13 @@ def _run_container_phase(
 ) -> Phase:
     phase = Phase(f"container ({CONTAINER_MARKERS})")
     results.chmod(0o777)  # the container's non-root user writes its report here
-    options = cli.container_options(settings, profile)
+    env = {name: os.environ[name] for name in PASS_THROUGH if os.environ.get(name)}
+    options = cli.container_options(settings, profile, env)
     options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}
+    if settings.ca_bundle:
+        # Tests that fetch (the UR release matrix) trust the same CA as the build; mounted, never baked.
+        options["volumes"][str(Path(settings.ca_bundle).resolve())] = {"bind": CA_IN_CONTAINER, "mode": "ro"}
+        options["environment"].update({"PIP_CERT": CA_IN_CONTAINER, "SSL_CERT_FILE": CA_IN_CONTAINER})
     command = _container_pytest(pytest_args)
     cli.say(f"container tests in {tag}: {' '.join(command)}")
     phase.exit_code = engine.run_container(sdk, tag, command, **options)
