@@ -482,9 +482,17 @@ class BoundKernel:
         g = normalize_grid(grid)
         if 0 in g:
             return
+        self.enqueue(values, g)
+
+    def enqueue(self, values: Sequence[Any], grid: Sequence[int], queue: Any = None, event: Any = None) -> None:
+        """Set the already-converted ``values`` (from ``abi.convert``) and enqueue over ``grid``
+        (1 to 3 positive ints) on ``queue`` (a raw queue handle; the session's queue if None).
+        ``event``: a ``c_void_p`` that receives the launch's UR event (the caller releases it).
+        Shared by :meth:`launch` and xpukit's Triton driver."""
+        g = grid
         (gx, gy, gz), _ = self.abi.nd_range(g)
         h = self.kernel.handle  # raises ClosedError after close
-        q = self.session.queue.handle
+        q = self.session.queue.handle if queue is None else queue
         if self.abi.scratch:
             self._ensure_scratch(g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1))
         last = self._last
@@ -506,10 +514,11 @@ class BoundKernel:
             last[i] = key
         gs = self._g
         gs[0], gs[1], gs[2] = gx, gy, gz
+        ev = None if event is None else byref(event)
         if self._props:
-            code = self._launch(q, h, 3, None, gs, self._l, 0, None, 0, None, None)
+            code = self._launch(q, h, 3, None, gs, self._l, 0, None, 0, None, ev)
         else:
-            code = self._launch(q, h, 3, None, gs, self._l, 0, None, None)
+            code = self._launch(q, h, 3, None, gs, self._l, 0, None, ev)
         if code:
             _raise(code, "urEnqueueKernelLaunch")
 

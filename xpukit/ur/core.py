@@ -177,14 +177,27 @@ def UrError_invalid_size(nbytes: int) -> UrError:
     )
 
 
+_STYPE_QUEUE_PROPERTIES = 14  # UR_STRUCTURE_TYPE_QUEUE_PROPERTIES (2025.0-2025.3 headers)
+_QUEUE_FLAG_PROFILING_ENABLE = 0x2  # UR_QUEUE_FLAG_PROFILING_ENABLE
+
+
+class _QueueProperties(ctypes.Structure):
+    # ur_queue_properties_t, identical in 2025.0-2025.3
+    _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("flags", c_uint32)]
+
+
 class Queue(_Resource):
     """An in-order UR queue."""
 
     _kind = "queue"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, profiling: bool = False) -> None:
         out = c_void_p()
-        session.lib.urQueueCreate(session._ctx, session._device, None, byref(out))
+        props = None
+        if profiling:  # events of this queue carry start/end timestamps (urEventGetProfilingInfo)
+            props = byref(_QueueProperties(_STYPE_QUEUE_PROPERTIES, None, _QUEUE_FLAG_PROFILING_ENABLE))
+        session.lib.urQueueCreate(session._ctx, session._device, props, byref(out))
+        self.profiling = profiling
         self._lib = session.lib
         self._launch = _launcher(session.lib)
         super().__init__(session, out.value)
@@ -521,10 +534,25 @@ class Session:
         return Program(self, binary, "binary", options)
 
     def finish(self) -> None:
+        """Wait for the session's default queue (urQueueFinish)."""
         self._check()
         self.queue.finish()
 
-    synchronize = finish
+    def new_queue(self, profiling: bool = False) -> Queue:
+        """Another in-order queue on this session's device (owned and finished by the session)."""
+        self._check()
+        return Queue(self, profiling=profiling)
+
+    def synchronize(self) -> None:
+        """Device-wide wait: ``urDeviceWaitExp`` where the release has it, else finish every queue
+        this session owns (every command xpukit can have submitted on this device)."""
+        self._check()
+        if getattr(self.lib, "has_device_wait", False):
+            self.lib.urDeviceWaitExp(self._device)
+            return
+        for res in list(self._children.values()):
+            if isinstance(res, Queue) and not res.closed:
+                res.finish()
 
     def close(self) -> None:
         """Finish the queue, release everything still open (newest first), then the context."""
