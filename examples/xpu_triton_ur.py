@@ -3,7 +3,12 @@
 
 Pick a device (GPU through Level Zero, else the CPU device), allocate with USM, copy in, launch
 a Triton kernel that receives raw 64-bit addresses and casts them to typed pointers (and the
-typed-pointer variant), wait with urQueueFinish, copy out, compare with numpy, release all.
+typed-pointer variant), wait for the device, copy out, compare with numpy, release all.
+
+By default the launch is the blog's own call style through xpukit's UR-backed Triton driver:
+``triton_scale_kernel[grid](dA_ptr, dB_ptr, scale, n, BLOCK_SIZE=1024)`` with raw addresses, then
+``session.synchronize()`` (no sleep). ``--launch explicit`` uses xpukit's explicit launch API
+(``TritonKernel`` with a declared signature) instead.
 
     python examples/xpu_triton_ur.py --n 1048576 --scale 2.5 --device auto --iters 10
 """
@@ -23,7 +28,7 @@ import triton.language as tl
 
 
 @triton.jit
-def scale_raw_kernel(in_addr, out_addr, scale, n_elements, BLOCK_SIZE: tl.constexpr):
+def triton_scale_kernel(in_addr, out_addr, scale, n_elements, BLOCK_SIZE: tl.constexpr):
     """The blog's style: the pointers arrive as int64 addresses and are cast in the kernel."""
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
@@ -54,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto", help="UR device (default auto)")
     p.add_argument("--iters", type=int, default=1, help="timed launches per variant (default 1)")
     p.add_argument("--block", type=int, default=1024, help="BLOCK_SIZE constexpr (default 1024)")
+    p.add_argument(
+        "--launch",
+        choices=("triton", "explicit"),
+        default="triton",
+        help="triton: kernel[grid](...) through xpukit's UR driver (default); explicit: xpukit.launch.TritonKernel",
+    )
     p.add_argument("--debug", action="store_true", help="full tracebacks and UR details")
     args = p.parse_args(argv)
     if args.n < 1 or args.iters < 1 or args.block < 1 or args.block & (args.block - 1):
@@ -61,7 +72,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def run_triton_style(args: argparse.Namespace) -> int:
+    """The blog's call style: ``kernel[grid](addresses..., BLOCK_SIZE=...)`` through the UR driver."""
+    import numpy as np
+
+    from xpukit import ur
+    from xpukit.triton_driver import DeviceArray, activate
+
+    n, block = args.n, args.block
+    rng = np.random.default_rng(0)
+    host_in = rng.standard_normal(n, dtype=np.float32)
+    expected = host_in * np.float32(args.scale)
+    ok = True
+    t0 = time.perf_counter()
+    with ur.Session(args.device) as s, activate(s) as drv:
+        d = s.device
+        print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}, UR {d.ur_release}")
+        if s.note:
+            print(f"note: {s.note}")
+        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
+            grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - the blog's form
+            variants = (
+                # Raw int64 addresses, cast to typed pointers inside the kernel (the blog's demo).
+                ("raw int64 addresses", triton_scale_kernel, d_in.ptr, d_out.ptr),
+                # Typed pointers: a DeviceArray has data_ptr() and a dtype, as Triton expects.
+                ("typed pointers", scale_typed_kernel, DeviceArray(d_in, np.float32), DeviceArray(d_out, np.float32)),
+            )
+            for label, kernel, a_in, a_out in variants:
+                loads = drv.stats.variants
+                tb = time.perf_counter()
+                kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block)  # compiles, loads, launches
+                s.synchronize()
+                t_first = time.perf_counter() - tb
+                times = []
+                for _ in range(args.iters):
+                    tl0 = time.perf_counter()
+                    kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block)
+                    s.synchronize()  # a real device-wide wait, never a sleep
+                    times.append(time.perf_counter() - tl0)
+                got = d_out.to_numpy(np.float32, n)
+                err = float(np.max(np.abs(got - expected))) if n else 0.0
+                match = np.array_equal(got, expected)
+                ok &= match
+                best = min(times) * 1e6
+                print(
+                    f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), "
+                    f"first call (compile+load+launch) {t_first * 1e3:.1f} ms, "
+                    f"kernel[grid]+synchronize best {best:.0f} us over {args.iters}, "
+                    f"{drv.stats.variants - loads} new variant(s)"
+                )
+                d_out.copy_from(np.zeros(n, dtype=np.float32))  # so the next variant proves itself
+    print(f"total {time.perf_counter() - t0:.2f} s; {'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.launch == "triton":
+        return run_triton_style(args)
+    return run_explicit(args)
+
+
+def run_explicit(args: argparse.Namespace) -> int:
+    """xpukit's explicit launch API: TritonKernel with a declared signature, bound to the session."""
     import numpy as np
 
     from xpukit import ur
@@ -81,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {s.note}")
         with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
             for label, fn, sig in (
-                ("raw int64 addresses", scale_raw_kernel, RAW_SIGNATURE),
+                ("raw int64 addresses", triton_scale_kernel, RAW_SIGNATURE),
                 ("typed pointers", scale_typed_kernel, TYPED_SIGNATURE),
             ):
                 kernel = TritonKernel(fn, sig, {"BLOCK_SIZE": block})
@@ -89,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
                 bound = kernel.bind(s)  # compile (Triton cache) + load (program cache)
                 t_load = time.perf_counter() - tb
                 # Raw-address kernels get the integers; typed ones the allocations themselves.
-                a_in, a_out = (d_in.ptr, d_out.ptr) if fn is scale_raw_kernel else (d_in, d_out)
+                a_in, a_out = (d_in.ptr, d_out.ptr) if fn is triton_scale_kernel else (d_in, d_out)
                 times = []
                 for _ in range(args.iters):
                     tl0 = time.perf_counter()

@@ -35,6 +35,7 @@ import contextlib
 import ctypes
 import dataclasses
 import hashlib
+import itertools
 import json
 import statistics
 import sys
@@ -413,6 +414,7 @@ class _Active:
     stream: _Stream
 
 
+_SERIALS = itertools.count()
 _PROFILING_START = 2  # UR_PROFILING_INFO_COMMAND_START (same value 2025.0-2025.3)
 _PROFILING_END = 3  # UR_PROFILING_INFO_COMMAND_END
 
@@ -434,6 +436,7 @@ class URDriver:
         self._stack: list[_Active] = []
         self._devices: dict[str, Any] = {}  # device key -> DeviceInfo
         self._profiling: dict[int, Queue] = {}
+        self._serial = next(_SERIALS)
 
     # -- Triton's driver interface ---------------------------------------------------------------
     @staticmethod
@@ -503,7 +506,8 @@ class URDriver:
         xpu_backend()  # before Triton constructs the Intel backend: the torch/SYCL-free arch parser
         dev = session.device
         props = target_for_device(dev)
-        text = json.dumps(props, sort_keys=True) + "|" + dev.cache_key()
+        # One key per driver and device: variants compiled under this driver stay with it.
+        text = f"{self._serial}|" + json.dumps(props, sort_keys=True) + "|" + dev.cache_key()
         key = "xpukit-ur:" + hashlib.sha256(text.encode()).hexdigest()[:16]
         self._devices[key] = dev
         act = _Active(session, key, GPUTarget("xpu", props, 32), _Stream(session, session.queue))
