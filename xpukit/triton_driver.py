@@ -148,7 +148,7 @@ class DeviceArray:
 
 def empty(shape: int | Sequence[int], dtype: Any, session: Session | None = None, kind: str = "device") -> DeviceArray:
     """A new :class:`DeviceArray` (owning its allocation) on ``session`` or the active one."""
-    s = session or default_driver().session
+    s = session or _active_driver().session
     return DeviceArray(s.empty(shape, dtype, kind), dtype, shape, owns=True)
 
 
@@ -157,7 +157,7 @@ def from_numpy(array: Any, session: Session | None = None, kind: str = "device")
     import numpy as np
 
     array = np.ascontiguousarray(array)
-    s = session or default_driver().session
+    s = session or _active_driver().session
     return DeviceArray(s.from_numpy(array, kind), array.dtype, array.shape, owns=True)
 
 
@@ -686,6 +686,14 @@ def default_driver() -> URDriver:
         return _DEFAULT
 
 
+def _active_driver() -> URDriver:
+    """Triton's active driver when it is a UR driver, else the default one."""
+    from triton.runtime.driver import driver as triton_driver
+
+    active = triton_driver.active
+    return active if isinstance(active, URDriver) else default_driver()
+
+
 @contextlib.contextmanager
 def activate(session: Session, driver: URDriver | None = None) -> Iterator[URDriver]:
     """Make Triton launch through UR on ``session`` inside the block; restore Triton's previous
@@ -718,8 +726,4 @@ def do_bench(
     """UR-event-profiled benchmarker for ``triton.autotune(..., do_bench=do_bench)`` when the
     decorator runs outside ``activate`` (Triton asks the active driver for it at decoration time).
     Times on whatever session is active when it runs."""
-    from triton.runtime.driver import driver as triton_driver
-
-    active = triton_driver.active
-    drv = active if isinstance(active, URDriver) else default_driver()
-    return drv.do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode, **kwargs)
+    return _active_driver().do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode, **kwargs)
