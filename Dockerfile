@@ -99,6 +99,7 @@ ARG PYPI_PINS
 ARG UR_SOURCE
 ARG UR_VERSION
 ARG UR_PACKAGES
+ARG UR_MATRIX
 COPY env/lock/${XPUKIT_PROFILE}.txt /opt/xpukit/env/requirements.lock
 COPY scripts/install-python.sh scripts/check-ur.sh scripts/xpu-common.sh /opt/xpukit/scripts/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/var/cache/xpukit/wheelhouse,sharing=locked \
@@ -119,6 +120,7 @@ ENV VIRTUAL_ENV=/opt/xpukit/venv \
 # The kit's own sources come last so that editing them never reinstalls a dependency.
 COPY scripts/entrypoint.sh scripts/write-manifest.py /opt/xpukit/scripts/
 COPY pyproject.toml /opt/xpukit/src/
+COPY env/pins.toml /opt/xpukit/src/env/pins.toml
 COPY xpukit /opt/xpukit/src/xpukit
 COPY examples /opt/xpukit/src/examples
 COPY tests /opt/xpukit/src/tests
@@ -152,6 +154,7 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       io.xpukit.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
       io.xpukit.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
       io.xpukit.pins.ur="${UR_SOURCE}:${UR_VERSION}" \
+      io.xpukit.pins.ur-matrix="${UR_MATRIX}" \
       io.xpukit.pins.pypi="${PYPI_PINS}" \
       io.xpukit.pins.digest="${XPUKIT_PINS}"
 

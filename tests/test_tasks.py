@@ -203,3 +203,29 @@ def test_base_choice_points_to_invoke_base():
     assert build.choose_base(cpu, "", lambda ref: ref == "xpukit-base:bookworm-slim", None, print) == (
         "xpukit-base:bookworm-slim"
     )
+
+
+def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
+    """run/shell/test/demo compose GPU flags from the host's render nodes (a fake PVC host's sysfs
+    and /dev trees stand in for a GPU host; the detection code is the real one)."""
+    import functools
+
+    from tests.fakehost import Node, make_host
+    from xpukit import config, engine, gpu
+
+    host = make_host(tmp_path, [Node()])
+    if os.geteuid() == 0:
+        os.chown(host.node_path(), -1, 109)  # a render group, as on a real host (never group 0)
+    real = gpu.gpu_run_options
+    monkeypatch.setattr(gpu, "gpu_run_options", functools.partial(real, host.sysfs_root, host.dev_root, host.host_root))
+    settings = config.resolve({"profile": "xpu"}, {}, {})
+    options = cli.container_options(settings, "xpu")
+    assert options["devices"] == ["/dev/dri:/dev/dri:rwm"]
+    assert options["volumes"]["/dev/dri/by-path"] == {"bind": "/dev/dri/by-path", "mode": "ro"}
+    assert options.get("group_add", []) == ([str(host.node_gid())] if host.node_gid() else [])
+    assert options["shm_size"] == "8g"
+    line = " ".join(engine.format_run_cli("docker", "xpukit:xpu", ["bash"], options))
+    assert "--device /dev/dri:/dev/dri:rwm" in line
+    assert f"--group-add {host.node_gid()}" in line or not host.node_gid()
+    assert "--shm-size 8g" in line and f"{ROOT}:/workspace:ro" in line
+    assert "devices" not in cli.container_options(settings, "cpu")

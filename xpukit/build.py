@@ -93,6 +93,7 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "UR_SOURCE": table["ur"]["source"],
         "UR_VERSION": table["ur"]["version"],
         "UR_PACKAGES": " ".join(table["ur"].get("packages", [])),
+        "UR_MATRIX": " ".join(table["ur"].get("matrix", [])),
         "PYPI_PINS": " ".join(profile.pypi_requirements()),
         "XPUKIT_PINS": profile.fingerprint(),
     }

@@ -145,6 +145,7 @@ def build(settings: config.Settings, variant: build_mod.Variant, github_token: s
         plan = _make_plan(settings, profile, _resolve_base(settings, profile, None), variant, github_token)
         print(plan.printable())
         return 0
+    engine.pick_cli(settings.docker_cli)  # no BuildKit, no build: say so before anything else
     sdk = engine.client(settings.docker_host)
     _run_build(settings, profile, _resolve_base(settings, profile, sdk), variant, github_token)
     return 0

@@ -217,6 +217,12 @@ class _Checker:
             packages = ur.get("packages")
             if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
                 self.fail(f"{name}.ur.packages", "must list the UR wheels to install")
+        matrix = ur.get("matrix", [])
+        if not isinstance(matrix, list):
+            self.fail(f"{name}.ur.matrix", "must be a list of exact UR wheel versions")
+        for version in matrix:
+            if not isinstance(version, str) or not EXACT_VERSION_RE.match(version):
+                self.fail(f"{name}.ur.matrix", f"version {version!r} is not exact (write one version, no ranges)")
         return Profile(name, table, ())
 
 

@@ -76,11 +76,6 @@ def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, st
 def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
     where, why = cli.resolve_where(where, settings.docker_host)
-    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
-    if where == "container":
-        sdk = engine.client(settings.docker_host)
-    else:
-        sdk = engine.client(settings.docker_host) if engine_ok else None
     profile_name = cli.resolve_profile(settings.profile)
     profile = cli.load_profile(profile_name)
 
@@ -98,6 +93,11 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
             )
         return 0
 
+    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
+    if where == "container":
+        sdk = engine.client(settings.docker_host)
+    else:
+        sdk = engine.client(settings.docker_host) if engine_ok else None
     env = {"XPUKIT_PROFILE": profile_name}
     if settings.ca_bundle:
         if not Path(settings.ca_bundle).is_file():

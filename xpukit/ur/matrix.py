@@ -1,7 +1,6 @@
 """One UR prefix per supported release, for running the binding tests against each of them.
 
-``UR_RELEASE_MATRIX`` holds exact PyPI versions (checked with ``pip index versions
-intel-cmplr-lib-ur``); it is meant to move into env/pins.toml. A prefix is made with
+``UR_RELEASE_MATRIX`` holds exact PyPI versions from env/pins.toml (``cpu.ur.matrix``). A prefix is made with
 ``pip install --prefix`` (``--target`` loses the wheels' ``../lib`` data files) and lives under
 ``$XPUKIT_CACHE_DIR/ur/<version>`` (default ``~/.cache/xpukit``). It holds only the UR loader,
 adapters and their runtime libraries; the CPU OpenCL runtime comes from the current environment.
@@ -17,13 +16,16 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 
+
+def _matrix_from_pins() -> dict[str, str]:
+    """release line -> exact wheel version, from env/pins.toml's cpu.ur.matrix."""
+    from xpukit.pins import load
+
+    return {".".join(v.split(".")[:2]): v for v in load().profile("cpu")["ur"]["matrix"]}
+
+
 # release line -> exact wheel version of intel-cmplr-lib-ur and intel-cmplr-lib-rt
-UR_RELEASE_MATRIX: dict[str, str] = {
-    "2025.0": "2025.0.5",
-    "2025.1": "2025.1.1",
-    "2025.2": "2025.2.2",
-    "2025.3": "2025.3.3",
-}
+UR_RELEASE_MATRIX: dict[str, str] = _matrix_from_pins()
 
 
 class URPrefixUnavailable(XpukitError):
