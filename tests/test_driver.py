@@ -452,3 +452,33 @@ def test_driver_path_never_imports_torch(tmp_path):
         pytest.skip("no UR CPU device here")
     assert p.returncode == 0, p.stderr
     assert "TORCH []" in p.stdout
+
+
+def test_identical_launch_reenqueues_and_changed_arguments_are_set(act, session, drv):
+    """An identical call re-enqueues with the arguments the UR kernel holds; any change is set."""
+    n = 2048
+    x = RNG.standard_normal(n, dtype=np.float32)
+    with session.from_numpy(x) as dx, session.alloc(x.nbytes) as d1, session.alloc(x.nbytes) as d2:
+        for scale, out in ((2.0, d1), (2.0, d1), (3.0, d1), (3.0, d2), (3, d2)):
+            launches = drv.stats.launches
+            scale_addr[(2,)](dx.ptr, out.ptr, scale, n, BLOCK_SIZE=1024)
+            session.synchronize()
+            assert drv.stats.launches == launches + 1
+            np.testing.assert_array_equal(out.to_numpy(np.float32), x * np.float32(scale))
+
+
+@pytest.mark.gpu
+def test_level_zero_gpu_through_the_driver(drv):
+    """Needs an Intel GPU: target from UR device info, SPIR-V loaded unpatched, exact results."""
+    from xpukit import ur
+
+    n = 1 << 16
+    x = RNG.standard_normal(n, dtype=np.float32)
+    with ur.Session("gpu") as s, activate(s, driver=drv):
+        assert s.device.backend == "level_zero"
+        target = drv.get_current_target()
+        assert target.backend == "xpu" and target.arch["architecture"] == s.device.ip_version << 8
+        with s.from_numpy(x) as dx, s.alloc(x.nbytes) as dy:
+            scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 0.5, n, BLOCK_SIZE=1024)
+            s.synchronize()
+            np.testing.assert_array_equal(dy.to_numpy(np.float32), x * np.float32(0.5))

@@ -522,6 +522,18 @@ class BoundKernel:
         if code:
             _raise(code, "urEnqueueKernelLaunch")
 
+    def relaunch(self, queue: Any, event: Any = None) -> None:
+        """Enqueue again with the arguments and grid of the previous :meth:`enqueue` (UR kernels keep
+        their arguments): the driver's path for a launch identical to the one before."""
+        h = self.kernel.handle  # raises ClosedError after close
+        ev = None if event is None else byref(event)
+        if self._props:
+            code = self._launch(queue, h, 3, None, self._g, self._l, 0, None, 0, None, ev)
+        else:
+            code = self._launch(queue, h, 3, None, self._g, self._l, 0, None, ev)
+        if code:
+            _raise(code, "urEnqueueKernelLaunch")
+
     def close(self) -> None:
         for b in self._scratch:
             b.close()
