@@ -482,3 +482,20 @@ def test_level_zero_gpu_through_the_driver(drv):
             scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 0.5, n, BLOCK_SIZE=1024)
             s.synchronize()
             np.testing.assert_array_equal(dy.to_numpy(np.float32), x * np.float32(0.5))
+
+
+def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
+    """synchronize(): urDeviceWaitExp where bound (no supported release has it), else every queue."""
+    assert not session.lib.has_device_wait
+    n = 1 << 16
+    x = RNG.standard_normal(n, dtype=np.float32)
+    q2 = session.new_queue()
+    with activate(session, driver=drv), session.from_numpy(x) as dx, session.alloc(x.nbytes) as dy:
+        drv._stack[-1].stream = type(drv._stack[-1].stream)(session, q2)  # launch on the second queue
+        scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 4.0, n, BLOCK_SIZE=1024)
+        session.synchronize()  # must cover q2, not only session.queue
+        got = np.empty(n, np.float32)
+        q2.memcpy(got.ctypes.data, dy.ptr, x.nbytes)
+        np.testing.assert_array_equal(got, x * 4)
+    q2.close()
+    session.synchronize()  # a closed queue is skipped
