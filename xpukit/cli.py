@@ -78,11 +78,28 @@ def load_profile(name: str) -> pins_mod.Profile:
 
 
 def _resolve_base(settings: config.Settings, profile: pins_mod.Profile, sdk: Any | None) -> str:
-    if sdk is None:  # dry run: no engine is asked anything
+    if sdk is None:  # no engine to ask: the base as configured
         return settings.base_image or profile.base_reference
     pull = functools.partial(build_mod.pull_with_progress, sdk, say=say)
     exists = functools.partial(engine.image_exists, sdk)
     return build_mod.choose_base(profile, settings.base_image, exists, pull, say)
+
+
+def _dry_run_base(settings: config.Settings, profile: pins_mod.Profile) -> str:
+    """The base a real build would pick, asking the engine (read-only) when one answers; never pulls."""
+    try:
+        sdk = engine.client(settings.docker_host, timeout=5)
+    except XpukitError:
+        return _resolve_base(settings, profile, None)
+    try:
+        return build_mod.choose_base(
+            profile, settings.base_image, functools.partial(engine.image_exists, sdk), None, say
+        )
+    except XpukitError:
+        say(f"base: {profile.base_reference} is not present; a real build would try to pull it")
+        return _resolve_base(settings, profile, None)
+    finally:
+        sdk.close()
 
 
 def _make_plan(
@@ -99,7 +116,10 @@ def _make_plan(
             raise
         cli = None  # a dry run still prints the plan, with a plain `docker`
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
-    return build_mod.plan(ROOT, profile, base, settings.image, cli, settings.ca_bundle, github_token, variant, progress)
+    plan = build_mod.plan(ROOT, profile, base, settings.image, cli, settings.ca_bundle, github_token, variant, progress)
+    if settings.docker_host:  # the CLI must build on the engine the SDK talks to
+        plan.env["DOCKER_HOST"] = settings.docker_host
+    return plan
 
 
 def _content_tag(settings: config.Settings, profile: pins_mod.Profile, base: str, variant: build_mod.Variant) -> str:
@@ -142,7 +162,7 @@ def build(settings: config.Settings, variant: build_mod.Variant, github_token: s
     if github_token and not Path(github_token).is_file():
         raise XpukitError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
     if settings.dry_run:
-        plan = _make_plan(settings, profile, _resolve_base(settings, profile, None), variant, github_token)
+        plan = _make_plan(settings, profile, _dry_run_base(settings, profile), variant, github_token)
         print(plan.printable())
         return 0
     engine.pick_cli(settings.docker_cli)  # no BuildKit, no build: say so before anything else
@@ -291,7 +311,7 @@ def demo_ur(settings: config.Settings, where: str, demo_args: list[str]) -> int:
     command = ["python", f"{WORKSPACE}/{script}", *demo_args]
     if settings.dry_run:
         loaded = load_profile(profile)
-        tag = _content_tag(settings, loaded, _resolve_base(settings, loaded, None), build_mod.Variant())
+        tag = _content_tag(settings, loaded, _dry_run_base(settings, loaded), build_mod.Variant())
         print(" ".join(engine.format_run_cli("docker", tag, command, options)))
         return 0
     sdk = engine.client(settings.docker_host)
@@ -310,7 +330,7 @@ def shell(settings: config.Settings, command: str = "") -> int:
     args = ["bash", "-lc", command] if command else ["bash"]
     if settings.dry_run:
         loaded = load_profile(profile)
-        tag = _content_tag(settings, loaded, _resolve_base(settings, loaded, None), build_mod.Variant())
+        tag = _content_tag(settings, loaded, _dry_run_base(settings, loaded), build_mod.Variant())
         print(" ".join(engine.format_run_cli(cli, tag, args, options)))
         return 0
     sdk = engine.client(settings.docker_host)
