@@ -53,7 +53,10 @@ def test_build_dry_run_carries_every_pin(profile):
     loaded = pins.load().profile(profile)
     expected = build.build_args(loaded, loaded.base_reference)
     for key, value in expected.items():
-        assert args.get(key) == value, key
+        if key == "BASE_IMAGE":  # where an engine answers, the dry run names the base a build would use
+            assert args["BASE_IMAGE"] in (loaded.base_reference, build.local_base_name(loaded)), args["BASE_IMAGE"]
+        else:
+            assert args.get(key) == value, key
     tags = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-t"]
     assert tags[1] == f"xpukit:{profile}" and tags[0].startswith(f"xpukit:{profile}-")
     assert cmd[-1] == str(ROOT)

@@ -195,3 +195,23 @@ def test_raw_binding_is_one_to_one(session, scale_spirv):
         with pytest.raises(ur.error_class("UR_RESULT_ERROR_INVALID_KERNEL_NAME")) as info:
             lib.urKernelCreate(prog.handle, b"nope", ctypes.byref(out))
     assert info.value.function == "urKernelCreate"
+
+
+def test_usm_ranges_recognise_addresses(session):
+    """A plain int inside a live allocation is a device address (the driver then types it i64;
+    in the image, Debian's non-PIE python makes the CPU runtime hand out addresses below 2**31,
+    and the blog-style driver tests exercise exactly that)."""
+    a = session.alloc(4096)
+    b = session.alloc(64, "shared")
+    try:
+        for ptr, size in ((a.ptr, 4096), (b.ptr, 64)):
+            assert session.is_usm_address(ptr) and session.is_usm_address(ptr + size - 1)
+            assert not session.is_usm_address(ptr + size) or session.is_usm_address(ptr + size) == any(
+                other.ptr <= ptr + size < other.ptr + other.nbytes for other in (a, b)
+            )
+        assert not session.is_usm_address(0) and not session.is_usm_address(1024)
+    finally:
+        ptr = a.ptr
+        a.close()
+        b.close()
+    assert not session.is_usm_address(ptr)

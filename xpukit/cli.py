@@ -327,7 +327,7 @@ def shell(settings: config.Settings, command: str = "") -> int:
     options["tty"] = True
     # An interactive TTY is the CLI's job; the SDK checks the engine and the image first.
     cli = engine.pick_cli(settings.docker_cli).path if not settings.dry_run else "docker"
-    args = ["bash", "-lc", command] if command else ["bash"]
+    args = ["bash", "-c", command] if command else ["bash"]
     if settings.dry_run:
         loaded = load_profile(profile)
         tag = _content_tag(settings, loaded, _dry_run_base(settings, loaded), build_mod.Variant())

@@ -177,4 +177,7 @@ def _run_container_phase(
     cli.say(f"container tests in {tag}: {' '.join(command)}")
     phase.exit_code = engine.run_container(sdk, tag, command, **options)
     read_junit(results / "container.xml", phase)
+    if phase.exit_code not in (0, NO_TESTS) and not (results / "container.xml").exists():
+        phase.failed += 1
+        phase.note = f"container tests: pytest died (exit {phase.exit_code}) before writing its report; see above"
     return phase

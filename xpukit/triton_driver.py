@@ -227,6 +227,9 @@ def _make_specializer(original: Callable[..., Any]) -> Callable[..., Any]:
         arg: Any, specialize_extra: Any, is_const: bool = False, specialize_value: bool = True, align: bool = True
     ) -> Any:
         t = type(arg)
+        if t is int and 0 < arg < 2**31 and _is_live_usm_address(arg):
+            # A raw address that happens to be small is still an address: 64-bit, like a GPU's.
+            return ("i64", specialize_extra(arg, "int", align=align) if specialize_value else None)
         if (t is int or t is float) and fast:
             return _scalar_spec(arg, specialize_extra, specialize_value, align)
         if t is int or t is float or t is bool or arg is None:
@@ -258,6 +261,14 @@ def _make_specializer(original: Callable[..., Any]) -> Callable[..., Any]:
 
     specialize_impl._xpukit_original = original  # type: ignore[attr-defined]
     return specialize_impl
+
+
+# Sessions pushed on any URDriver: their live USM ranges decide whether a small int is an address.
+_LIVE_SESSIONS: list[Session] = []
+
+
+def _is_live_usm_address(value: int) -> bool:
+    return any(not s.closed and s.is_usm_address(value) for s in _LIVE_SESSIONS)
 
 
 _SPEC_LOCK = threading.Lock()
@@ -602,10 +613,12 @@ class URDriver:
         self._devices[key] = dev
         act = _Active(session, key, GPUTarget("xpu", props, 32), _Stream(session, session.queue))
         self._stack.append(act)
+        _LIVE_SESSIONS.append(session)
         return act
 
     def _pop(self, act: _Active) -> None:
         self._stack.remove(act)
+        _LIVE_SESSIONS.remove(act.session)
         # Profiling queues belong to their session (closed with it); forget those already closed.
         for k in [k for k, q in self._profiling.items() if q.closed]:
             del self._profiling[k]

@@ -8,6 +8,7 @@ collector; using a closed object raises :class:`~xpukit.ur.errors.ClosedError`.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import dataclasses
 import logging
@@ -122,6 +123,7 @@ class USMAllocation(_Resource):
         self.kind = kind
         self._ptr = int(out.value or 0)
         super().__init__(session, self._ptr)
+        session._track_usm(self._ptr, self.nbytes)
 
     @property
     def ptr(self) -> int:
@@ -132,6 +134,7 @@ class USMAllocation(_Resource):
 
     def _release(self) -> None:
         s = self._session
+        s._untrack_usm(self._ptr)
         s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
 
     def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
@@ -394,6 +397,9 @@ class Session:
         if device not in DEVICE_CHOICES:
             raise BadDeviceRequest(f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}")
         self._children: dict[int, _Resource] = {}
+        # Live USM ranges, so a plain int can be recognised as a device address (see is_usm_address).
+        self._usm_sizes: dict[int, int] = {}
+        self._usm_starts: list[int] = []
         self._closed = False
         self._adapters: list[int] = []
         self._ctx: Any = None
@@ -501,6 +507,25 @@ class Session:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _track_usm(self, ptr: int, nbytes: int) -> None:
+        self._usm_sizes[ptr] = nbytes
+        bisect.insort(self._usm_starts, ptr)
+
+    def _untrack_usm(self, ptr: int) -> None:
+        if self._usm_sizes.pop(ptr, None) is not None:
+            del self._usm_starts[bisect.bisect_left(self._usm_starts, ptr)]
+
+    def is_usm_address(self, value: int) -> bool:
+        """Whether ``value`` points into a live USM allocation of this session.
+
+        Triton types a small int as i32; an address must stay 64-bit even where the allocator
+        hands out low addresses (Intel's CPU runtime under a non-PIE python, e.g. Debian's).
+        """
+        if value in self._usm_sizes:
+            return True
+        i = bisect.bisect_right(self._usm_starts, value) - 1
+        return i >= 0 and value < self._usm_starts[i] + self._usm_sizes[self._usm_starts[i]]
 
     def _check(self) -> None:
         if self._closed:
