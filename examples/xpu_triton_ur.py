@@ -65,11 +65,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="triton",
         help="triton: kernel[grid](...) through xpukit's UR driver (default); explicit: xpukit.launch.TritonKernel",
     )
+    p.add_argument(
+        "--native",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="load Triton's zebin (native code, no driver JIT): auto = on a GPU device (default)",
+    )
     p.add_argument("--debug", action="store_true", help="full tracebacks and UR details")
     args = p.parse_args(argv)
     if args.n < 1 or args.iters < 1 or args.block < 1 or args.block & (args.block - 1):
         p.error("--n and --iters must be >= 1, --block a power of two")
     return args
+
+
+LOAD_FORMS = {
+    "zebin": "Triton's zebin via urProgramCreateWithBinary (driver JIT skipped)",
+    "program-cache": "xpukit's native-binary cache via urProgramCreateWithBinary",
+    "spirv": "SPIR-V via urProgramCreateWithIL (JIT by the driver)",
+}
 
 
 def run_triton_style(args: argparse.Namespace) -> int:
@@ -87,9 +100,13 @@ def run_triton_style(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with ur.Session(args.device) as s, activate(s) as drv:
         d = s.device
-        print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}, UR {d.ur_release}")
+        print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}")
+        print(f"versions: UR {d.ur_release}, Triton {triton.__version__}, numpy {np.__version__}")
         if s.note:
             print(f"note: {s.note}")
+        # A GPU loads Triton's zebin with urProgramCreateWithBinary (no JIT); the CPU device takes SPIR-V.
+        native = args.native == "on" or (args.native == "auto" and d.type == "gpu")
+        options = {"generate_native_code": True} if native else {}
         with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
             grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - the blog's form
             variants = (
@@ -101,13 +118,14 @@ def run_triton_style(args: argparse.Namespace) -> int:
             for label, kernel, a_in, a_out in variants:
                 loads = drv.stats.variants
                 tb = time.perf_counter()
-                kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block)  # compiles, loads, launches
+                kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block, **options)  # compiles, loads, launches
                 s.synchronize()
                 t_first = time.perf_counter() - tb
+                print(f"{label:>20}: program loaded from {LOAD_FORMS.get(drv.stats.last_load, drv.stats.last_load)}")
                 times = []
                 for _ in range(args.iters):
                     tl0 = time.perf_counter()
-                    kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block)
+                    kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block, **options)
                     s.synchronize()  # a real device-wide wait, never a sleep
                     times.append(time.perf_counter() - tl0)
                 got = d_out.to_numpy(np.float32, n)

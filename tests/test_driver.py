@@ -499,3 +499,32 @@ def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
         np.testing.assert_array_equal(got, x * 4)
     q2.close()
     session.synchronize()  # a closed queue is skipped
+
+
+def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
+    """A real pvc zebin (Triton SPIR-V through the installed ocloc) handed to the driver on the CPU
+    device is refused with a clear error before any program is created."""
+    from xpukit.ocloc import find_ocloc
+    from xpukit.triton_driver import ZebinNeedsGpu
+    from xpukit.tritonc import compile_kernel
+
+    ck = compile_kernel(
+        scale_addr, {"in_addr": "i64", "out_addr": "i64", "scale": "fp32", "n": "i32"}, {"BLOCK_SIZE": 1024}, "pvc"
+    )
+    zebin = find_ocloc().compile_spirv(ck.asm["spv"], "pvc").zebin
+    assert zebin[:4] == b"\x7fELF"
+    with activate(session, driver=drv) as d:
+        loads = d.stats.program_loads
+        with pytest.raises(ZebinNeedsGpu, match="cannot run"):
+            d._load_binary("scale_addr", zebin, 0, "", d.get_current_device())
+        assert d.stats.program_loads == loads
+
+
+@pytest.mark.gpu
+def test_demo_loads_the_zebin_on_a_gpu():
+    """Needs an Intel GPU: the demo compiles with Triton's zebin stage and loads the native binary
+    through urProgramCreateWithBinary, saying so."""
+    demo = os.path.join(os.path.dirname(__file__), "..", "examples", "xpu_triton_ur.py")
+    out = subprocess.run([sys.executable, demo, "--device", "gpu", "--n", "4096"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Triton's zebin via urProgramCreateWithBinary (driver JIT skipped)" in out.stdout

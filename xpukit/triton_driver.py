@@ -64,6 +64,10 @@ __all__ = [
 ]
 
 
+class ZebinNeedsGpu(XpukitError):
+    """A native Intel GPU binary was handed to a device that cannot run it."""
+
+
 class NoActiveSession(XpukitError):
     """A Triton launch reached xpukit's driver with no open session to run on."""
 
@@ -302,13 +306,14 @@ class _URFunction:
     """What ``load_binary`` returns as Triton's module/function: one kernel's SPIR-V, loaded lazily
     on each session it runs on (a compiled kernel is shared by every session on the same device)."""
 
-    __slots__ = ("bound", "name", "options", "programs", "sha256", "spirv")
+    __slots__ = ("bound", "form", "name", "options", "programs", "sha256", "spirv")
 
-    def __init__(self, name: str, spirv: bytes, options: str) -> None:
+    def __init__(self, name: str, spirv: bytes, options: str, form: str = "spirv") -> None:
         self.name = name
-        self.spirv = spirv
+        self.spirv = spirv  # SPIR-V, or the zebin when form == "zebin"
         self.sha256 = hashlib.sha256(spirv).hexdigest()
         self.options = options
+        self.form = form  # "spirv" | "zebin" (Triton's native stage: loaded as is, no driver JIT)
         self.programs: dict[int, Any] = {}  # id(session) -> Program built by load_binary
         self.bound: dict[int, BoundKernel] = {}  # id(session) -> loaded kernel with its argument cache
 
@@ -332,6 +337,7 @@ class DriverStats:
     program_loads: int = 0  # UR programs built or loaded (per variant and session)
     launches: int = 0
     benchmarks: int = 0  # do_bench calls
+    last_load: str = ""  # how the last program was loaded: zebin | program-cache | spirv
 
 
 class URLauncher:
@@ -653,6 +659,19 @@ class URDriver:
     def _load_binary(self, name: str, kernel: bytes, shared: int, build_flags: str, device: Any) -> tuple:
         session = self.session
         code = bytes(kernel)
+        if code[:4] == b"\x7fELF":
+            # Triton's zebin stage (generate_native_code / TRITON_XPU_GEN_NATIVE_CODE) made a native
+            # Intel GPU binary: it loads with urProgramCreateWithBinary and skips the driver's JIT.
+            if session.device.type != "gpu":
+                raise ZebinNeedsGpu(
+                    f"kernel {name} was compiled to a zebin (native Intel GPU code), which the "
+                    f"{session.device.type} device cannot run",
+                    "drop generate_native_code / unset TRITON_XPU_GEN_NATIVE_CODE on this device",
+                )
+            function = _URFunction(name, code, build_flags or "", form="zebin")
+            function.programs[id(session)] = self._load_program(function, session)
+            self.stats.variants += 1
+            return function, function, 0, 0
         if session.device.type == "cpu":
             code = spv.patch_for_cpu(code)
             # Triton's build flags are Intel GPU compiler options; the CPU runtime has none of them.
@@ -666,8 +685,15 @@ class URDriver:
 
     def _load_program(self, function: _URFunction, session: Session) -> Any:
         self.stats.program_loads += 1
+        if function.form == "zebin":
+            self.stats.last_load = "zebin"
+            return session.program_from_binary(function.spirv, function.options)
         if self.cache is not None:
-            return self.cache.load(session, function.spirv, options=function.options, spirv_sha256=function.sha256)
+            program = self.cache.load(session, function.spirv, options=function.options, spirv_sha256=function.sha256)
+            hit = bool(self.cache.events) and self.cache.events[-1][0] == "hit"
+            self.stats.last_load = "program-cache" if hit else "spirv"
+            return program
+        self.stats.last_load = "spirv"
         return session.program_from_spirv(function.spirv, function.options)
 
     # -- benchmarking ----------------------------------------------------------------------------
