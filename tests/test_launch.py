@@ -250,3 +250,33 @@ def test_gpu_level_zero_scale_exact(tmp_path):
         k.bind(s).close()
         k2 = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
         assert k2.bind(s).program.source_kind == "binary"  # the zebin came back from the cache
+
+
+def test_arguments_rebound_after_memory_is_freed_and_reused(session, tmp_path):
+    """Free and allocate again on every launch, so new allocations land on freed addresses.
+    Intel's CPU runtime binds a pointer argument to its allocation when it is set: skipping an
+    "unchanged" address after a free gave wrong sums at the second launch and, later, heap
+    corruption. 300 launches of a reduction (local-memory argument) must all be exact."""
+    from test_launch_kernels import row_sum
+
+    rows, n = 7, 300
+    x = np.random.default_rng(3).standard_normal((rows, n), dtype=np.float32)
+    want = x.sum(axis=1)
+    bound = TritonKernel(row_sum, "x_ptr:*fp32,out_ptr:*fp32,N:i32", {"BLOCK": 512}, cache=_fresh(tmp_path)).bind(
+        session
+    )
+    reused = 0
+    seen: set[int] = set()
+    for i in range(300):
+        # Closed in creation order, so the next round's first allocation takes the freed addresses.
+        dx, out, spare = session.from_numpy(x), session.alloc(rows * 4), session.alloc(rows * 4)
+        reused += dx.ptr in seen or out.ptr in seen
+        seen.update((dx.ptr, out.ptr))
+        bound[(rows,)](dx, out, n)
+        session.queue.finish()
+        got = out.to_numpy(np.float32)
+        for a in (dx, out, spare):
+            a.close()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=f"launch {i}")
+    assert reused > 0  # the allocator did hand freed addresses back: the case under test happened
+    bound.close()

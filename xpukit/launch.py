@@ -439,6 +439,11 @@ class BoundKernel:
         self._g = (c_size_t * 3)()
         self._l = (c_size_t * 3)(*self.abi.local_size)
         self._last: list[Any] = [object()] * len(self.abi.params)
+        # Arguments persist on a UR kernel, so unchanged ones are not set again, but only while no
+        # USM memory was freed: Intel's CPU runtime binds a pointer argument to its allocation when
+        # it is set, and a new allocation at a freed address must be set again (skipping that
+        # corrupted the runtime's heap).
+        self._usm_generation = session.usm_generation
         self._scratch: list[USMAllocation] = []
         self._set_hidden()
 
@@ -496,6 +501,9 @@ class BoundKernel:
         if self.abi.scratch:
             self._ensure_scratch(g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1))
         last = self._last
+        if self._usm_generation != self.session.usm_generation:
+            last[:] = [object()] * len(last)
+            self._usm_generation = self.session.usm_generation
         for spec, v in zip(self.abi.params, values, strict=True):
             i = spec.index
             if spec.kind == "pointer":
@@ -526,6 +534,14 @@ class BoundKernel:
         """Enqueue again with the arguments and grid of the previous :meth:`enqueue` (UR kernels keep
         their arguments): the driver's path for a launch identical to the one before."""
         h = self.kernel.handle  # raises ClosedError after close
+        if self._usm_generation != self.session.usm_generation:
+            # Memory was freed since the arguments were set: bind the pointers again (see __init__).
+            for spec in self.abi.params:
+                if spec.kind == "pointer":
+                    code = self._set_ptr(h, spec.index, None, c_void_p(self._last[spec.index]))
+                    if code:
+                        _raise(code, "urKernelSetArgPointer")
+            self._usm_generation = self.session.usm_generation
         ev = None if event is None else byref(event)
         if self._props:
             code = self._launch(queue, h, 3, None, self._g, self._l, 0, None, 0, None, ev)

@@ -400,6 +400,8 @@ class Session:
         # Live USM ranges, so a plain int can be recognised as a device address (see is_usm_address).
         self._usm_sizes: dict[int, int] = {}
         self._usm_starts: list[int] = []
+        # Counts USM frees: kernels re-bind pointer arguments after one (see launch.BoundKernel).
+        self.usm_generation = 0
         self._closed = False
         self._adapters: list[int] = []
         self._ctx: Any = None
@@ -513,6 +515,7 @@ class Session:
         bisect.insort(self._usm_starts, ptr)
 
     def _untrack_usm(self, ptr: int) -> None:
+        self.usm_generation += 1
         if self._usm_sizes.pop(ptr, None) is not None:
             del self._usm_starts[bisect.bisect_left(self._usm_starts, ptr)]
 
