@@ -164,7 +164,8 @@ def test_editing_an_example_reuses_every_dependency_layer(docker_client, tmp_pat
         else:
             shutil.copy2(src, context / item)
     example = sorted((context / "examples").glob("*.py"))[0]
-    example.write_text(example.read_text() + "\n# edited by test_editing_an_example_reuses_every_dependency_layer\n")
+    # A unique edit: BuildKit would otherwise reuse the COPY from an earlier run of this test.
+    example.write_text(example.read_text() + f"\n# edited by a layer-reuse test: {uuid.uuid4().hex}\n")
     cli = engine.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto"))
     plan = build.plan(
         context,
