@@ -198,3 +198,19 @@ def test_editing_an_example_reuses_every_dependency_layer(docker_client, tmp_pat
     finally:
         for t in plan.tags:
             subprocess.run([cli.path, "rmi", "-f", t], capture_output=True, check=False)
+
+
+def test_absent_base_that_cannot_be_pulled_points_to_invoke_base(docker_client):
+    """A real engine asked to build FROM an image it does not have and cannot pull."""
+    import sys
+
+    missing = f"xpukit-test/absent-{uuid.uuid4().hex[:8]}:1"
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "build", "--profile", "cpu", "--base-image", missing],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and f"base image {missing} is not present and cannot be pulled" in errors[0]
+    assert "invoke base" in errors[0]
