@@ -102,8 +102,6 @@ def run_triton_style(args: argparse.Namespace) -> int:
         d = s.device
         print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}")
         print(f"versions: UR {d.ur_release}, Triton {triton.__version__}, numpy {np.__version__}")
-        if s.note:
-            print(f"note: {s.note}")
         # A GPU loads Triton's zebin with urProgramCreateWithBinary (no JIT); the CPU device takes SPIR-V.
         native = args.native == "on" or (args.native == "auto" and d.type == "gpu")
         if native:  # Triton's own switch for its zebin stage; the launch line stays the blog's
@@ -168,8 +166,6 @@ def run_explicit(args: argparse.Namespace) -> int:
     with ur.Session(args.device) as s:
         d = s.device
         print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}, UR {d.ur_release}")
-        if s.note:
-            print(f"note: {s.note}")
         with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
             for label, fn, sig in (
                 ("raw int64 addresses", triton_scale_kernel, RAW_SIGNATURE),
