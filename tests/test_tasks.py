@@ -7,6 +7,7 @@ import shlex
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -232,3 +233,30 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     assert f"--group-add {host.node_gid()}" in line or not host.node_gid()
     assert "--shm-size 8g" in line and f"{ROOT}:/workspace:ro" in line
     assert "devices" not in cli.container_options(settings, "cpu")
+
+
+def test_host_run_without_the_runtime_is_one_line(tmp_path):
+    """A host interpreter with invoke but no Triton: the demo on the host says what to install or
+    where to run it, in one line."""
+    import importlib.metadata
+    import shutil
+
+    import invoke as invoke_pkg
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = tmp_path / "site"
+    # invoke alone (pure Python), with its metadata, which its entry point reads.
+    shutil.copytree(Path(invoke_pkg.__file__).parent, site / "invoke")
+    dist = importlib.metadata.distribution("invoke")
+    shutil.copytree(
+        Path(dist.locate_file(f"invoke-{dist.version}.dist-info")), site / f"invoke-{dist.version}.dist-info"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}", "PYTHONNOUSERSITE": "1"}
+    env.pop("CI", None)
+    python = str(venv / "bin" / "python")
+    assert subprocess.run([python, "-c", "import triton"], env=env, capture_output=True).returncode != 0
+    result = subprocess.run([python, "-m", "invoke", "demo-ur", "--where", "host"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    line = one_line_error(result)
+    assert "no kit runtime" in line and "env/lock/cpu.txt" in line

@@ -295,12 +295,26 @@ def resolve_where(where: str, docker_host: str) -> tuple[str, str]:
     return ("container", "an engine answers") if ok else ("host", why)
 
 
+def require_host_runtime() -> None:
+    """The kit's runtime (Triton's Intel backend, the UR wheels, numpy) in this interpreter, or a clear error."""
+    import importlib.util
+
+    missing = [m for m in ("triton", "numpy") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise XpukitError(
+            f"the host has no kit runtime ({', '.join(missing)} not installed for {sys.executable})",
+            "run it in the image (start a Docker engine; --where container), or "
+            "pip install --require-hashes -r env/lock/cpu.txt",
+        )
+
+
 @guarded
 def demo_ur(settings: config.Settings, where: str, demo_args: list[str]) -> int:
     where, why = resolve_where(where, settings.docker_host)
     script = "examples/xpu_triton_ur.py"
     if where == "host":
         say(f"running the UR demo on the host ({why})")
+        require_host_runtime()
         cmd = [sys.executable, str(ROOT / script), *demo_args]
         if settings.dry_run:
             print(" ".join(cmd))
@@ -410,6 +424,7 @@ def compile_kernel(
 ) -> int:
     where, why = resolve_where(where, settings.docker_host)
     if where == "host":
+        require_host_runtime()
         from xpukit.compile import run_compile
 
         return run_compile(
