@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xpukit import build, engine, pins  # noqa: E402
-
-CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "env", "scripts", "xpukit", "examples", "tests")
 
 
 def timed_build(plan: build.BuildPlan) -> float:
@@ -71,13 +68,7 @@ def main() -> int:
     results["noop_rebuild_s"] = round(timed_build(plan), 2)
 
     with tempfile.TemporaryDirectory() as tmp:
-        context = Path(tmp)
-        for item in CONTEXT:
-            src = ROOT / item
-            if src.is_dir():
-                shutil.copytree(src, context / item, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy2(src, context / item)
+        context = build.copy_context(ROOT, Path(tmp) / "ctx")
         example = sorted((context / "examples").glob("*.py"))[0]
         example.write_text(example.read_text() + f"\n# benchmark edit {time.time()}\n")
         edited = build.plan(context, profile, base, "xpukit-bench-edit", cli, args.ca_bundle, progress="plain")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterable
@@ -155,14 +154,7 @@ def _steps(log: str) -> dict[str, str]:
 
 
 def test_editing_an_example_reuses_every_dependency_layer(docker_client, tmp_path, test_image, image_labels, profile):
-    context = tmp_path / "ctx"
-    context.mkdir()
-    for item in ("Dockerfile", ".dockerignore", "pyproject.toml", "env", "scripts", "xpukit", "examples", "tests"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, context / item, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, context / item)
+    context = build.copy_context(ROOT, tmp_path / "ctx")
     example = sorted((context / "examples").glob("*.py"))[0]
     # A unique edit: BuildKit would otherwise reuse the COPY from an earlier run of this test.
     example.write_text(example.read_text() + f"\n# edited by a layer-reuse test: {uuid.uuid4().hex}\n")

@@ -20,6 +20,22 @@ CONTENT_PATHS = ("Dockerfile", "scripts", "env")
 # Build args that describe the build rather than pin anything: labels, and the source builds' job count.
 META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
 LOCAL_BASE_REPO = "xpukit-base"
+# What the Dockerfile reads from the checkout (.dockerignore keeps the rest out of the builder).
+BUILD_CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "env", "scripts", "xpukit", "examples", "tests")
+
+
+def copy_context(root: Path, dest: Path) -> Path:
+    """A copy of the build context of ``root`` in ``dest``, to build a modified tree."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in BUILD_CONTEXT:
+        src = root / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dest / item)
+    return dest
 
 
 @dataclasses.dataclass(frozen=True)
