@@ -260,3 +260,17 @@ def test_host_run_without_the_runtime_is_one_line(tmp_path):
                             capture_output=True, text=True, check=False)  # fmt: skip
     line = one_line_error(result)
     assert "no kit runtime" in line and "env/lock/cpu.txt" in line
+
+
+def test_no_engine_reports_container_tests_not_run(tmp_path):
+    """Where no engine answers, `invoke test` runs the host tests, reports the container tests as not
+    run with the reason, and fails only when XPUKIT_REQUIRE_DOCKER=1."""
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/none.sock", "XPUKIT_REQUIRE_DOCKER": ""}
+    args = ("test", "--profile", "cpu", "--pytest-args", "-q -p no:cacheprovider -k test_real_pins_load")
+    result = invoke(*args, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "container tests: not run (no Docker engine answers" in result.stdout
+    assert "xpukit: 1 passed, 0 failed" in result.stdout
+    required = invoke(*args, env={**env, "XPUKIT_REQUIRE_DOCKER": "1"})
+    assert required.returncode == 1
+    assert "XPUKIT_REQUIRE_DOCKER=1 but the container tests could not run" in required.stderr
