@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from runtime_required import skip_unless_in_image
 
 from xpukit.compile import KernelCompileError, parse_constexprs, run_compile, run_zebin_info
 from xpukit.errors import XpukitError
@@ -34,7 +35,7 @@ def test_parse_constexprs():
 def env(tmp_path, monkeypatch) -> Path:
     pytest.importorskip("triton")
     if shutil.which("ocloc") is None:
-        pytest.skip("ocloc is not installed here")
+        skip_unless_in_image("ocloc is not installed here")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_XPU_GEN_NATIVE_CODE", raising=False)
     monkeypatch.chdir(tmp_path)

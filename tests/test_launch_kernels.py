@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from runtime_required import skip_unless_in_image
 
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
@@ -176,7 +177,7 @@ def cpu_session_or_skip():
     try:
         return ur.Session("cpu")
     except (ur.LoaderNotFound, ur.DeviceNotFound) as exc:
-        pytest.skip(f"no UR CPU device here: {exc.one_line()}")
+        skip_unless_in_image(f"no UR CPU device here: {exc.one_line()}")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+from runtime_required import skip_unless_in_image
 
 from xpukit import spirv, ur
 
@@ -21,7 +22,7 @@ def _session(device="cpu"):
     try:
         return ur.Session(device)
     except (ur.LoaderNotFound, ur.DeviceNotFound) as exc:
-        pytest.skip(f"no UR CPU device here: {exc.one_line()}")
+        skip_unless_in_image(f"no UR CPU device here: {exc.one_line()}")
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from runtime_required import skip_unless_in_image
 
 from xpukit import zebin_stage
 
@@ -62,7 +63,7 @@ def test_missing_stage_is_detected():
 def cache(tmp_path, monkeypatch) -> Path:
     pytest.importorskip("triton")
     if shutil.which("ocloc") is None:
-        pytest.skip("ocloc is not installed here")
+        skip_unless_in_image("ocloc is not installed here")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRITON_XPU_GEN_NATIVE_CODE", raising=False)
     return tmp_path / "cache"
