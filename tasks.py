@@ -170,7 +170,7 @@ def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
         "dry-run",
         "debug",
         kernel="path.py:function",
-        target="target(s), comma-separated (default: pvc)",
+        target="target(s), comma-separated, or all (every target the installed ocloc builds; default: pvc)",
         out="output folder (one subfolder per target)",
         signature="e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
         constexpr="NAME=VALUE, repeatable",

@@ -29,6 +29,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     has_gpu, why_not_gpu = has_intel_gpu()
     runtime_missing = _runtime_missing()
+    # `invoke test` selects by marker: a test with none would silently never run.
+    unmarked = [item.nodeid for item in items if not {"unit", "docker", "container", "gpu"} & set(item.keywords)]
+    if unmarked:
+        raise pytest.UsageError(f"tests without a unit/docker/container/gpu marker: {', '.join(unmarked[:5])}")
     for item in items:
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason=f"needs an Intel GPU: {why_not_gpu}"))

@@ -177,3 +177,19 @@ def test_ocloc_failure_carries_log_and_repro(env, monkeypatch):
     assert err.repro.startswith("cd ") and str(fake) in err.repro and "-device pvc" in err.repro
     assert err.repro in err.one_line()
     shutil.rmtree(err.repro.split()[1], ignore_errors=True)
+
+
+@pytest.mark.container
+def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
+    """`--target all`: exactly the GPU presets the installed ocloc lists, each with a zebin."""
+    from xpukit.ocloc import find_ocloc
+    from xpukit.tritonc import PRESETS
+
+    tool = find_ocloc()
+    expected = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
+    assert {"pvc", "acm-g10"} <= set(expected)
+    out = env / "all"
+    assert run_compile(f"{EXAMPLES}:scale_kernel", ["all"], out, None, []) == 0
+    assert sorted(d.name for d in out.iterdir()) == sorted(expected)
+    for name in expected:
+        assert (out / name / "scale_kernel.zebin").read_bytes()[:4] == b"\x7fELF"

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     comp = commands.add_parser("compile", help="compile a Triton kernel to SPIR-V and zebin")
     comp.add_argument("kernel", help="path.py:function")
-    comp.add_argument("--target", default="pvc", help="target(s), comma-separated")
+    comp.add_argument("--target", default="pvc", help="target(s), comma-separated, or all")
     comp.add_argument("--out", default="out", help="output folder")
     comp.add_argument("--signature", default=None, help="e.g. 'x_ptr:*fp32,n:i32'")
     comp.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE, repeatable")

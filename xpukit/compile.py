@@ -24,7 +24,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.ocloc import find_ocloc
-from xpukit.tritonc import compile_kernel, parse_signature
+from xpukit.tritonc import PRESETS, compile_kernel, parse_signature
 from xpukit.zebin import ZebinError, check_layout, read_zebin
 
 DECLARATIONS = "XPUKIT_KERNELS"
@@ -141,6 +141,8 @@ def run_compile(
     full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
     tool = find_ocloc(ocloc)
     names = _split_targets(targets)
+    if names == ["all"]:  # every GPU preset this ocloc can build
+        names = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
     devices = {t: tool.require_target(t) for t in names}  # fail before compiling anything
     options: dict[str, Any] = {"generate_native_code": True}
     if num_warps is not None:
