@@ -379,7 +379,11 @@ def doctor(settings: config.Settings, image: str = "") -> int:
         except XpukitError:
             image = ""
     expected = {"fingerprint": profile.fingerprint()}
-    return run_doctor(image or None, lambda: engine.client(settings.docker_host), expected_pins=expected)
+    # Source builds (xpu) want ~80 GiB; the cpu image with its caches a few.
+    need_gib = 80 if profile.name == "xpu" else 10
+    return run_doctor(
+        image or None, lambda: engine.client(settings.docker_host), expected_pins=expected, need_gib=need_gib
+    )
 
 
 # ---------------------------------------------------------------- zebin
