@@ -165,7 +165,8 @@ def run_explicit(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with ur.Session(args.device) as s:
         d = s.device
-        print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}, UR {d.ur_release}")
+        print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}")
+        print(f"versions: UR {d.ur_release}, Triton {triton.__version__}, numpy {np.__version__}")
         with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
             for label, fn, sig in (
                 ("raw int64 addresses", triton_scale_kernel, RAW_SIGNATURE),
