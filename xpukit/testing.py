@@ -64,6 +64,14 @@ def read_junit(path: Path, phase: Phase) -> None:
         phase.passed += tests - failed - skipped
 
 
+def _host_markers(where: str, engine_ok: bool) -> str:
+    """What the host runs: with the image in play only host logic and image checks; on the host
+    everything, the image checks only where an engine answers."""
+    if where == "container":
+        return HOST_MARKERS
+    return "unit or container or gpu" + (" or docker" if engine_ok else "")
+
+
 def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, str]) -> Phase:
     phase = Phase(f"host ({markers})")
     cmd = [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={report}", *extra]
@@ -79,9 +87,9 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     profile_name = cli.resolve_profile(settings.profile)
     profile = cli.load_profile(profile_name)
 
+    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
     if settings.dry_run:
-        host_markers = HOST_MARKERS if where == "container" else "not docker"
-        print(f"{sys.executable} -m pytest -m '{host_markers}' {' '.join(pytest_args)}")
+        print(f"{sys.executable} -m pytest -m '{_host_markers(where, engine_ok)}' {' '.join(pytest_args)}")
         if where == "container":
             options = cli.container_options(settings, profile_name)
             print(
@@ -93,7 +101,6 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
             )
         return 0
 
-    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
     if where == "container":
         sdk = engine.client(settings.docker_host)
     else:
@@ -113,17 +120,14 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
     results = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
     phases: list[Phase] = []
     try:
+        phases.append(_pytest_host(_host_markers(where, sdk is not None), results / "host.xml", pytest_args, env))
         if where == "container":
-            phases.append(_pytest_host(HOST_MARKERS, results / "host.xml", pytest_args, env))
             phases.append(
                 _run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name, results, pytest_args)
             )
-        else:
-            markers = "not docker" if sdk is None else "not gpu or gpu"
-            phases.append(_pytest_host(markers, results / "host.xml", pytest_args, env))
-            if sdk is None:
-                note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
-                phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
+        elif sdk is None:
+            note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
+            phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
