@@ -274,3 +274,29 @@ def test_no_engine_reports_container_tests_not_run(tmp_path):
     required = invoke(*args, env={**env, "XPUKIT_REQUIRE_DOCKER": "1"})
     assert required.returncode == 1
     assert "XPUKIT_REQUIRE_DOCKER=1 but the container tests could not run" in required.stderr
+
+
+def test_settings_precedence_flag_env_yaml_default():
+    from xpukit import config
+
+    yaml_cfg = {"profile": "xpu", "image": "from-yaml"}
+    assert config.resolve({}, {}, {}).profile == "auto"
+    assert config.resolve({}, yaml_cfg, {}).image == "from-yaml"
+    assert config.resolve({}, yaml_cfg, {"XPUKIT_IMAGE": "from-env"}).image == "from-env"
+    assert config.resolve({"profile": "cpu"}, yaml_cfg, {"XPUKIT_PROFILE": "xpu"}).profile == "cpu"
+    assert config.resolve({}, {}, {"DOCKER_HOST": "unix:///x.sock"}).docker_host == "unix:///x.sock"
+
+
+def test_invoke_yaml_is_read(tmp_path):
+    """The tasks read the `xpukit:` section of the invoke.yaml beside tasks.py."""
+    import shutil
+
+    shutil.copy2(ROOT / "tasks.py", tmp_path / "tasks.py")
+    (tmp_path / "invoke.yaml").write_text("xpukit:\n  image: team/xpukit\n  profile: cpu\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XPUKIT_PROFILE": "", "XPUKIT_IMAGE": ""}
+    env.pop("CI", None)
+    result = subprocess.run([sys.executable, "-m", "invoke", "build", "--dry-run"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    cmd = build_command(result)
+    tags = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-t"]
+    assert tags[1] == "team/xpukit:cpu" and "profile auto" not in result.stdout
