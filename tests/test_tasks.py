@@ -126,7 +126,7 @@ def test_test_and_demo_dry_runs_show_the_container_command():
     assert run.endswith("python /workspace/examples/xpu_triton_ur.py --n 4096 --scale 3")
     result = invoke("test", "--where", "container", "--profile", "cpu", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "-m 'unit or docker'" in result.stdout and "-m container or gpu" in result.stdout
+    assert "-m 'unit or docker'" in result.stdout and "-m 'container or gpu'" in result.stdout
 
 
 # ---------------------------------------------------------------- bad input: one line, non-zero

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -248,7 +249,7 @@ def clean(settings: config.Settings, volumes: bool = False, build_cache: bool = 
     if build_cache:
         cmd = [engine.pick_cli(settings.docker_cli).path if sdk else "docker", "builder", "prune", "-f"]
         if settings.dry_run:
-            print(" ".join(cmd))
+            print(shlex.join(cmd))
         else:
             return engine.stream_process(cmd)
     return 0
@@ -317,7 +318,7 @@ def demo_ur(settings: config.Settings, where: str, demo_args: list[str]) -> int:
         require_host_runtime()
         cmd = [sys.executable, str(ROOT / script), *demo_args]
         if settings.dry_run:
-            print(" ".join(cmd))
+            print(shlex.join(cmd))
             return 0
         return engine.stream_process(cmd, {"PYTHONPATH": str(ROOT)})
     profile = resolve_profile(settings.profile)
@@ -326,7 +327,7 @@ def demo_ur(settings: config.Settings, where: str, demo_args: list[str]) -> int:
     if settings.dry_run:
         loaded = load_profile(profile)
         tag = _content_tag(settings, loaded, _dry_run_base(settings, loaded), build_mod.Variant())
-        print(" ".join(engine.format_run_cli("docker", tag, command, options)))
+        print(shlex.join(engine.format_run_cli("docker", tag, command, options)))
         return 0
     sdk = engine.client(settings.docker_host)
     tag = ensure_image(settings, load_profile(profile), sdk)
@@ -345,7 +346,7 @@ def shell(settings: config.Settings, command: str = "") -> int:
     if settings.dry_run:
         loaded = load_profile(profile)
         tag = _content_tag(settings, loaded, _dry_run_base(settings, loaded), build_mod.Variant())
-        print(" ".join(engine.format_run_cli(cli, tag, args, options)))
+        print(shlex.join(engine.format_run_cli(cli, tag, args, options)))
         return 0
     sdk = engine.client(settings.docker_host)
     tag = ensure_image(settings, load_profile(profile), sdk)
@@ -399,7 +400,7 @@ def _in_container(settings: config.Settings, module_args: list[str], mounts: dic
     options["user"] = f"{os.getuid()}:{os.getgid()}"
     command = ["python", "-m", "xpukit", *module_args]
     if settings.dry_run:
-        print(" ".join(engine.format_run_cli("docker", f"{settings.image}:{profile}-<content>", command, options)))
+        print(shlex.join(engine.format_run_cli("docker", f"{settings.image}:{profile}-<content>", command, options)))
         return 0
     sdk = engine.client(settings.docker_host)
     tag = ensure_image(settings, load_profile(profile), sdk)

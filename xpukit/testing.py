@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -89,11 +90,11 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
 
     engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
     if settings.dry_run:
-        print(f"{sys.executable} -m pytest -m '{_host_markers(where, engine_ok)}' {' '.join(pytest_args)}")
+        print(shlex.join([sys.executable, "-m", "pytest", "-m", _host_markers(where, engine_ok), *pytest_args]))
         if where == "container":
             options = cli.container_options(settings, profile_name)
             print(
-                " ".join(
+                shlex.join(
                     engine.format_run_cli(
                         "docker", f"{settings.image}:{profile_name}-<content>", _container_pytest(pytest_args), options
                     )
