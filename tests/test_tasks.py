@@ -300,3 +300,14 @@ def test_invoke_yaml_is_read(tmp_path):
     cmd = build_command(result)
     tags = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-t"]
     assert tags[1] == "team/xpukit:cpu" and "profile auto" not in result.stdout
+
+
+def test_clean_and_shell_dry_runs():
+    result = invoke("clean", "--dry-run", "--volumes", "--build-cache")
+    assert result.returncode == 0, result.stderr
+    assert "would remove every xpukit:* image" in result.stdout and "would remove volume xpukit-cache" in result.stdout
+    assert "builder prune -f" in result.stdout
+    result = invoke("shell", "--profile", "cpu", "--dry-run", "--command", "pytest -q")
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert shlex.split(line)[-3:] == ["bash", "-c", "pytest -q"] and " -it " in line
