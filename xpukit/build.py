@@ -276,11 +276,3 @@ def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
             f"env/lock/{profile.name}.txt does not match env/pins.toml ({problems[0]})",
             "regenerate the lock files with `invoke pins --lock`",
         )
-
-
-def image_present(sdk: Any, tag: str) -> bool:
-    return engine.image_exists(sdk, tag)
-
-
-def labels(sdk: Any, tag: str) -> dict[str, str]:
-    return dict(sdk.images.get(tag).labels or {})

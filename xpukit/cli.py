@@ -7,7 +7,6 @@ and a non-zero exit (a traceback only with --debug).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shlex
 import sys
@@ -476,7 +475,3 @@ def zebin_info(settings: config.Settings, where: str, path: str, as_json: bool =
     args = ["zebin-info", _container_path(file), *(["--json"] if as_json else [])]
     mounts = {} if _container_path(file).startswith(WORKSPACE) else {str(file.parent): "ro"}
     return _in_container(settings, args, mounts)
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True)
