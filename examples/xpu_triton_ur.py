@@ -19,6 +19,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 # Run from a checkout without installing: the repository root is this file's parent's parent.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -85,6 +86,16 @@ LOAD_FORMS = {
 }
 
 
+def verify(label: str, got: Any, expected: Any, timings: str) -> bool:
+    """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings."""
+    import numpy as np
+
+    err = float(np.max(np.abs(got - expected))) if got.size else 0.0
+    match = bool(np.array_equal(got, expected))
+    print(f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), {timings}")
+    return match
+
+
 def run_triton_style(args: argparse.Namespace) -> int:
     """The blog's call style: ``kernel[grid](addresses..., BLOCK_SIZE=...)`` through the UR driver."""
     import numpy as np
@@ -127,16 +138,13 @@ def run_triton_style(args: argparse.Namespace) -> int:
                     kernel[grid](a_in, a_out, args.scale, n, BLOCK_SIZE=block)
                     s.synchronize()  # a real device-wide wait, never a sleep
                     times.append(time.perf_counter() - tl0)
-                got = d_out.to_numpy(np.float32, n)
-                err = float(np.max(np.abs(got - expected))) if n else 0.0
-                match = np.array_equal(got, expected)
-                ok &= match
-                best = min(times) * 1e6
-                print(
-                    f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), "
+                ok &= verify(
+                    label,
+                    d_out.to_numpy(np.float32, n),
+                    expected,
                     f"first call (compile+load+launch) {t_first * 1e3:.1f} ms, "
-                    f"kernel[grid]+synchronize best {best:.0f} us over {args.iters}, "
-                    f"{drv.stats.variants - loads} new variant(s)"
+                    f"kernel[grid]+synchronize best {min(times) * 1e6:.0f} us over {args.iters}, "
+                    f"{drv.stats.variants - loads} new variant(s)",
                 )
                 d_out.copy_from(np.zeros(n, dtype=np.float32))  # so the next variant proves itself
     print(f"total {time.perf_counter() - t0:.2f} s; {'OK' if ok else 'MISMATCH'}")
@@ -184,14 +192,12 @@ def run_explicit(args: argparse.Namespace) -> int:
                     bound[grid](a_in, a_out, np.float32(args.scale), n)
                     s.queue.finish()  # urQueueFinish: a real wait, never a sleep
                     times.append(time.perf_counter() - tl0)
-                got = d_out.to_numpy(np.float32, n)
-                err = float(np.max(np.abs(got - expected))) if n else 0.0
-                match = np.array_equal(got, expected)
-                ok &= match
-                best = min(times) * 1e6
-                print(
-                    f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), "
-                    f"compile+load {t_load * 1e3:.1f} ms, launch+finish best {best:.0f} us over {args.iters}"
+                ok &= verify(
+                    label,
+                    d_out.to_numpy(np.float32, n),
+                    expected,
+                    f"compile+load {t_load * 1e3:.1f} ms, "
+                    f"launch+finish best {min(times) * 1e6:.0f} us over {args.iters}",
                 )
                 d_out.copy_from(np.zeros(n, dtype=np.float32))  # so the next variant proves itself
                 bound.close()

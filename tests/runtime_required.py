@@ -12,3 +12,13 @@ def skip_unless_in_image(reason: str) -> None:
     if os.environ.get("XPUKIT_IN_CONTAINER") == "1":
         pytest.fail(f"the image must provide this, but: {reason}")
     pytest.skip(reason)
+
+
+def ur_session_or_skip(device: str = "cpu"):
+    """A UR session on ``device``, or a skip (a fail in the image) naming what is missing."""
+    from xpukit import ur
+
+    try:
+        return ur.Session(device)
+    except (ur.LoaderNotFound, ur.DeviceNotFound) as exc:
+        skip_unless_in_image(f"no UR {device} device here: {exc.one_line()}")

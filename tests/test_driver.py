@@ -39,9 +39,9 @@ RNG = np.random.default_rng(42)
 
 
 def _cpu_session():
-    from test_launch_kernels import cpu_session_or_skip
+    from runtime_required import ur_session_or_skip
 
-    return cpu_session_or_skip()
+    return ur_session_or_skip()
 
 
 @pytest.fixture(scope="module")

@@ -35,9 +35,9 @@ def add_tuned(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def session():
-    from test_launch_kernels import cpu_session_or_skip
+    from runtime_required import ur_session_or_skip
 
-    s = cpu_session_or_skip()
+    s = ur_session_or_skip()
     yield s
     s.close()
 

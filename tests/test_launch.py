@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from test_launch_kernels import cpu_session_or_skip, scale_raw, scale_typed
+from runtime_required import ur_session_or_skip
+from test_launch_kernels import scale_raw, scale_typed
 
 from xpukit import ur
 from xpukit.launch import ProgramCache, TritonKernel
@@ -23,7 +24,7 @@ BLOCK = 1024
 
 @pytest.fixture(scope="module")
 def session():
-    s = cpu_session_or_skip()
+    s = ur_session_or_skip()
     yield s
     s.close()
 
@@ -129,7 +130,7 @@ def test_raw_address_kernel_accepts_usm_allocations(session, kernels):
 
 
 def test_use_after_close_of_bound_kernel(tmp_path):
-    s = cpu_session_or_skip()
+    s = ur_session_or_skip()
     k = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(tmp_path))
     bound = k.bind(s)
     buf = s.alloc(64)

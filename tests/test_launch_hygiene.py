@@ -7,7 +7,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from test_launch_kernels import cpu_session_or_skip, scale_typed
+from runtime_required import ur_session_or_skip
+from test_launch_kernels import scale_typed
 
 from xpukit.launch import ProgramCache, TritonKernel
 
@@ -26,11 +27,11 @@ def rss_mb() -> float:
 
 def test_1000_session_cycles():
     for _ in range(20):  # warm up allocator pools and the adapters' lazy state
-        with cpu_session_or_skip() as s, s.alloc(4096):
+        with ur_session_or_skip() as s, s.alloc(4096):
             pass
     before = rss_mb()
     for _ in range(1000):
-        with cpu_session_or_skip() as s:
+        with ur_session_or_skip() as s:
             buf = s.alloc(4096)
             buf.copy_from(np.zeros(1024, np.float32))
             s.queue.finish()
@@ -41,7 +42,7 @@ def test_1000_session_cycles():
 def test_10000_launches(tmp_path):
     n = 4096
     x = np.ones(n, np.float32)
-    with cpu_session_or_skip() as s, s.from_numpy(x) as dx, s.empty(n, np.float32) as dy:
+    with ur_session_or_skip() as s, s.from_numpy(x) as dx, s.empty(n, np.float32) as dy:
         k = TritonKernel(
             scale_typed,
             "x_ptr:*fp32,y_ptr:*fp32,scale:fp32,n:i32",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_required import skip_unless_in_image
+from runtime_required import ur_session_or_skip
 
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
@@ -170,19 +170,9 @@ def math_fns(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 pytestmark = pytest.mark.container
 
 
-def cpu_session_or_skip():
-    """A CPU-device session, or a skip naming what is missing (no UR loader / no CPU runtime)."""
-    from xpukit import ur
-
-    try:
-        return ur.Session("cpu")
-    except (ur.LoaderNotFound, ur.DeviceNotFound) as exc:
-        skip_unless_in_image(f"no UR CPU device here: {exc.one_line()}")
-
-
 @pytest.fixture(scope="module")
 def session():
-    s = cpu_session_or_skip()
+    s = ur_session_or_skip()
     yield s
     s.close()
 

@@ -11,23 +11,16 @@ import os
 
 import numpy as np
 import pytest
-from runtime_required import skip_unless_in_image
+from runtime_required import ur_session_or_skip
 
 from xpukit import spirv, ur
 
 pytestmark = pytest.mark.container
 
 
-def _session(device="cpu"):
-    try:
-        return ur.Session(device)
-    except (ur.LoaderNotFound, ur.DeviceNotFound) as exc:
-        skip_unless_in_image(f"no UR CPU device here: {exc.one_line()}")
-
-
 @pytest.fixture(scope="module")
 def session():
-    s = _session()
+    s = ur_session_or_skip()
     yield s
     s.close()
 
@@ -149,7 +142,7 @@ def test_gpu_request_without_gpu_is_named():
 
 
 def test_auto_falls_back_to_cpu_and_says_so(caplog):
-    s = _session("auto")
+    s = ur_session_or_skip("auto")
     try:
         if s.device.type == "cpu":
             assert "using the CPU device" in s.note
@@ -159,7 +152,7 @@ def test_auto_falls_back_to_cpu_and_says_so(caplog):
 
 
 def test_use_after_close_and_double_close():
-    s = _session()
+    s = ur_session_or_skip()
     buf = s.alloc(64)
     q = s.queue
     s.close()
@@ -175,7 +168,7 @@ def test_use_after_close_and_double_close():
 
 
 def test_context_managers_release_in_order():
-    with _session() as s:
+    with ur_session_or_skip() as s:
         with s.alloc(128) as a, s.alloc(128, "host") as b:
             assert a.ptr != b.ptr
         assert a.closed and b.closed
