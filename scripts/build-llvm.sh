@@ -29,13 +29,7 @@ Environment (the Dockerfile passes its build args under the same names):
 EOF
 }
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    --help | -h) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" "run build-llvm.sh --help" ;;
-  esac
-done
+parse_args "$@"
 
 TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
 TRITON_COMMIT=${TRITON_COMMIT:-}

@@ -30,13 +30,7 @@ A GitHub token is read from /run/secrets/github_token when that file exists (nev
 EOF
 }
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    --help | -h) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" "run build-pytorch.sh --help" ;;
-  esac
-done
+parse_args "$@"
 
 TORCH_SOURCE=${TORCH_SOURCE:-none}
 TORCH_COMMIT=${TORCH_COMMIT:-}

@@ -28,13 +28,7 @@ A GitHub token is read from /run/secrets/github_token when that file exists (nev
 EOF
 }
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    --help | -h) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" "run build-triton.sh --help" ;;
-  esac
-done
+parse_args "$@"
 
 TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
 TRITON_COMMIT=${TRITON_COMMIT:-}

@@ -21,13 +21,7 @@ Environment:
 EOF
 }
 
-for arg in "$@"; do
-  case $arg in
-    --dry-run) DRY_RUN=1 ;;
-    --help | -h) usage; exit 0 ;;
-    *) usage >&2; die "unknown argument: $arg" "run check-ur.sh --help" ;;
-  esac
-done
+parse_args "$@"
 
 ONEAPI_ROOT=${ONEAPI_ROOT:-/opt/intel/oneapi}
 XPUKIT_LDCONFIG=${XPUKIT_LDCONFIG-ldconfig}

@@ -40,6 +40,7 @@ case "$OCLOC_SOURCE" in
       done
       [[ -z "$OCLOC_VERSION" ]] && echo "ocloc: warning: no compute runtime found in the base image; installing the repository's current $OCLOC_PACKAGE (unpinned)"
     fi
+    # shellcheck disable=SC1091 # the base image's own file, read at build time
     codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-noble}")"
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends ca-certificates curl gnupg
     if [[ $dry_run -eq 1 ]]; then

@@ -153,3 +153,15 @@ verify_head() {
 default_jobs() { nproc 2>/dev/null || echo 4; }
 
 have() { command -v "$1" >/dev/null 2>&1; }
+
+# The flags every script takes: --dry-run and --help (each script defines usage()).
+parse_args() {
+  local arg
+  for arg in "$@"; do
+    case $arg in
+      --dry-run) DRY_RUN=1 ;;
+      --help | -h) usage; exit 0 ;;
+      *) usage >&2; die "unknown argument: $arg" "run $SCRIPT_NAME.sh --help" ;;
+    esac
+  done
+}
