@@ -1,4 +1,4 @@
-"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/cli.py).
+"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/host/cli.py).
 
 Settings come from the flag, else the environment (XPUKIT_PROFILE, XPUKIT_IMAGE,
 XPUKIT_DOCKER_CLI, DOCKER_HOST, ...), else invoke.yaml's `xpukit:` section, else the default.
@@ -10,8 +10,8 @@ import shlex
 
 from invoke import Collection, Exit, task
 
-from xpukit import cli, config
-from xpukit.build import Variant
+from xpukit.host import cli, config
+from xpukit.host.build import Variant
 
 COMMON_HELP = {
     "profile": "auto|cpu|xpu (auto: xpu where the host has an Intel GPU render node, else cpu)",

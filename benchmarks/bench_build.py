@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from xpukit import build, engine, pins  # noqa: E402
+from xpukit.host import build, engine, pins  # noqa: E402
 
 
 def timed_build(plan: build.BuildPlan) -> float:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Host overhead per launch: Triton's ``kernel[grid](...)`` through xpukit's UR driver, against the
-direct launch of xpukit.launch (``BoundKernel``) and pyopencl's enqueue. Same device (the CPU
+direct launch of xpukit.runtime.launch (``BoundKernel``) and pyopencl's enqueue. Same device (the CPU
 device), same patched SPIR-V, same kernel (the blog's scale kernel with raw int64 addresses), one
 process, interleaved rounds, medians.
 
@@ -41,9 +41,9 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from xpukit import ur  # noqa: E402
-from xpukit.launch import ProgramCache, TritonKernel  # noqa: E402
-from xpukit.triton_driver import URDriver, activate  # noqa: E402
+from xpukit.runtime import ur  # noqa: E402
+from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
+from xpukit.runtime.triton_driver import URDriver, activate  # noqa: E402
 
 BLOCK = 1024
 

@@ -34,8 +34,8 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from xpukit import ur  # noqa: E402
-from xpukit.launch import ProgramCache, TritonKernel  # noqa: E402
+from xpukit.runtime import ur  # noqa: E402
+from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
 
 BLOCK = 1024
 

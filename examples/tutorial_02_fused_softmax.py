@@ -39,7 +39,7 @@ def softmax(x):
     """Row-wise softmax of a 2-D DeviceArray; returns a new DeviceArray."""
     from triton.runtime.driver import driver
 
-    from xpukit.triton_driver import empty
+    from xpukit.runtime.triton_driver import empty
 
     n_rows, n_cols = x.shape
     block = triton.next_power_of_2(n_cols)  # a whole row per program, in registers/local memory
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import numpy as np
 
-    from xpukit import ur
     from xpukit.errors import XpukitError
-    from xpukit.triton_driver import activate, from_numpy
+    from xpukit.runtime import ur
+    from xpukit.runtime.triton_driver import activate, from_numpy
 
     try:
         with ur.Session(args.device) as s, activate(s):

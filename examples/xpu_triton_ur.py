@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--launch",
         choices=("triton", "explicit"),
         default="triton",
-        help="triton: kernel[grid](...) through xpukit's UR driver (default); explicit: xpukit.launch.TritonKernel",
+        help="triton: kernel[grid](...) through xpukit's UR driver (default); explicit: launch.TritonKernel",
     )
     p.add_argument(
         "--native",
@@ -100,8 +100,8 @@ def run_triton_style(args: argparse.Namespace) -> int:
     """The blog's call style: ``kernel[grid](addresses..., BLOCK_SIZE=...)`` through the UR driver."""
     import numpy as np
 
-    from xpukit import ur
-    from xpukit.triton_driver import DeviceArray, activate
+    from xpukit.runtime import ur
+    from xpukit.runtime.triton_driver import DeviceArray, activate
 
     n, block = args.n, args.block
     rng = np.random.default_rng(0)
@@ -161,8 +161,8 @@ def run_explicit(args: argparse.Namespace) -> int:
     """xpukit's explicit launch API: TritonKernel with a declared signature, bound to the session."""
     import numpy as np
 
-    from xpukit import ur
-    from xpukit.launch import TritonKernel
+    from xpukit.runtime import ur
+    from xpukit.runtime.launch import TritonKernel
 
     n, block = args.n, args.block
     grid = (triton.cdiv(n, block),)

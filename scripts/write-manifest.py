@@ -57,7 +57,7 @@ def ocloc_info() -> dict[str, str]:
 
 
 def ur_loader_info() -> dict[str, str]:
-    """The loader xpukit.ur would find first: the wheel's, else the oneAPI compiler's."""
+    """The loader xpukit.runtime.ur would find first: the wheel's, else the oneAPI compiler's."""
     prefixes = [sys.prefix, *sorted(glob.glob("/opt/intel/oneapi/compiler/*"), reverse=True)]
     for prefix in prefixes:
         real = sorted(glob.glob(os.path.join(prefix, "lib", "libur_loader.so.*.*.*")))

@@ -25,7 +25,7 @@ def _runtime_missing() -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from xpukit.gpu import has_intel_gpu
+    from xpukit.host.gpu import has_intel_gpu
 
     has_gpu, why_not_gpu = has_intel_gpu()
     runtime_missing = _runtime_missing()
@@ -43,8 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def docker_client():
     """A docker SDK client for the engine `invoke test` used; skip (or fail) without one."""
-    from xpukit import engine
     from xpukit.errors import XpukitError
+    from xpukit.host import engine
 
     try:
         sdk = engine.client(os.environ.get("DOCKER_HOST", ""), timeout=600)

@@ -16,7 +16,7 @@ def skip_unless_in_image(reason: str) -> None:
 
 def ur_session_or_skip(device: str = "cpu"):
     """A UR session on ``device``, or a skip (a fail in the image) naming what is missing."""
-    from xpukit import ur
+    from xpukit.runtime import ur
 
     try:
         return ur.Session(device)

@@ -1,4 +1,4 @@
-"""xpukit.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
+"""xpukit.runtime.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from runtime_required import skip_unless_in_image
 
-from xpukit.compile import KernelCompileError, parse_constexprs, run_compile, run_zebin_info
 from xpukit.errors import XpukitError
-from xpukit.ocloc import OclocError, UnsupportedDeviceError, find_ocloc
-from xpukit.zebin import ZebinError
+from xpukit.runtime.compile import KernelCompileError, parse_constexprs, run_compile, run_zebin_info
+from xpukit.runtime.ocloc import OclocError, UnsupportedDeviceError, find_ocloc
+from xpukit.runtime.zebin import ZebinError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "kernels.py"
 
@@ -182,8 +182,8 @@ def test_ocloc_failure_carries_log_and_repro(env, monkeypatch):
 @pytest.mark.container
 def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
     """`--target all`: exactly the GPU presets the installed ocloc lists, each with a zebin."""
-    from xpukit.ocloc import find_ocloc
-    from xpukit.tritonc import PRESETS
+    from xpukit.runtime.ocloc import find_ocloc
+    from xpukit.runtime.tritonc import PRESETS
 
     tool = find_ocloc()
     expected = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from xpukit import build, pins
+from xpukit.host import build, pins
 
 pytestmark = pytest.mark.unit
 DOCKERFILE = (pins.REPO_ROOT / "Dockerfile").read_text()

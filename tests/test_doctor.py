@@ -7,7 +7,8 @@ import json
 import pytest
 from fakehost import Node, make_host
 
-from xpukit import doctor, doctor_probe, gpu
+from xpukit.host import doctor, gpu
+from xpukit.runtime import doctor_probe
 
 pytestmark = pytest.mark.unit
 
@@ -251,7 +252,7 @@ def test_xpu_image_on_pvc_host_all_ok(tmp_path):
     code, lines = run(host, "xpukit:xpu", runner=runner, expected_pins={"fingerprint": "abc"})
     assert code == 0, "\n".join(lines)
     ((image, command, options),) = runner.calls
-    assert image == "xpukit:xpu" and command == ["python", "-m", "xpukit.doctor_probe"]
+    assert image == "xpukit:xpu" and command == ["python", "-m", "xpukit.runtime.doctor_probe"]
     # The probe runs with the same GPU passthrough as run/shell/test.
     assert options["devices"] == ["/dev/dri:/dev/dri:rwm"] and options["shm_size"] == "8g"
     assert "Data Center GPU Max 1550 via level_zero" in lines_for(lines, "ur-gpu")[0]
@@ -296,7 +297,7 @@ def test_old_ocloc_warns_on_xpu(tmp_path):
 
 
 def test_ur_module_absent_is_a_skip(tmp_path):
-    report = xpu_report(ur={"status": "skip", "error": "xpukit.ur is not available in this image"})
+    report = xpu_report(ur={"status": "skip", "error": "xpukit.runtime.ur is not available in this image"})
     _, lines = run(make_host(tmp_path, []), "img", runner=FakeRunner(report))
     assert lines_for(lines, "ur")[0].startswith("SKIP")
 

@@ -22,8 +22,8 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.driver import driver as triton_driver  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from xpukit.launch import ProgramCache  # noqa: E402
-from xpukit.triton_driver import (  # noqa: E402
+from xpukit.runtime.launch import ProgramCache  # noqa: E402
+from xpukit.runtime.triton_driver import (  # noqa: E402
     DeviceArray,
     NoActiveSession,
     URDriver,
@@ -31,7 +31,7 @@ from xpukit.triton_driver import (  # noqa: E402
     empty,
     from_numpy,
 )
-from xpukit.ur.errors import ClosedError, KernelArgumentError  # noqa: E402
+from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError  # noqa: E402
 
 pytestmark = pytest.mark.container
 
@@ -419,8 +419,8 @@ def test_driver_path_never_imports_torch(tmp_path):
         import sys
         import numpy as np
         import triton, triton.language as tl
-        from xpukit import ur
-        from xpukit.triton_driver import activate
+        from xpukit.runtime import ur
+        from xpukit.runtime.triton_driver import activate
 
         @triton.jit
         def k(a, b, n, BLOCK: tl.constexpr):
@@ -471,7 +471,7 @@ def test_identical_launch_reenqueues_and_changed_arguments_are_set(act, session,
 @pytest.mark.gpu
 def test_level_zero_gpu_through_the_driver(drv):
     """Needs an Intel GPU: target from UR device info, SPIR-V loaded unpatched, exact results."""
-    from xpukit import ur
+    from xpukit.runtime import ur
 
     n = 1 << 16
     x = RNG.standard_normal(n, dtype=np.float32)
@@ -505,9 +505,9 @@ def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
 def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     """A real pvc zebin (Triton SPIR-V through the installed ocloc) handed to the driver on the CPU
     device is refused with a clear error before any program is created."""
-    from xpukit.ocloc import find_ocloc
-    from xpukit.triton_driver import ZebinNeedsGpu
-    from xpukit.tritonc import compile_kernel
+    from xpukit.runtime.ocloc import find_ocloc
+    from xpukit.runtime.triton_driver import ZebinNeedsGpu
+    from xpukit.runtime.tritonc import compile_kernel
 
     ck = compile_kernel(
         scale_addr, {"in_addr": "i64", "out_addr": "i64", "scale": "fp32", "n": "i32"}, {"BLOCK_SIZE": 1024}, "pvc"

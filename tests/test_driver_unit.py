@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xpukit.triton_driver import _make_specializer, _quantile
-from xpukit.ur.errors import KernelArgumentError
+from xpukit.runtime.triton_driver import _make_specializer, _quantile
+from xpukit.runtime.ur.errors import KernelArgumentError
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import os
 import pytest
 from fakehost import Node, make_host
 
-from xpukit import gpu
 from xpukit.errors import XpukitError
+from xpukit.host import gpu
 
 pytestmark = pytest.mark.unit
 
@@ -196,7 +196,7 @@ def test_user_outside_render_group_cannot_open(tmp_path):
 
 
 def test_options_compose_with_the_engines_run_line(tmp_path):
-    engine = pytest.importorskip("xpukit.engine")
+    engine = pytest.importorskip("xpukit.host.engine")
     h = make_host(tmp_path, [Node()])
     kwargs = gpu.gpu_run_options(h.sysfs_root, h.dev_root, h.host_root).docker_kwargs()
     line = engine.format_run_cli("docker", "img", ["true"], kwargs)

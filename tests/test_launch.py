@@ -12,8 +12,8 @@ pytest.importorskip("triton")
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_raw, scale_typed
 
-from xpukit import ur
-from xpukit.launch import ProgramCache, TritonKernel
+from xpukit.runtime import ur
+from xpukit.runtime.launch import ProgramCache, TritonKernel
 
 pytestmark = pytest.mark.container
 

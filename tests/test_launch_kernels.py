@@ -179,13 +179,13 @@ def session():
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    from xpukit.launch import ProgramCache
+    from xpukit.runtime.launch import ProgramCache
 
     return ProgramCache(tmp_path_factory.mktemp("programs"))
 
 
 def run(session, cache, fn, signature, constexprs, grid, *args):
-    from xpukit.launch import TritonKernel
+    from xpukit.runtime.launch import TritonKernel
 
     k = TritonKernel(fn, signature, constexprs, cache=cache)
     k[grid](*args, session=session)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit import lock, pins
+from xpukit.host import lock, pins
 
 pytestmark = pytest.mark.unit
 REAL = pins.DEFAULT_PINS.read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit import build, cli, pins
+from xpukit.host import build, cli, pins
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -174,8 +174,8 @@ def test_buildkit_unavailable_names_the_fix(tmp_path):
 
 
 def test_base_needs_root_or_debootstrap():
-    from xpukit.base import check_prerequisites
     from xpukit.errors import XpukitError
+    from xpukit.host.base import check_prerequisites
 
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)
@@ -215,7 +215,7 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     import functools
 
     from tests.fakehost import Node, make_host
-    from xpukit import config, engine, gpu
+    from xpukit.host import config, engine, gpu
 
     host = make_host(tmp_path, [Node()])
     if os.geteuid() == 0:
@@ -277,7 +277,7 @@ def test_no_engine_reports_container_tests_not_run(tmp_path):
 
 
 def test_settings_precedence_flag_env_yaml_default():
-    from xpukit import config
+    from xpukit.host import config
 
     yaml_cfg = {"profile": "xpu", "image": "from-yaml"}
     assert config.resolve({}, {}, {}).profile == "auto"

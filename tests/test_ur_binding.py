@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from runtime_required import ur_session_or_skip
 
-from xpukit import spirv, ur
+from xpukit.runtime import spirv, ur
 
 pytestmark = pytest.mark.container
 
@@ -31,7 +31,7 @@ def scale_spirv():
     pytest.importorskip("triton")
     from test_launch_kernels import scale_typed
 
-    from xpukit.tritonc import compile_kernel
+    from xpukit.runtime.tritonc import compile_kernel
 
     ck = compile_kernel(
         scale_typed, {"x_ptr": "*fp32", "y_ptr": "*fp32", "scale": "fp32", "n": "i32"}, {"BLOCK": 128}, "cpu"

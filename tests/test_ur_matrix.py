@@ -1,6 +1,6 @@
 """The binding tests against every supported UR release, each in its own process.
 
-Each release gets a prefix (xpukit.ur.matrix.prepare_prefix, cached under XPUKIT_CACHE_DIR) and a
+Each release gets a prefix (tests/ur_matrix.py prepare_prefix, cached under XPUKIT_CACHE_DIR) and a
 pytest subprocess with XPUKIT_UR_LOADER pointing at it. A prefix that cannot be prepared (offline)
 skips with the reason, unless XPUKIT_REQUIRE_UR_MATRIX=1 makes it a failure (CI).
 """
@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from xpukit.ur.matrix import UR_RELEASE_MATRIX, URPrefixUnavailable, loader_in, prepare_prefix
+from ur_matrix import UR_RELEASE_MATRIX, URPrefixUnavailable, loader_in, prepare_prefix
 
 pytestmark = pytest.mark.container
 

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from xpukit import spirv
 from xpukit.errors import XpukitError
-from xpukit.launch import LaunchABI, ProgramCache, normalize_grid
-from xpukit.ur import _api, errors
-from xpukit.ur.loader import detect_release, find_loader
+from xpukit.runtime import spirv
+from xpukit.runtime.launch import LaunchABI, ProgramCache, normalize_grid
+from xpukit.runtime.ur import _api, errors
+from xpukit.runtime.ur.loader import detect_release, find_loader
 
 pytestmark = pytest.mark.unit
 

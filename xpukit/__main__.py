@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "compile":
-            from xpukit.compile import run_compile
+            from xpukit.runtime.compile import run_compile
 
             targets = [t.strip() for t in args.target.split(",") if t.strip()]
             return run_compile(
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                 constexprs=args.constexpr,
                 num_warps=args.num_warps,
             )
-        from xpukit.compile import run_zebin_info
+        from xpukit.runtime.compile import run_zebin_info
 
         return run_zebin_info(Path(args.file), as_json=args.json)
     except XpukitError as exc:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xpukit import build as build_mod
-from xpukit import config, engine
-from xpukit import pins as pins_mod
 from xpukit.errors import XpukitError
+from xpukit.host import build as build_mod
+from xpukit.host import config, engine
+from xpukit.host import pins as pins_mod
 
 ROOT = pins_mod.REPO_ROOT
 WORKSPACE = "/workspace"  # where the checkout is mounted (read-only) in the container
@@ -58,7 +58,7 @@ def resolve_profile(choice: str, announce: bool = True, sysfs_root: str = "/", d
     config.check_choice("profile", choice, config.PROFILE_CHOICES)
     if choice != "auto":
         return choice
-    from xpukit.gpu import has_intel_gpu
+    from xpukit.host.gpu import has_intel_gpu
 
     found, reason = has_intel_gpu(sysfs_root, dev_root)
     chosen = "xpu" if found else "cpu"
@@ -176,7 +176,7 @@ def build(settings: config.Settings, variant: build_mod.Variant, github_token: s
 
 @guarded
 def base(settings: config.Settings) -> int:
-    from xpukit.base import build_base
+    from xpukit.host.base import build_base
 
     profile = load_profile("cpu" if settings.profile == "auto" else settings.profile)
     if profile.name != "cpu":
@@ -193,7 +193,7 @@ def base(settings: config.Settings) -> int:
 
 @guarded
 def pins(settings: config.Settings, lock: bool = False, check: bool = False) -> int:
-    from xpukit import lock as lock_mod
+    from xpukit.host import lock as lock_mod
 
     loaded = pins_mod.load()
     if lock:
@@ -273,7 +273,7 @@ def container_options(settings: config.Settings, profile: str, extra_env: dict[s
         },
     }
     if profile == "xpu":
-        from xpukit.gpu import gpu_run_options
+        from xpukit.host.gpu import gpu_run_options
 
         gpu = gpu_run_options()
         for note in gpu.notes:
@@ -358,7 +358,7 @@ def shell(settings: config.Settings, command: str = "") -> int:
 
 @guarded
 def test(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
-    from xpukit.testing import run_tests
+    from xpukit.host.testing import run_tests
 
     return run_tests(settings, where, pytest_args)
 
@@ -366,7 +366,7 @@ def test(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
 @guarded
 def doctor(settings: config.Settings, image: str = "") -> int:
     """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
-    from xpukit.doctor import run_doctor
+    from xpukit.host.doctor import run_doctor
 
     profile = load_profile(resolve_profile(settings.profile))
     if not image:
@@ -429,7 +429,7 @@ def compile_kernel(
     where, why = resolve_where(where, settings.docker_host)
     if where == "host":
         require_host_runtime()
-        from xpukit.compile import run_compile
+        from xpukit.runtime.compile import run_compile
 
         return run_compile(
             kernel=kernel,
@@ -466,7 +466,7 @@ def compile_kernel(
 def zebin_info(settings: config.Settings, where: str, path: str, as_json: bool = False) -> int:
     where, _ = resolve_where(where, settings.docker_host)
     if where == "host":
-        from xpukit.compile import run_zebin_info
+        from xpukit.runtime.compile import run_zebin_info
 
         return run_zebin_info(Path(path), as_json=as_json)
     if not Path(path).is_file():

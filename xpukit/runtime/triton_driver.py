@@ -1,8 +1,8 @@
 """A Triton driver backed by Unified Runtime: Triton's ordinary ``kernel[grid](...)`` with no PyTorch.
 
     import triton
-    from xpukit import ur
-    from xpukit.triton_driver import activate
+    from xpukit.runtime import ur
+    from xpukit.runtime.triton_driver import activate
 
     with ur.Session("auto") as s, activate(s):
         x = s.from_numpy(host)                       # USM; x.ptr is the raw device address
@@ -11,10 +11,10 @@
         s.synchronize()
 
 Inside ``activate(session)`` Triton's runtime uses :class:`URDriver`: the target comes from the
-UR device (``xpukit.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR device info
+UR device (``xpukit.runtime.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR device info
 on a GPU), device and stream from the session, binaries are loaded through UR (the CPU SPIR-V patch
-where needed, the native-binary :class:`~xpukit.launch.ProgramCache`), and the launcher follows
-Triton's ABI through :class:`~xpukit.launch.LaunchABI`. Leaving the block restores whatever driver
+where needed, the native-binary :class:`~xpukit.runtime.launch.ProgramCache`), and the launcher follows
+Triton's ABI through :class:`~xpukit.runtime.launch.LaunchABI`. Leaving the block restores whatever driver
 Triton had before; Triton's own drivers are never touched.
 
 Arguments: Python ints (raw device addresses or integers), xpukit USM allocations (passed as their
@@ -45,11 +45,11 @@ from collections.abc import Callable, Iterator, Sequence
 from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any
 
-from xpukit import spirv as spv
 from xpukit.errors import XpukitError
-from xpukit.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
-from xpukit.ur.core import Queue, Session, USMAllocation
-from xpukit.ur.errors import ClosedError, KernelArgumentError, raise_result
+from xpukit.runtime import spirv as spv
+from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
+from xpukit.runtime.ur.core import Queue, Session, USMAllocation
+from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError, raise_result
 
 __all__ = [
     "DeviceArray",
@@ -78,7 +78,7 @@ class NoActiveSession(XpukitError):
 class DeviceArray:
     """Typed device memory: what Triton's binder takes as a tensor (``data_ptr()`` and ``dtype``).
 
-    A view of a :class:`~xpukit.ur.USMAllocation` (``owns=True``: closing the view frees it).
+    A view of a :class:`~xpukit.runtime.ur.USMAllocation` (``owns=True``: closing the view frees it).
     ``dtype`` is a numpy dtype, so Triton types the pointer argument from ``str(dtype)``.
     """
 
@@ -184,7 +184,7 @@ def _host_array_error(arg: Any) -> KernelArgumentError:
         f"a host numpy array ({arg.dtype}, shape {arg.shape}) was passed as a Triton kernel argument; "
         "kernels run on the UR device and need device memory",
         "copy it to the device first: session.from_numpy(a) (pass it or its .ptr) or "
-        "xpukit.triton_driver.from_numpy(a) (a typed pointer)",
+        "xpukit.runtime.triton_driver.from_numpy(a) (a typed pointer)",
     )
 
 
@@ -412,7 +412,7 @@ class URLauncher:
         if type(stream) is not _Stream:
             raise NoActiveSession(
                 f"Triton passed stream {stream!r:.60}, not an xpukit session",
-                "launch inside `with xpukit.triton_driver.activate(session):`",
+                "launch inside `with xpukit.runtime.triton_driver.activate(session):`",
             )
         session = stream.session
         if session._closed:
@@ -552,7 +552,7 @@ class URDriver:
         if not self._stack:
             raise NoActiveSession(
                 "no xpukit session is active for this Triton launch",
-                "wrap it in `with ur.Session(...) as s, xpukit.triton_driver.activate(s):`",
+                "wrap it in `with ur.Session(...) as s, xpukit.runtime.triton_driver.activate(s):`",
             )
         top = self._stack[-1]
         if top.session.closed:
@@ -593,7 +593,7 @@ class URDriver:
     def get_device_interface(self) -> Any:
         raise XpukitError(
             "xpukit's UR driver has no torch device interface (triton.testing.do_bench needs one)",
-            "time with xpukit.triton_driver.do_bench (UR event profiling)",
+            "time with xpukit.runtime.triton_driver.do_bench (UR event profiling)",
         )
 
     def get_benchmarker(self) -> Callable[..., Any]:
@@ -608,7 +608,7 @@ class URDriver:
             raise ClosedError("session used after close()", "open a new Session")
         from triton.backends.compiler import GPUTarget
 
-        from xpukit.tritonc import xpu_backend
+        from xpukit.runtime.tritonc import xpu_backend
 
         xpu_backend()  # before Triton constructs the Intel backend: the torch/SYCL-free arch parser
         dev = session.device

@@ -12,8 +12,8 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from xpukit import cli, config, engine
 from xpukit.errors import XpukitError
+from xpukit.host import cli, config, engine
 
 # pytest's "no tests were collected": a phase with nothing selected is not a failure.
 NO_TESTS = 5

@@ -30,13 +30,13 @@ from ctypes import byref, c_size_t, c_void_p
 from pathlib import Path
 from typing import Any
 
-from xpukit import spirv as spv
-from xpukit.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
-from xpukit.ur import _api
-from xpukit.ur.core import Kernel, Program, Session, USMAllocation
-from xpukit.ur.errors import ClosedError, KernelArgumentError, ProgramCacheCorrupt, UrError
+from xpukit.runtime import spirv as spv
+from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
+from xpukit.runtime.ur import _api
+from xpukit.runtime.ur.core import Kernel, Program, Session, USMAllocation
+from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError, ProgramCacheCorrupt, UrError
 
-log = logging.getLogger("xpukit.launch")
+log = logging.getLogger("xpukit.runtime.launch")
 
 # --- targets ----------------------------------------------------------------------------------
 
@@ -44,7 +44,7 @@ _PRESET_BY_ARCH = {arch: name for name, arch in SYCL_ARCH.items()}
 
 
 def target_for_device(device: Any) -> dict[str, Any]:
-    """Triton ``GPUTarget.arch`` properties for a :class:`~xpukit.ur.DeviceInfo`."""
+    """Triton ``GPUTarget.arch`` properties for a :class:`~xpukit.runtime.ur.DeviceInfo`."""
     if device.type == "cpu":
         return PRESETS["cpu"].props()
     # SYCL's architecture enum for Intel GPUs is the device IP version shifted left by 8 bits.
@@ -559,7 +559,7 @@ class BoundKernel:
 
 
 def _raise(code: int, fn: str) -> None:
-    from xpukit.ur.errors import raise_result
+    from xpukit.runtime.ur.errors import raise_result
 
     raise_result(code, fn)
 

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xpukit.ur import _api
-from xpukit.ur.errors import LoaderNotFound, UnsupportedURRelease, raise_result
+from xpukit.runtime.ur import _api
+from xpukit.runtime.ur.errors import LoaderNotFound, UnsupportedURRelease, raise_result
 
 LOADER_NAME = "libur_loader.so"
 ENV_LOADER = "XPUKIT_UR_LOADER"

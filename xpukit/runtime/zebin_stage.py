@@ -14,7 +14,7 @@ triton-xpu 3.3.0b1 predates it: its ``make_spv`` itself calls ``ocloc ... -o F -
 ocloc 22.43 rejects) and returns the native binary under the ``spv`` name. ``install`` mirrors the
 three points above by wrapping methods at runtime, never by editing Triton's files, and only when
 the backend has no native stage. Differences from upstream: ocloc errors are ``OclocError``
-(upstream: ``RuntimeError``), the ocloc call goes through ``xpukit.ocloc`` (so 22.43's flag dialect
+(upstream: ``RuntimeError``), the ocloc call goes through ``xpukit.runtime.ocloc`` (so 22.43's flag dialect
 works), and ``TRITON_STORE_BINARY_ONLY=1`` drops the .zebin (3.3's compile() keeps only listed
 extensions; changing that would mean editing Triton).
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.ocloc import find_ocloc
-from xpukit.tritonc import PRESETS
+from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.tritonc import PRESETS
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"
 _MARK = "_xpukit_zebin_stage"
@@ -57,10 +57,10 @@ def installed(backend_cls: type) -> bool:
 def install(backend_cls: type | None = None) -> str:
     """Register xpukit's zebin stage unless the backend has its own. Returns "native" or "xpukit".
 
-    Idempotent. ``backend_cls`` defaults to Triton's XPUBackend as ``xpukit.tritonc`` loads it.
+    Idempotent. ``backend_cls`` defaults to Triton's XPUBackend as ``xpukit.runtime.tritonc`` loads it.
     """
     if backend_cls is None:
-        from xpukit.tritonc import xpu_backend
+        from xpukit.runtime.tritonc import xpu_backend
 
         backend_cls = xpu_backend()
     if installed(backend_cls):

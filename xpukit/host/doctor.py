@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit import gpu
+from xpukit.host import gpu
 
 STATUSES = ("ok", "warn", "fail", "skip")
 GIB = 1024**3
@@ -23,7 +23,7 @@ GIB = 1024**3
 # LLVM from source adds more. Warn below these; they are parameters of run_doctor.
 SOURCE_BUILD_FREE_GIB = 80
 IMAGE_ONLY_FREE_GIB = 20
-PROBE_COMMAND = ["python", "-m", "xpukit.doctor_probe"]
+PROBE_COMMAND = ["python", "-m", "xpukit.runtime.doctor_probe"]
 
 # (image, command, docker-SDK run options) -> (exit code, stdout)
 ContainerRunner = Callable[[str, list[str], dict[str, Any]], tuple[int, str]]
@@ -323,7 +323,7 @@ def container_findings(
 
     ur = report.get("ur") or {}
     if ur.get("status") == "skip":
-        out.append(Finding("skip", "ur", ur.get("error") or "xpukit.ur not in the image"))
+        out.append(Finding("skip", "ur", ur.get("error") or "xpukit.runtime.ur not in the image"))
     elif ur.get("status") != "ok" or not ur.get("loader"):
         out.append(
             Finding(
@@ -518,8 +518,8 @@ def _sdk_engine_probe(docker_client_factory: Callable[[], Any]) -> Probe:
 
 
 def _default_buildkit_probe() -> tuple[bool, str]:
-    from xpukit import engine
     from xpukit.errors import XpukitError
+    from xpukit.host import engine
 
     try:
         cli = engine.pick_cli()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.ur._api import RESULT_CODES, RESULT_NAMES
+from xpukit.runtime.ur._api import RESULT_CODES, RESULT_NAMES
 
 
 class UrError(XpukitError):
@@ -35,13 +35,13 @@ class UrError(XpukitError):
 _FIXES = {
     "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "use the kernel's entry-point name (Triton: the @triton.jit function name)",
     "UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE": "read the build log above; for the CPU device apply "
-    "xpukit.spirv.patch_for_cpu to Triton's SPIR-V",
+    "xpukit.runtime.spirv.patch_for_cpu to Triton's SPIR-V",
     "UR_RESULT_ERROR_INVALID_BINARY": "rebuild from SPIR-V; the native binary is for another device or driver",
     "UR_RESULT_ERROR_ADAPTER_SPECIFIC": "check the kernel arguments (a missing local-memory argument "
     "gives this) and the adapter's log (UR_LOG_OPENCL/UR_LOG_LEVEL_ZERO)",
     "UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY": "allocate less, or close allocations you no longer use",
     "UR_RESULT_ERROR_INVALID_WORK_GROUP_SIZE": "use a work-group size the device accepts (num_warps*threads_per_warp)",
-    "UR_RESULT_ERROR_UNINITIALIZED": "load the UR loader with xpukit.ur.load() first",
+    "UR_RESULT_ERROR_UNINITIALIZED": "load the UR loader with xpukit.runtime.ur.load() first",
 }
 
 _CLASSES: dict[str, type[UrError]] = {}

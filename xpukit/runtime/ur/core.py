@@ -3,7 +3,7 @@
 Every object owns one UR handle and releases it in ``close()`` (idempotent) or on leaving its
 ``with`` block. A session owns everything created through it and closes what is still open
 when it closes, newest first, after finishing its queue. Nothing waits for the garbage
-collector; using a closed object raises :class:`~xpukit.ur.errors.ClosedError`.
+collector; using a closed object raises :class:`~xpukit.runtime.ur.errors.ClosedError`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from collections.abc import Sequence
 from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any
 
-from xpukit.ur import _api
-from xpukit.ur.errors import (
+from xpukit.runtime.ur import _api
+from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
     ClosedError,
     DeviceNotFound,
     UrError,
     error_class,
 )
-from xpukit.ur.loader import UrLibrary, load
+from xpukit.runtime.ur.loader import UrLibrary, load
 
-log = logging.getLogger("xpukit.ur")
+log = logging.getLogger("xpukit.runtime.ur")
 
 DEVICE_CHOICES = ("auto", "gpu", "cpu")
 USM_KINDS = ("device", "shared", "host")
@@ -490,7 +490,7 @@ class Session:
                 )
             if request == "auto":
                 self.note = "no GPU found through Level Zero; using the CPU device"
-                log.warning("xpukit.ur: %s", self.note)
+                log.warning("xpukit.runtime.ur: %s", self.note)
         dev, backend, pname = chosen
         self._device = dev
         self.device = _device_info(self.lib, dev, backend, pname)

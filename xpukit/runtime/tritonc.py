@@ -118,7 +118,7 @@ def xpu_backend() -> type:
         compile_module_from_src._xpukit_wrapped = True  # type: ignore[attr-defined]
         init_globals["compile_module_from_src"] = compile_module_from_src
     # Without upstream's zebin stage (triton-xpu 3.3), register xpukit's so generate_native_code works.
-    from xpukit import zebin_stage
+    from xpukit.runtime import zebin_stage
 
     zebin_stage.install(backend)
     return backend

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.ocloc import find_ocloc
-from xpukit.tritonc import PRESETS, compile_kernel, parse_signature
-from xpukit.zebin import ZebinError, check_layout, read_zebin
+from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.tritonc import PRESETS, compile_kernel, parse_signature
+from xpukit.runtime.zebin import ZebinError, check_layout, read_zebin
 
 DECLARATIONS = "XPUKIT_KERNELS"
 

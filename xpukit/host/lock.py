@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from xpukit import pins as pins_mod
 from xpukit.errors import XpukitError
+from xpukit.host import pins as pins_mod
 
 # The platform each lock is resolved for: the image's interpreter and glibc (bookworm: 2.36,
 # Ubuntu 24.04: 2.39), or any platform for the host's tools.

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from xpukit import engine
-from xpukit import pins as pins_mod
 from xpukit.errors import XpukitError
+from xpukit.host import engine
+from xpukit.host import pins as pins_mod
 
 # Inputs of the image's dependency layers; the content tag hashes them (with the build args).
 CONTENT_PATHS = ("Dockerfile", "scripts", "env")
@@ -268,7 +268,7 @@ def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> 
 
 
 def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
-    from xpukit.lock import check_lock_matches
+    from xpukit.host.lock import check_lock_matches
 
     problems = check_lock_matches(profile, pins_mod.lock_path(profile.name, root))
     if problems:

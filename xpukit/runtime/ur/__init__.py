@@ -1,15 +1,15 @@
 """Unified Runtime from Python: a thin 1:1 ctypes binding (``load``) and a small Pythonic layer.
 
-from xpukit import ur
+from xpukit.runtime import ur
 with ur.Session("auto") as s:
     buf = s.from_numpy(x)
 """
 
 from __future__ import annotations
 
-from xpukit.ur._api import SUPPORTED_RELEASES
-from xpukit.ur.core import DeviceInfo, Kernel, Program, Queue, Session, USMAllocation
-from xpukit.ur.errors import (
+from xpukit.runtime.ur._api import SUPPORTED_RELEASES
+from xpukit.runtime.ur.core import DeviceInfo, Kernel, Program, Queue, Session, USMAllocation
+from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
     ClosedError,
     DeviceNotFound,
@@ -20,7 +20,7 @@ from xpukit.ur.errors import (
     UrError,
     error_class,
 )
-from xpukit.ur.loader import UrLibrary, detect_release, find_loader, load
+from xpukit.runtime.ur.loader import UrLibrary, detect_release, find_loader, load
 
 __all__ = [
     "SUPPORTED_RELEASES",

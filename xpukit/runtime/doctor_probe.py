@@ -1,8 +1,8 @@
 """In-container half of `invoke doctor`: look at the runtime and print one JSON object.
 
-    python -m xpukit.doctor_probe
+    python -m xpukit.runtime.doctor_probe
 
-Standard library only, plus xpukit.ur / xpukit.ocloc when present (each guarded). Every section
+Standard library only, plus xpukit.runtime.ur / xpukit.runtime.ocloc when present (each guarded). Every section
 reports its own error instead of raising: the host side turns the JSON into findings.
 """
 
@@ -80,9 +80,9 @@ def _device(info: Any) -> dict[str, Any]:
 def probe_ur() -> dict[str, Any]:
     out: dict[str, Any] = {"status": "skip", "error": "", "loader": "", "release": "", "adapters": []}
     try:
-        from xpukit import ur
+        from xpukit.runtime import ur
     except ImportError as exc:
-        out["error"] = f"xpukit.ur is not available in this image ({_error(exc)})"
+        out["error"] = f"xpukit.runtime.ur is not available in this image ({_error(exc)})"
         return out
     out["status"] = "ok"
     try:
@@ -113,13 +113,13 @@ def probe_ur() -> dict[str, Any]:
 
 def probe_ocloc() -> dict[str, Any]:
     try:
-        from xpukit.ocloc import find_ocloc
+        from xpukit.runtime.ocloc import find_ocloc
     except ImportError as exc:
         return {
             "path": "",
             "version": "",
             "targets": [],
-            "error": f"xpukit.ocloc unavailable ({_error(exc)})",
+            "error": f"xpukit.runtime.ocloc unavailable ({_error(exc)})",
         }
     try:
         oc = find_ocloc()

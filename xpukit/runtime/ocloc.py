@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.tritonc import PRESETS
+from xpukit.runtime.tritonc import PRESETS
 
 # Upstream (make_spv in triton-xpu 3.3, make_zebin at 9e23713) retries once with this flag when
 # IGC's log says the kernel spilled registers.
