@@ -1,0 +1,128 @@
+"""The native-binary program cache: what ``urProgramGetInfo(BINARIES)`` returned for a SPIR-V
+program, reloaded with ``urProgramCreateWithBinary`` on the next run (keyed by device, driver, UR
+release, build options and SPIR-V hash). A stale or corrupt entry is rebuilt from SPIR-V, never
+trusted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from xpukit.runtime.ur.core import Program, Session
+from xpukit.runtime.ur.errors import ProgramCacheCorrupt, UrError
+
+log = logging.getLogger("xpukit.launch")
+
+CACHE_FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XPUKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xpukit")
+    return Path(base) / "ur-programs"
+
+
+class ProgramCache:
+    """Native device binaries from ``urProgramGetInfo(BINARIES)``, reloaded with
+    ``urProgramCreateWithBinary``. Each entry is ``<key>.bin`` plus ``<key>.json`` holding its
+    SHA-256, size, device and driver; any mismatch or a failed load means rebuild from SPIR-V.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = Path(directory) if directory else default_cache_dir()
+        self.events: list[tuple[str, str]] = []  # (event, key): hit, miss, corrupt, store, store-failed
+
+    def key(self, device: Any, spirv_sha256: str, options: str = "") -> str:
+        text = f"{CACHE_FORMAT}|{device.cache_key()}|{device.ur_release}|{options}|{spirv_sha256}"
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.directory / f"{key}.bin", self.directory / f"{key}.json"
+
+    def read(self, key: str, device: Any, spirv_sha256: str) -> bytes | None:
+        """The cached binary, None when absent; :class:`ProgramCacheCorrupt` when it fails a check."""
+        bin_path, meta_path = self._paths(key)
+        if not meta_path.exists() and not bin_path.exists():
+            return None
+        try:
+            meta = json.loads(meta_path.read_text())
+            data = bin_path.read_bytes()
+        except (OSError, ValueError) as exc:
+            raise ProgramCacheCorrupt(f"program cache entry {key} unreadable: {exc}", "it is rebuilt") from None
+        problems = []
+        if meta.get("format") != CACHE_FORMAT:
+            problems.append("format")
+        if meta.get("size") != len(data) or meta.get("sha256") != hashlib.sha256(data).hexdigest():
+            problems.append("binary checksum")
+        if meta.get("device") != device.cache_key() or meta.get("spirv_sha256") != spirv_sha256:
+            problems.append("device/driver/SPIR-V")
+        if problems:
+            raise ProgramCacheCorrupt(
+                f"program cache entry {key} fails its {', '.join(problems)} check",
+                "it is rebuilt from SPIR-V",
+            )
+        return data
+
+    def write(self, key: str, device: Any, spirv_sha256: str, data: bytes) -> bool:
+        bin_path, meta_path = self._paths(key)
+        meta = {
+            "format": CACHE_FORMAT,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "device": device.cache_key(),
+            "ur_release": device.ur_release,
+            "spirv_sha256": spirv_sha256,
+        }
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for path, payload in ((bin_path, data), (meta_path, json.dumps(meta).encode())):
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+                with os.fdopen(fd, "wb") as f:
+                    f.write(payload)
+                os.replace(tmp, path)  # atomic: readers see the old entry or the new one
+        except OSError as exc:
+            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", self.directory, exc)
+            self.events.append(("store-failed", key))
+            return False
+        self.events.append(("store", key))
+        return True
+
+    def drop(self, key: str) -> None:
+        for p in self._paths(key):
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+    def load(self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None) -> Program:
+        """A built program: from the cached native binary if valid, else from SPIR-V (then cached)."""
+        sha = spirv_sha256 or hashlib.sha256(spirv).hexdigest()
+        dev = session.device
+        key = self.key(dev, sha, options)
+        try:
+            data = self.read(key, dev, sha)
+            if data is not None:
+                try:
+                    prog = session.program_from_binary(data, options)
+                except UrError as exc:
+                    raise ProgramCacheCorrupt(
+                        f"program cache entry {key} rejected by the device: {exc.result_name}",
+                        "it is rebuilt",
+                    ) from None
+                self.events.append(("hit", key))
+                return prog
+            self.events.append(("miss", key))
+        except ProgramCacheCorrupt as exc:
+            log.warning("xpukit: %s", exc)
+            self.events.append(("corrupt", key))
+            self.drop(key)
+        prog = session.program_from_spirv(spirv, options)
+        try:
+            self.write(key, dev, sha, prog.binary())
+        except UrError as exc:  # an adapter without binaries: still run, just uncached
+            log.warning("xpukit: cannot read the program binary (%s); not caching", exc.result_name)
+        return prog
