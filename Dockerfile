@@ -28,6 +28,17 @@ RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked 
  && useradd --create-home --uid 10001 --user-group --shell /bin/bash xpukit \
  && install -d -o xpukit -g xpukit /home/xpukit/.cache/triton /home/xpukit/.cache/xpukit
 
+# ---- the compiled launch path (xpukit/runtime/ur/_launcher.c); the compiler stays in this stage
+FROM system AS launcher
+ARG BUILD_APT_PACKAGES
+COPY scripts/install-apt.sh scripts/build-launcher.sh /opt/xpukit/scripts/
+RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,id=xpukit-apt-lists,target=/var/lib/apt/lists,sharing=locked \
+    --mount=type=secret,id=ca_bundle \
+    /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES}
+COPY xpukit/runtime/ur/_launcher.c /opt/xpukit/csrc/
+RUN /opt/xpukit/scripts/build-launcher.sh /opt/xpukit/csrc/_launcher.c /opt/xpukit/ext
+
 # ---- source builds (xpu profile): build tools only live in these stages
 FROM system AS builder
 ARG BUILD_APT_PACKAGES
@@ -116,6 +127,10 @@ ENV VIRTUAL_ENV=/opt/xpukit/venv \
     TRITON_CACHE_DIR=/home/xpukit/.cache/triton \
     XPUKIT_CACHE_DIR=/home/xpukit/.cache/xpukit \
     XPUKIT_IN_CONTAINER=1
+
+# Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets.
+RUN --mount=type=bind,from=launcher,source=/opt/xpukit/ext,target=/tmp/xpukit-ext \
+    cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
 COPY scripts/entrypoint.sh scripts/write-manifest.py /opt/xpukit/scripts/

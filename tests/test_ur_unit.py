@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import struct
 from types import SimpleNamespace
 
@@ -12,6 +11,7 @@ from xpukit.errors import XpukitError
 from xpukit.runtime import spirv
 from xpukit.runtime.launch import LaunchABI, ProgramCache, normalize_grid
 from xpukit.runtime.ur import _api, errors
+from xpukit.runtime.ur.launcher import PyAllocTable, py_fast_key
 from xpukit.runtime.ur.loader import detect_release, find_loader
 
 pytestmark = pytest.mark.unit
@@ -141,18 +141,53 @@ def test_abi_hidden_arguments_and_nd_range():
     assert abi.nd_range((2, 3, 4)) == ((128, 3, 4), (64, 1, 1))
 
 
-def test_abi_argument_conversion():
-    abi = _abi()
-    vals = abi.convert([0x1000, 2**63 - 1, 1.0, 7])
-    assert vals[0] == 0x1000
-    assert isinstance(vals[1], ctypes.c_int64)
-    assert vals[2].value == 0x3C00  # fp16 1.0
-    with pytest.raises(errors.KernelArgumentError, match="takes 4 argument"):
-        abi.convert([1, 2, 3])
-    with pytest.raises(errors.KernelArgumentError, match="does not fit i64"):
-        abi.convert([0, 2**63, 1.0, 1])
-    with pytest.raises(errors.KernelArgumentError, match="64-bit address"):
-        abi.convert([2**64, 0, 1.0, 1])
+def test_abi_launcher_kinds():
+    """Each Triton type maps to one launcher kind; an integer the kernel casts to a pointer is checked."""
+    assert _abi().kinds == "Pqei"
+    fn = SimpleNamespace(arg_names=["a", "b", "c"])
+    md = SimpleNamespace(name="k", num_warps=1, threads_per_warp=32, shared=0)
+    abi = LaunchABI.from_metadata(fn, {"a": "i64", "b": "u64", "c": "fp64"}, md, addresses={0, 1})
+    assert abi.kinds == "AAd"
+    with pytest.raises(errors.KernelArgumentError, match="unsupported Triton argument type"):
+        LaunchABI.from_metadata(fn, {"a": "fp8e5", "b": "i1", "c": "i1"}, md)
+
+
+def test_alloc_table_bisects_live_ranges():
+    """The Python twin of the compiled table (the image tests the compiled one against it)."""
+    t = PyAllocTable()
+    t.add(0x3000, 0x100)
+    t.add(0x1000, 0x10)
+    assert t.find(0x1000) == (0x1000, 0x10) and t.find(0x100F) == (0x1000, 0x10)
+    assert t.find(0x1010) is None and t.find(0x2FFF) is None and t.find(0x30FF) == (0x3000, 0x100)
+    generation = t.generation
+    assert t.remove(0x1000) and not t.remove(0x1000)
+    assert t.find(0x1000) is None and t.generation == generation + 2 and len(t) == 1
+    with pytest.raises(ValueError):
+        t.add(0x5000, 0)
+
+
+def test_fast_key_is_at_least_as_fine_as_tritons_specialization():
+    """Values Triton specializes differently (==1, %16, i32/i64/u64, bool vs int, constexpr types)
+    never share a key."""
+    t = PyAllocTable()
+    modes = b"ssc"
+
+    def key(*args, **kw):
+        return py_fast_key(args, kw, modes, t)
+
+    assert key(3, 2.0, 4) == key(5, 3.0, 4)
+    distinct = [key(1, 2.0, 4), key(16, 2.0, 4), key(2**31, 2.0, 4), key(2**63, 2.0, 4), key(3, True, 4)]
+    distinct += [
+        key(3, 2.0, 4.0),
+        key(3, 2.0, True),
+        key(3, 2.0, 5),
+        key(3, 2.0, 4, BLOCK=1),
+        key(3, 2.0, 4, BLOCK=True),
+    ]
+    assert len({key(3, 2.0, 4), *distinct}) == len(distinct) + 1
+    t.add(0x1000, 64)  # a small int inside a live allocation is an address: Triton's i64, not i32
+    assert key(0x1000, 2.0, 4) != py_fast_key((0x1000, 2.0, 4), {}, modes, PyAllocTable())
+    assert key([1], 2.0, 4) is None and key(3, 2.0, [4]) is None  # not covered: Triton's own path
 
 
 def test_grid_normalisation():

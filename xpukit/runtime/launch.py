@@ -16,22 +16,32 @@ without ``TritonKernel``):
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
+import math
+import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from ctypes import byref, c_size_t, c_void_p
+from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
-from xpukit.runtime.ur import _api
-from xpukit.runtime.ur.core import Kernel, Program, Session, USMAllocation
+from xpukit.runtime.ur.core import Kernel, Program, Queue, Session, USMAllocation
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
+from xpukit.runtime.ur.launcher import (
+    ARG_CLOSED,
+    ARG_COUNT,
+    ARG_GRID,
+    ARG_NOT_LIVE,
+    ARG_NULL,
+    ARG_RANGE,
+    ARG_TYPE,
+    kind_of,
+)
 
 log = logging.getLogger("xpukit.runtime.launch")
 
@@ -92,7 +102,7 @@ def compile_for_device(
     code = ck.asm["spv"]
     if device.type == "cpu":
         code = spv.patch_for_cpu(code)
-    abi = LaunchABI.from_metadata(fn, sig, ck.metadata)
+    abi = LaunchABI.from_metadata(fn, sig, ck.metadata, spv.address_parameters(code, ck.metadata.name))
     return CompiledArtifact(
         name=ck.metadata.name,
         spirv=code,
@@ -106,56 +116,6 @@ def compile_for_device(
 
 # --- launch ABI ------------------------------------------------------------------------------
 
-_INT_TYPES: dict[str, tuple[type, int, int]] = {
-    "i1": (ctypes.c_int8, 0, 1),
-    "i8": (ctypes.c_int8, -(2**7), 2**7 - 1),
-    "i16": (ctypes.c_int16, -(2**15), 2**15 - 1),
-    "i32": (ctypes.c_int32, -(2**31), 2**31 - 1),
-    "i64": (ctypes.c_int64, -(2**63), 2**63 - 1),
-    "u1": (ctypes.c_uint8, 0, 1),
-    "u8": (ctypes.c_uint8, 0, 2**8 - 1),
-    "u16": (ctypes.c_uint16, 0, 2**16 - 1),
-    "u32": (ctypes.c_uint32, 0, 2**32 - 1),
-    "u64": (ctypes.c_uint64, 0, 2**64 - 1),
-}
-_FLOAT_TYPES: dict[str, type] = {"fp32": ctypes.c_float, "f32": ctypes.c_float, "fp64": ctypes.c_double}
-_HALF_TYPES = ("fp16", "bf16")  # passed as their 16-bit patterns
-
-
-def _is_int(v: Any) -> bool:
-    if isinstance(v, int):
-        return True
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(v, np.integer | np.bool_)
-
-
-def _is_number(v: Any) -> bool:
-    if _is_int(v) or isinstance(v, float):
-        return True
-    import numpy as np
-
-    return isinstance(v, np.floating)
-
-
-def _address(v: Any) -> int | None:
-    """The device address of a pointer-like argument, or None if it is not one."""
-    if isinstance(v, USMAllocation):
-        return v.ptr
-    if v is None:
-        return 0
-    if _is_int(v) and not isinstance(v, bool):
-        return int(v)
-    ptr = getattr(v, "ptr", None)
-    if isinstance(ptr, int):
-        return ptr
-    data_ptr = getattr(v, "data_ptr", None)  # torch-like tensors, for a later driver
-    if callable(data_ptr):
-        return int(data_ptr())
-    return None
-
 
 @dataclasses.dataclass
 class ArgSpec:
@@ -163,74 +123,8 @@ class ArgSpec:
 
     index: int
     name: str
-    ty: str  # Triton type, or "scratch"/"local" for hidden arguments
-    kind: str  # "pointer" | "int" | "float" | "half" | "hidden"
-
-    def convert(self, v: Any) -> Any:
-        """Check one user value and turn it into what UR gets (int address or ctypes value)."""
-        ty = self.ty
-        if self.kind == "pointer":
-            addr = _address(v)
-            if addr is None or not 0 <= addr < 2**64:
-                raise KernelArgumentError(
-                    f"argument {self.name!r} ({ty}) must be a USM allocation or a 64-bit address, "
-                    f"got {type(v).__name__} {v!r:.40}",
-                    "pass a USMAllocation (session.alloc / from_numpy) or its .ptr",
-                )
-            return addr
-        if self.kind == "int":
-            if isinstance(v, USMAllocation) and ty in ("i64", "u64"):
-                v = v.ptr  # the blog's style: a raw address the kernel casts to a typed pointer
-            if not _is_int(v):
-                raise KernelArgumentError(
-                    f"argument {self.name!r} ({ty}) must be an integer, got {type(v).__name__} {v!r:.40}",
-                    "pass a Python int or numpy integer",
-                )
-            ctype, lo, hi = _INT_TYPES[ty]
-            v = int(v)
-            if not lo <= v <= hi:
-                raise KernelArgumentError(
-                    f"argument {self.name!r} = {v} does not fit {ty} [{lo}, {hi}]",
-                    "pass a value in range or change the kernel's signature",
-                )
-            return ctype(v)
-        if self.kind == "float":
-            if not _is_number(v):
-                raise KernelArgumentError(
-                    f"argument {self.name!r} ({ty}) must be a number, got {type(v).__name__} {v!r:.40}",
-                    "pass a Python float/int or numpy scalar",
-                )
-            return _FLOAT_TYPES[ty](float(v))
-        if self.kind == "half":
-            if not _is_number(v):
-                raise KernelArgumentError(
-                    f"argument {self.name!r} ({ty}) must be a number, got {type(v).__name__}",
-                    "pass a Python float or numpy scalar",
-                )
-            import numpy as np
-
-            if ty == "fp16":
-                bits = int(np.array(float(v), dtype=np.float16).view(np.uint16))
-            else:  # bf16: round-to-nearest-even of the fp32 pattern
-                f = int(np.array(float(v), dtype=np.float32).view(np.uint32))
-                bits = ((f + 0x7FFF + ((f >> 16) & 1)) >> 16) & 0xFFFF
-            return ctypes.c_uint16(bits)
-        raise KernelArgumentError(f"argument {self.name!r} has unsupported type {ty}", "")
-
-
-def _arg_kind(ty: str) -> str:
-    if ty.startswith("*"):
-        return "pointer"
-    if ty in _INT_TYPES:
-        return "int"
-    if ty in _FLOAT_TYPES:
-        return "float"
-    if ty in _HALF_TYPES:
-        return "half"
-    raise KernelArgumentError(
-        f"unsupported Triton argument type {ty!r}",
-        "use pointers (*fp32, ...), integers (i1..i64, u8..u64) or floats (fp16, bf16, fp32, fp64)",
-    )
+    ty: str  # Triton type
+    kind: str  # launcher kind letter (xpukit.runtime.ur.launcher.KINDS)
 
 
 @dataclasses.dataclass
@@ -246,9 +140,22 @@ class LaunchABI:
     local_index: int | None
 
     @classmethod
-    def from_metadata(cls, fn: Any, signature: Mapping[str, str], metadata: Any) -> LaunchABI:
+    def from_metadata(
+        cls, fn: Any, signature: Mapping[str, str], metadata: Any, addresses: Set[int] = frozenset()
+    ) -> LaunchABI:
+        """``addresses``: indices of integer parameters the kernel turns into pointers
+        (:func:`xpukit.runtime.spirv.address_parameters`): checked like pointers at launch."""
         names = [n for n in getattr(fn, "arg_names", list(signature)) if n in signature]
-        params = [ArgSpec(i, n, signature[n], _arg_kind(signature[n])) for i, n in enumerate(names)]
+        params = []
+        for i, n in enumerate(names):
+            try:
+                kind = kind_of(signature[n], address=i in addresses)
+            except ValueError:
+                raise KernelArgumentError(
+                    f"unsupported Triton argument type {signature[n]!r} for {n!r}",
+                    "use pointers (*fp32, ...), integers (i1..i64, u8..u64) or floats (fp16, bf16, fp32, fp64)",
+                ) from None
+            params.append(ArgSpec(i, n, signature[n], kind))
         scratch: list[tuple[str, int, int]] = []
         # The 9e23713 Triton line reports these sizes and appends one pointer each after the
         # user arguments (null when the size is 0); Triton 3.3 has neither field.
@@ -271,6 +178,10 @@ class LaunchABI:
         )
 
     @property
+    def kinds(self) -> str:
+        return "".join(p.kind for p in self.params)
+
+    @property
     def local_size(self) -> tuple[int, int, int]:
         return (self.num_warps * self.threads_per_warp, 1, 1)
 
@@ -280,15 +191,43 @@ class LaunchABI:
         lx = self.local_size[0]
         return (g[0] * lx, g[1], g[2]), self.local_size
 
-    def convert(self, args: Sequence[Any]) -> list[Any]:
-        """Check every user argument; raises :class:`KernelArgumentError` before any UR call."""
-        if len(args) != len(self.params):
-            expected = ", ".join(f"{p.name}:{p.ty}" for p in self.params)
-            raise KernelArgumentError(
-                f"kernel {self.kernel_name} takes {len(self.params)} argument(s), got {len(args)}",
-                f"pass ({expected}); constexpr arguments are fixed at compile time",
-            )
-        return [p.convert(v) for p, v in zip(self.params, args, strict=True)]
+    def argument_error(self, session: Session) -> Callable[[int, int, Any], None]:
+        """The launcher's ``on_arg_error``: raises :class:`KernelArgumentError` naming the argument."""
+        return functools.partial(_argument_error, self, weakref.ref(session))
+
+
+_KIND_WORDS = {"P": "a device pointer", "A": "a device address (the kernel casts it to a pointer)"}
+
+
+def _argument_error(abi: LaunchABI, session_ref: Any, index: int, code: int, value: Any) -> None:
+    if code == ARG_COUNT:
+        expected = ", ".join(f"{p.name}:{p.ty}" for p in abi.params)
+        raise KernelArgumentError(
+            f"kernel {abi.kernel_name} takes {len(abi.params)} argument(s), got {index}",
+            f"pass ({expected}); constexpr arguments are fixed at compile time",
+        )
+    if code == ARG_GRID:
+        raise KernelArgumentError(f"grid size {value!r:.40} is not an integer in [0, 2**31)", "pass e.g. (n_blocks,)")
+    if code == ARG_CLOSED:
+        raise ClosedError(f"kernel {abi.kernel_name} used after close()", "load the kernel again on an open session")
+    p = abi.params[index]
+    what = f"argument {p.name!r} ({p.ty}) of {abi.kernel_name}"
+    if code in (ARG_NULL, ARG_NOT_LIVE) or (code == ARG_TYPE and p.kind in "PAqQ" and hasattr(type(value), "ptr")):
+        session = session_ref()
+        reason = session.explain_address(value) if session is not None else "its session is closed"
+        raise KernelArgumentError(
+            f"{what} must point into live device memory of the launching session: {reason}",
+            "pass a live USMAllocation or DeviceArray of this session (or its .ptr)",
+        )
+    if code == ARG_RANGE:
+        raise KernelArgumentError(
+            f"{what}: {value!r:.40} does not fit {p.ty}", "pass a value in range or change the kernel's signature"
+        )
+    expected = _KIND_WORDS.get(p.kind, "an integer" if p.kind in "qQiIhHbB?" else "a number")
+    raise KernelArgumentError(
+        f"{what} must be {expected}, got {type(value).__name__} {value!r:.40}",
+        "pass a USMAllocation/DeviceArray or its .ptr" if p.kind in "PA" else "pass a Python or numpy scalar",
+    )
 
 
 def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[int, ...]:
@@ -310,7 +249,12 @@ def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[in
 
 
 class BoundKernel:
-    """A compiled Triton kernel loaded on one session: ``bk[grid](*args)``."""
+    """A compiled Triton kernel loaded on one session: ``bk[grid](*args)`` or ``bk.launch(grid, *args)``.
+
+    Every launch goes through the core layer's checked launcher (``Kernel.launcher``): arguments
+    are converted and checked (pointers against the session's live allocations) before anything
+    is set, unchanged ones are not set again, and set + enqueue is atomic across threads.
+    """
 
     def __init__(self, session: Session, artifact: CompiledArtifact, program: Program) -> None:
         self.session = session
@@ -318,27 +262,17 @@ class BoundKernel:
         self.abi = artifact.abi
         self.program = program
         self.kernel: Kernel = program.kernel(artifact.name)
-        lib = session.lib
-        self._set_ptr = lib.raw.urKernelSetArgPointer
-        self._set_val = lib.raw.urKernelSetArgValue
-        self._launch = lib.raw.urEnqueueKernelLaunch
-        self._props = lib.abi.launch_has_properties
-        self._g = (c_size_t * 3)()
-        self._l = (c_size_t * 3)(*self.abi.local_size)
-        self._last: list[Any] = [object()] * len(self.abi.params)
-        # Arguments persist on a UR kernel, so unchanged ones are not set again, but only while no
-        # USM memory was freed: Intel's CPU runtime binds a pointer argument to its allocation when
-        # it is set, and a new allocation at a freed address must be set again (skipping that
-        # corrupted the runtime's heap).
-        self._usm_generation = session.usm_generation
         self._scratch: list[USMAllocation] = []
+        self._scratch_lock = threading.Lock()
         self._set_hidden()
+        self.launcher = self.kernel.launcher(self.abi.kinds, self.abi.local_size, self.abi.argument_error(session))
+        self._launch = self.launcher.launch
 
     def _set_hidden(self) -> None:
         abi, k = self.abi, self.kernel
         idx = len(abi.params)
         for _name, _size, _align in abi.scratch:
-            # Size is per program: allocate for the largest grid seen (grown in _ensure_scratch).
+            # Size is per program: allocated for the largest grid seen (grown in _ensure_scratch).
             k.set_arg_pointer(idx, 0)
             idx += 1
         if abi.local_index is not None:
@@ -346,96 +280,45 @@ class BoundKernel:
 
     def _ensure_scratch(self, programs: int) -> None:
         idx = len(self.abi.params)
-        for i, (_name, size, _align) in enumerate(self.abi.scratch):
-            if size > 0:
-                need = size * programs
-                if i >= len(self._scratch) or self._scratch[i].nbytes < need:
-                    buf = self.session.alloc(need)
-                    if i < len(self._scratch):
-                        self._scratch[i].close()
-                        self._scratch[i] = buf
-                    else:
-                        self._scratch.append(buf)
-                    self.kernel.set_arg_pointer(idx + i, buf.ptr)
+        with self._scratch_lock:
+            for i, (_name, size, _align) in enumerate(self.abi.scratch):
+                if size > 0:
+                    need = size * programs
+                    if i >= len(self._scratch) or self._scratch[i].nbytes < need:
+                        buf = self.session.alloc(need)
+                        if i < len(self._scratch):
+                            self._scratch[i].close()
+                            self._scratch[i] = buf
+                        else:
+                            self._scratch.append(buf)
+                        self.kernel.set_arg_pointer(idx + i, buf.ptr)
 
     @property
     def closed(self) -> bool:
         return self.kernel.closed or self.session.closed
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
-        return lambda *args: self.launch(grid, *args)
+        return functools.partial(self.launch, grid)
 
     def launch(self, grid: Any, *args: Any) -> None:
         """Check and set the arguments, then enqueue (asynchronous; ``session.finish()`` waits)."""
-        values = self.abi.convert(args)  # every check before any UR call
-        if callable(grid):
-            names = (p.name for p in self.abi.params)
-            grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=True))})
-        g = normalize_grid(grid)
-        if 0 in g:
-            return
-        self.enqueue(values, g)
-
-    def enqueue(self, values: Sequence[Any], grid: Sequence[int], queue: Any = None, event: Any = None) -> None:
-        """Set the already-converted ``values`` (from ``abi.convert``) and enqueue over ``grid``
-        (1 to 3 positive ints) on ``queue`` (a raw queue handle; the session's queue if None).
-        ``event``: a ``c_void_p`` that receives the launch's UR event (the caller releases it).
-        Shared by :meth:`launch` and xpukit's Triton driver."""
-        g = grid
-        (gx, gy, gz), _ = self.abi.nd_range(g)
-        h = self.kernel.handle  # raises ClosedError after close
-        q = self.session.queue.handle if queue is None else queue
+        if type(grid) is not tuple or not 1 <= len(grid) <= 3:
+            if callable(grid):
+                names = (p.name for p in self.abi.params)
+                grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=False))})
+            grid = normalize_grid(grid)
+        n = len(grid)
         if self.abi.scratch:
-            self._ensure_scratch(g[0] * (g[1] if len(g) > 1 else 1) * (g[2] if len(g) > 2 else 1))
-        last = self._last
-        if self._usm_generation != self.session.usm_generation:
-            last[:] = [object()] * len(last)
-            self._usm_generation = self.session.usm_generation
-        for spec, v in zip(self.abi.params, values, strict=True):
-            i = spec.index
-            if spec.kind == "pointer":
-                if last[i] == v:
-                    continue  # UR kernels keep their arguments: skip the unchanged ones
-                code = self._set_ptr(h, i, None, c_void_p(v))
-                key = v
-            else:
-                key = (type(v), v.value)
-                if last[i] == key:
-                    continue
-                code = self._set_val(h, i, ctypes.sizeof(v), None, byref(v))
-            if code:
-                last[i] = object()
-                _raise(code, "urKernelSetArgPointer" if spec.kind == "pointer" else "urKernelSetArgValue")
-            last[i] = key
-        gs = self._g
-        gs[0], gs[1], gs[2] = gx, gy, gz
-        ev = None if event is None else byref(event)
-        if self._props:
-            code = self._launch(q, h, 3, None, gs, self._l, 0, None, 0, None, ev)
-        else:
-            code = self._launch(q, h, 3, None, gs, self._l, 0, None, ev)
-        if code:
-            _raise(code, "urEnqueueKernelLaunch")
+            self._ensure_scratch(math.prod(int(g) for g in grid))
+        self._launch(self.session.queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args)
 
-    def relaunch(self, queue: Any, event: Any = None) -> None:
-        """Enqueue again with the arguments and grid of the previous :meth:`enqueue` (UR kernels keep
-        their arguments): the driver's path for a launch identical to the one before."""
-        h = self.kernel.handle  # raises ClosedError after close
-        if self._usm_generation != self.session.usm_generation:
-            # Memory was freed since the arguments were set: bind the pointers again (see __init__).
-            for spec in self.abi.params:
-                if spec.kind == "pointer":
-                    code = self._set_ptr(h, spec.index, None, c_void_p(self._last[spec.index]))
-                    if code:
-                        _raise(code, "urKernelSetArgPointer")
-            self._usm_generation = self.session.usm_generation
-        ev = None if event is None else byref(event)
-        if self._props:
-            code = self._launch(queue, h, 3, None, self._g, self._l, 0, None, 0, None, ev)
-        else:
-            code = self._launch(queue, h, 3, None, self._g, self._l, 0, None, ev)
-        if code:
-            _raise(code, "urEnqueueKernelLaunch")
+    def enqueue(self, args: Sequence[Any], grid: Sequence[int], queue: Queue | None = None, event: bool = False) -> Any:
+        """Launch over ``grid`` (1 to 3 non-negative ints) on ``queue`` (the session's if None);
+        ``event=True`` returns the launch's :class:`~xpukit.runtime.ur.core.Event`."""
+        g = tuple(grid)
+        if self.abi.scratch:
+            self._ensure_scratch(math.prod(int(x) for x in g))
+        return (queue or self.session.queue).submit(self.launcher, g, args, event)
 
     def close(self) -> None:
         for b in self._scratch:
@@ -443,12 +326,6 @@ class BoundKernel:
         self._scratch = []
         self.kernel.close()
         self.program.close()
-
-
-def _raise(code: int, fn: str) -> None:
-    from xpukit.runtime.ur.errors import raise_result
-
-    raise_result(code, fn)
 
 
 class TritonKernel:
@@ -476,6 +353,7 @@ class TritonKernel:
         )
         self._artifacts: dict[str, CompiledArtifact] = {}
         self._bound: weakref.WeakKeyDictionary[Session, BoundKernel] = weakref.WeakKeyDictionary()
+        self._lock = threading.RLock()  # first compile and load from several threads: once
 
     def compile(self, device: Any) -> CompiledArtifact:
         key = json.dumps(target_for_device(device), sort_keys=True) + device.type
@@ -492,6 +370,13 @@ class TritonKernel:
         bound = self._bound.get(session)
         if bound is not None and not bound.closed:
             return bound
+        with self._lock:
+            bound = self._bound.get(session)
+            if bound is not None and not bound.closed:
+                return bound
+            return self._load(session)
+
+    def _load(self, session: Session) -> BoundKernel:
         art = self.compile(session.device)
         if self.cache is not None:
             program = self.cache.load(session, art.spirv, spirv_sha256=art.spirv_sha256)
@@ -527,5 +412,3 @@ __all__ = [
     "normalize_grid",
     "target_for_device",
 ]
-
-_ = _api  # the raw module stays importable from here for drivers that need the enums

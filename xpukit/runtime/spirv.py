@@ -115,3 +115,38 @@ def patch_for_cpu(data: bytes) -> bytes:
     if len(kept) == len(instructions):
         return bytes(data)
     return serialize(header, kept, endian)
+
+
+OP_NAME = 5
+OP_FUNCTION = 54
+OP_FUNCTION_PARAMETER = 55
+OP_FUNCTION_END = 56
+OP_CONVERT_U_TO_PTR = 120
+
+
+def address_parameters(data: bytes, kernel: str) -> set[int]:
+    """Indices of the kernel's integer parameters that it turns straight into pointers
+    (``OpConvertUToPtr`` of the parameter itself: Triton's ``int.to(tl.pointer_type(...))``).
+    Launchers check those arguments against live device memory like typed pointers."""
+    _, instructions, _ = parse(data)
+    # The LLVM translator names the kernel's body after it and makes the entry point a wrapper
+    # that calls it with the same parameters; without that name, look at the entry point itself.
+    names = {i.operands[0] for i in instructions if i.opcode == OP_NAME and literal_string(i.operands[1:]) == kernel}
+    entries = {
+        i.operands[1] for i in instructions if i.opcode == OP_ENTRY_POINT and literal_string(i.operands[2:]) == kernel
+    }
+    params: dict[int, int] = {}
+    found: set[int] = set()
+    inside = False
+    for ins in instructions:
+        if ins.opcode == OP_FUNCTION:
+            inside = ins.operands[1] in (names or entries)
+        elif not inside:
+            continue
+        elif ins.opcode == OP_FUNCTION_PARAMETER:
+            params[ins.operands[1]] = len(params)
+        elif ins.opcode == OP_CONVERT_U_TO_PTR and ins.operands[2] in params:
+            found.add(params[ins.operands[2]])
+        elif ins.opcode == OP_FUNCTION_END:
+            break
+    return found

@@ -32,24 +32,26 @@ function unchanged. The wrapper is removed when the last ``activate`` block ends
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import contextvars
 import dataclasses
 import hashlib
 import itertools
 import json
 import operator
+import os
 import statistics
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
-from xpukit.runtime.ur.core import Queue, Session, USMAllocation
-from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError, raise_result
+from xpukit.runtime.tritonc import COMPILE_LOCK, xpu_backend
+from xpukit.runtime.ur.core import DeviceArray, Event, Queue, Session, USMAllocation
+from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
+from xpukit.runtime.ur.launcher import fast_key
 
 __all__ = [
     "DeviceArray",
@@ -57,6 +59,7 @@ __all__ = [
     "NoActiveSession",
     "URDriver",
     "activate",
+    "current_session",
     "default_driver",
     "do_bench",
     "empty",
@@ -75,85 +78,9 @@ class NoActiveSession(XpukitError):
 # --- typed device memory -----------------------------------------------------------------------
 
 
-class DeviceArray:
-    """Typed device memory: what Triton's binder takes as a tensor (``data_ptr()`` and ``dtype``).
-
-    A view of a :class:`~xpukit.runtime.ur.USMAllocation` (``owns=True``: closing the view frees it).
-    ``dtype`` is a numpy dtype, so Triton types the pointer argument from ``str(dtype)``.
-    """
-
-    def __init__(self, alloc: USMAllocation, dtype: Any, shape: int | Sequence[int] | None = None, owns: bool = False):
-        import numpy as np
-
-        self.alloc = alloc
-        self.dtype = np.dtype(dtype)
-        if shape is None:
-            shape = alloc.nbytes // self.dtype.itemsize
-        self.shape: tuple[int, ...] = (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
-        if self.nbytes > alloc.nbytes:
-            raise KernelArgumentError(
-                f"a {self.shape} {self.dtype} view needs {self.nbytes} bytes; the allocation has {alloc.nbytes}",
-                "allocate enough bytes or pass a smaller shape",
-            )
-        self.owns = owns
-
-    def data_ptr(self) -> int:
-        return self.alloc.ptr  # raises ClosedError after close
-
-    @property
-    def ptr(self) -> int:
-        return self.alloc.ptr
-
-    def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def element_size(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel() * self.dtype.itemsize
-
-    def stride(self, dim: int | None = None) -> Any:
-        strides, acc = [], 1
-        for d in reversed(self.shape):
-            strides.append(acc)
-            acc *= d
-        strides.reverse()
-        return tuple(strides) if dim is None else strides[dim]
-
-    def to_numpy(self) -> Any:
-        """Blocking copy to a new host array of this shape and dtype."""
-        import numpy as np
-
-        return self.alloc.copy_to(np.empty(self.shape, dtype=self.dtype))
-
-    def copy_from(self, array: Any) -> DeviceArray:
-        import numpy as np
-
-        self.alloc.copy_from(np.ascontiguousarray(array, dtype=self.dtype))
-        return self
-
-    def close(self) -> None:
-        if self.owns:
-            self.alloc.close()
-
-    def __enter__(self) -> DeviceArray:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<DeviceArray {self.shape} {self.dtype} {self.alloc!r}>"
-
-
 def empty(shape: int | Sequence[int], dtype: Any, session: Session | None = None, kind: str = "device") -> DeviceArray:
     """A new :class:`DeviceArray` (owning its allocation) on ``session`` or the active one."""
-    s = session or _active_driver().session
+    s = session or current_session()
     return DeviceArray(s.empty(shape, dtype, kind), dtype, shape, owns=True)
 
 
@@ -162,7 +89,7 @@ def from_numpy(array: Any, session: Session | None = None, kind: str = "device")
     import numpy as np
 
     array = np.ascontiguousarray(array)
-    s = session or _active_driver().session
+    s = session or current_session()
     return DeviceArray(s.from_numpy(array, kind), array.dtype, array.shape, owns=True)
 
 
@@ -231,14 +158,20 @@ def _make_specializer(original: Callable[..., Any]) -> Callable[..., Any]:
         arg: Any, specialize_extra: Any, is_const: bool = False, specialize_value: bool = True, align: bool = True
     ) -> Any:
         t = type(arg)
-        if t is int and 0 < arg < 2**31 and _is_live_usm_address(arg):
+        if t is int and 0 < arg < 2**31 and _is_current_usm_address(arg):
             # A raw address that happens to be small is still an address: 64-bit, like a GPU's.
             return ("i64", specialize_extra(arg, "int", align=align) if specialize_value else None)
         if (t is int or t is float) and fast:
             return _scalar_spec(arg, specialize_extra, specialize_value, align)
         if t is int or t is float or t is bool or arg is None:
             return original(arg, specialize_extra, is_const, specialize_value, align)
-        addr = _untyped_address(arg)
+        try:
+            addr = _untyped_address(arg)
+        except ClosedError:
+            raise KernelArgumentError(
+                f"a {type(arg).__name__} whose memory was freed (closed) was passed as a kernel argument",
+                "pass live device memory of the launching session",
+            ) from None
         if addr is not None:
             # Untyped device memory is an address: always a 64-bit integer, like the blog's ints.
             key = specialize_extra(addr, "int", align=align) if specialize_value else None
@@ -267,36 +200,189 @@ def _make_specializer(original: Callable[..., Any]) -> Callable[..., Any]:
     return specialize_impl
 
 
-# Sessions pushed on any URDriver: their live USM ranges decide whether a small int is an address.
-_LIVE_SESSIONS: list[Session] = []
+def _is_current_usm_address(value: int) -> bool:
+    act = _CURRENT.get()
+    return act is not None and act.session.is_usm_address(value)
 
 
-def _is_live_usm_address(value: int) -> bool:
-    return any(not s.closed and s.is_usm_address(value) for s in _LIVE_SESSIONS)
+# --- activation state ----------------------------------------------------------------------------
+
+# What this thread (or asyncio task) launches on: set by activate(), never shared between threads.
+_CURRENT: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("xpukit_ur_active", default=None)
+# Process-wide: Triton's driver and JITFunction.run are global, so they are swapped while at least
+# one activate() block is open anywhere and restored when the last one ends.
+_GLOBAL_LOCK = threading.Lock()
+_GLOBAL_DEPTH = 0
+_SAVED: dict[str, Any] = {}
 
 
-_SPEC_LOCK = threading.Lock()
-_SPEC_DEPTH = 0
+@dataclasses.dataclass
+class _Active:
+    driver: URDriver
+    session: Session
+    device_key: str
+    target: Any
+    stream: _Stream
+    table_key: tuple[str, bool]  # fast-path table: device key and TRITON_DEBUG as read at activate()
 
 
-def _install_specializer() -> None:
-    global _SPEC_DEPTH
+def _enter_global(drv: URDriver) -> None:
+    global _GLOBAL_DEPTH
     import triton.runtime.jit as jit
+    from triton.runtime.driver import driver as triton_driver
 
-    with _SPEC_LOCK:
-        if _SPEC_DEPTH == 0 and not hasattr(jit.specialize_impl, "_xpukit_original"):
+    with _GLOBAL_LOCK:
+        if _GLOBAL_DEPTH == 0:
+            _SAVED["driver"] = triton_driver.active
+            _SAVED["specialize_impl"] = jit.specialize_impl
+            _SAVED["run"] = jit.JITFunction.run
             jit.specialize_impl = _make_specializer(jit.specialize_impl)
-        _SPEC_DEPTH += 1
+            jit.JITFunction.run = _make_fast_run(jit.JITFunction.run)
+            triton_driver.set_active(drv)
+        _GLOBAL_DEPTH += 1
 
 
-def _remove_specializer() -> None:
-    global _SPEC_DEPTH
+def _leave_global() -> None:
+    global _GLOBAL_DEPTH
     import triton.runtime.jit as jit
+    from triton.runtime.driver import driver as triton_driver
 
-    with _SPEC_LOCK:
-        _SPEC_DEPTH -= 1
-        if _SPEC_DEPTH == 0 and hasattr(jit.specialize_impl, "_xpukit_original"):
-            jit.specialize_impl = jit.specialize_impl._xpukit_original
+    with _GLOBAL_LOCK:
+        _GLOBAL_DEPTH -= 1
+        if _GLOBAL_DEPTH == 0:
+            jit.specialize_impl = _SAVED.pop("specialize_impl")
+            jit.JITFunction.run = _SAVED.pop("run")
+            previous = _SAVED.pop("driver")
+            if previous is triton_driver.default:
+                triton_driver.reset_active()
+            else:
+                triton_driver.set_active(previous)
+
+
+# --- the compiled-launch table (Triton's JITFunction.run, short-circuited) -----------------------
+
+
+class _FastEntry:
+    """One specialization of one kernel on one device: what Triton's run would pick, and per
+    session the loaded kernel whose checked launcher takes the arguments."""
+
+    __slots__ = ("bound", "defaults", "kernel", "param_names", "pick")
+
+    def __init__(self, kernel: Any, pick: Callable[[tuple], tuple], param_names: tuple[str, ...], defaults: dict):
+        self.kernel = kernel
+        self.pick = pick
+        self.param_names = param_names
+        self.defaults = defaults
+        self.bound: dict[int, BoundKernel] = {}
+
+    def meta(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """What Triton hands a grid callable: every parameter by name."""
+        meta = dict(self.defaults)
+        meta.update(zip(self.param_names, args, strict=False))
+        for k, v in kwargs.items():
+            if k in meta or k in self.param_names:
+                meta[k] = v
+        return meta
+
+
+class _FastTable:
+    """Per JITFunction: (device, TRITON_DEBUG, argument key) -> :class:`_FastEntry`."""
+
+    MAX_ENTRIES = 512  # a call pattern that never repeats stops filling it (Triton's path still runs)
+
+    def __init__(self, fn: Any) -> None:
+        import inspect
+
+        modes = []
+        for p in fn.params:
+            if p.is_constexpr:
+                modes.append("c")
+            elif p.do_not_specialize:
+                modes.append("v")
+            elif p.do_not_specialize_on_alignment:
+                modes.append("a")
+            else:
+                modes.append("s")
+        self.modes = "".join(modes).encode()
+        self.names = tuple(p.name for p in fn.params)
+        self.constexpr = {p.name for p in fn.params if p.is_constexpr}
+        sig = inspect.signature(fn.fn)
+        self.defaults = {
+            n: prm.default for n, prm in sig.parameters.items() if prm.default is not inspect.Parameter.empty
+        }
+        self.entries: dict[tuple, _FastEntry] = {}
+        self.lock = threading.Lock()
+
+    def record(self, table_key: tuple, key: tuple, kernel: Any, args: tuple, kwargs: dict, session: Session) -> None:
+        """Remember what Triton's own run just launched, when this call's shape allows it: every
+        non-constexpr parameter positional, keywords only for constexprs and compile options."""
+        launcher = kernel.run
+        function = getattr(kernel, "function", None)
+        if not isinstance(launcher, URLauncher) or not isinstance(function, _URFunction):
+            return
+        # The compiled kernel's own parameters: Triton also makes an int equal to 1 a constexpr.
+        idx = launcher.user_index
+        if len(self.entries) >= self.MAX_ENTRIES or not idx or idx[-1] >= len(args):
+            return
+        if any(k in self.names and k not in self.constexpr for k in kwargs):
+            return
+        bound = function.bound.get(id(session))
+        if bound is None or bound.session is not session or bound.abi.scratch:
+            return
+        pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda a, i=idx[0]: (a[i],))
+        with self.lock:
+            entry = self.entries.get((table_key, key))
+            if entry is None:
+                entry = _FastEntry(kernel, pick, self.names, self.defaults)
+                self.entries[(table_key, key)] = entry
+            if entry.kernel is kernel:
+                entry.bound[id(session)] = bound
+
+
+def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    """JITFunction.run with a per-kernel table of compiled launches: a call whose arguments give a
+    key seen before (same device, same specialization, same constexprs and options) skips
+    Triton's binder, cache lookup and launcher and goes straight to the kernel's checked launcher.
+    Anything else (first call, hooks, warmup, benchmarking, an argument the key does not cover)
+    runs Triton's own code, serialised by the compile lock."""
+    from triton.compiler import CompiledKernel
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        act = _CURRENT.get()
+        if (
+            act is None
+            or warmup
+            or act.stream.events is not None
+            or self.pre_run_hooks
+            or CompiledKernel.launch_enter_hook is not None
+            or CompiledKernel.launch_exit_hook is not None
+        ):
+            with COMPILE_LOCK:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        table = self.__dict__.get("_xpukit_fast")
+        if table is None:
+            table = self.__dict__.setdefault("_xpukit_fast", _FastTable(self))
+        session = act.session
+        key = fast_key(args, kwargs, table.modes, session.allocations)
+        entry = table.entries.get((act.table_key, key)) if key is not None else None
+        bound = entry.bound.get(id(session)) if entry is not None else None
+        if bound is None or bound.session is not session or self.used_global_vals:
+            with COMPILE_LOCK:
+                kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            if key is not None and kernel is not None:
+                table.record(act.table_key, key, kernel, args, kwargs, session)
+            return kernel
+        if callable(grid):
+            grid = grid(entry.meta(args, kwargs))
+        n = len(grid)
+        bound._launch(
+            act.stream.queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args)
+        )
+        act.driver.stats.launches += 1
+        return entry.kernel
+
+    run._xpukit_original = original  # type: ignore[attr-defined]
+    return run
 
 
 # --- binaries and the launcher -----------------------------------------------------------------
@@ -306,7 +392,7 @@ class _URFunction:
     """What ``load_binary`` returns as Triton's module/function: one kernel's SPIR-V, loaded lazily
     on each session it runs on (a compiled kernel is shared by every session on the same device)."""
 
-    __slots__ = ("bound", "form", "name", "options", "programs", "sha256", "spirv")
+    __slots__ = ("addresses", "bound", "form", "lock", "name", "options", "programs", "sha256", "spirv")
 
     def __init__(self, name: str, spirv: bytes, options: str, form: str = "spirv") -> None:
         self.name = name
@@ -314,8 +400,11 @@ class _URFunction:
         self.sha256 = hashlib.sha256(spirv).hexdigest()
         self.options = options
         self.form = form  # "spirv" | "zebin" (Triton's native stage: loaded as is, no driver JIT)
+        # Integer parameters the kernel casts to pointers: checked like pointers at launch.
+        self.addresses = spv.address_parameters(spirv, name) if form == "spirv" else frozenset()
         self.programs: dict[int, Any] = {}  # id(session) -> Program built by load_binary
-        self.bound: dict[int, BoundKernel] = {}  # id(session) -> loaded kernel with its argument cache
+        self.bound: dict[int, BoundKernel] = {}  # id(session) -> loaded kernel with its launcher
+        self.lock = threading.Lock()
 
 
 class _Stream:
@@ -323,7 +412,7 @@ class _Stream:
 
     __slots__ = ("events", "queue", "session")
 
-    def __init__(self, session: Session, queue: Queue, events: list[c_void_p] | None = None) -> None:
+    def __init__(self, session: Session, queue: Queue, events: list[Event] | None = None) -> None:
         self.session = session
         self.queue = queue
         self.events = events  # a list while benchmarking: each launch's UR event is appended
@@ -342,7 +431,8 @@ class DriverStats:
 
 class URLauncher:
     """Triton's ``launcher_cls``: ``launcher(gx, gy, gz, stream, function, packed_metadata,
-    launch_metadata, enter_hook, exit_hook, *all_arguments)``."""
+    launch_metadata, enter_hook, exit_hook, *all_arguments)``. Triton's own path (first calls,
+    hooks, benchmarking); repeated calls take the compiled-launch table above."""
 
     def __init__(self, driver: URDriver, src: Any, metadata: Any) -> None:
         self.driver = driver
@@ -354,47 +444,46 @@ class URLauncher:
                     f"kernel {fn.__name__}: tuple argument {name!r} is not supported by xpukit's UR driver",
                     "pass the tuple's elements as separate arguments",
                 )
+        self.fn = fn
         names = list(fn.arg_names)
         self.user_index = [i for i, n in enumerate(names) if sig.get(n) != "constexpr"]
         self.signature = {n: sig[n] for n in names if sig.get(n) != "constexpr"}
         self.constexprs = {n: v for n, v in getattr(src, "constants", {}).items()}
-        self.abi = LaunchABI.from_metadata(fn, self.signature, metadata)
         self.metadata = metadata
-        # 64-bit integer parameters may receive untyped device memory (the blog's addresses).
-        self.addr_slots = [j for j, p in enumerate(self.abi.params) if p.ty in ("i64", "u64")]
         self.pick = operator.itemgetter(*self.user_index) if self.user_index else (lambda _args: ())
         self.single = len(self.user_index) == 1
-        # The previous launch: (bound kernel, plain argument values, their types, grid). A launch
-        # with exactly those values (ints/floats/bools only) on the same kernel re-enqueues without
-        # converting or setting arguments again: the UR kernel still holds them.
-        self._previous: tuple | None = None
 
     def _bound(self, function: _URFunction, session: Session) -> BoundKernel:
         sid = id(session)
         bound = function.bound.get(sid)
         if bound is not None and bound.session is session and not bound.closed:
             return bound
-        for k in [k for k, b in function.bound.items() if b.closed]:  # sessions that have closed
-            del function.bound[k]
-        program = function.programs.pop(sid, None)
-        if program is None or program.closed:
-            program = self.driver._load_program(function, session)
-        art = CompiledArtifact(
-            name=function.name,
-            spirv=function.spirv,
-            spirv_sha256=function.sha256,
-            metadata=self.metadata,
-            signature=self.signature,
-            constexprs=self.constexprs,
-            abi=self.abi,
-        )
-        try:
-            bound = BoundKernel(session, art, program)
-        except BaseException:
-            program.close()
-            raise
-        function.bound[sid] = bound
-        return bound
+        with function.lock:
+            bound = function.bound.get(sid)
+            if bound is not None and bound.session is session and not bound.closed:
+                return bound
+            for k in [k for k, b in function.bound.items() if b.closed]:  # sessions that have closed
+                del function.bound[k]
+            program = function.programs.pop(sid, None)
+            if program is None or program.closed or program._session is not session:
+                program = self.driver._load_program(function, session)
+            abi = LaunchABI.from_metadata(self.fn, self.signature, self.metadata, function.addresses)
+            art = CompiledArtifact(
+                name=function.name,
+                spirv=function.spirv,
+                spirv_sha256=function.sha256,
+                metadata=self.metadata,
+                signature=self.signature,
+                constexprs=self.constexprs,
+                abi=abi,
+            )
+            try:
+                bound = BoundKernel(session, art, program)
+            except BaseException:
+                program.close()
+                raise
+            function.bound[sid] = bound
+            return bound
 
     def __call__(
         self,
@@ -415,80 +504,26 @@ class URLauncher:
                 "launch inside `with xpukit.runtime.triton_driver.activate(session):`",
             )
         session = stream.session
-        if session._closed:
+        if session.closed:
             raise ClosedError("the session of this launch is closed", "open a new Session and activate it")
+        if not isinstance(function, _URFunction):
+            raise XpukitError(
+                f"kernel {self.fn.__name__} was not loaded by xpukit's UR driver",
+                "compile and launch it inside `activate(session)`",
+            )
         picked = self.pick(args)
         if self.single:
             picked = (picked,)
-        prev = self._previous
-        if (
-            prev is not None
-            and prev[0].session is session
-            and prev[1] == picked
-            and prev[3] == (gx, gy, gz)
-            and tuple(map(type, picked)) == prev[2]
-        ):
-            if stream.events is None and enter_hook is None and exit_hook is None:
-                prev[0].relaunch(stream.queue.handle)  # the common case, kept short
-                self.driver.stats.launches += 1
-            else:
-                self._enqueue_again(prev[0], stream, launch_metadata, enter_hook, exit_hook)
-            return
-        self._previous = None
-        values = list(picked)
-        for j in self.addr_slots:
-            v = values[j]
-            if type(v) is not int:
-                addr = _untyped_address(v)
-                if addr is not None:
-                    values[j] = addr
-        values = self.abi.convert(values)  # every check before any UR call
-        try:
-            g = (int(gx), int(gy), int(gz))
-        except (TypeError, ValueError):
-            raise KernelArgumentError(
-                f"grid ({gx!r}, {gy!r}, {gz!r}) is not integers", "pass e.g. (n_blocks,)"
-            ) from None
-        if g[0] < 0 or g[1] < 0 or g[2] < 0:
-            raise KernelArgumentError(f"grid {g} has a negative size", "pass non-negative program counts")
-        if not (g[0] and g[1] and g[2]):
-            return  # an empty grid launches nothing, as Triton's own launchers do
-        if not isinstance(function, _URFunction):
-            raise XpukitError(
-                f"kernel {self.abi.kernel_name} was not loaded by xpukit's UR driver",
-                "compile and launch it inside `activate(session)`",
-            )
         bound = self._bound(function, session)
         if enter_hook is not None:
             enter_hook(launch_metadata)
-        if stream.events is None:
-            bound.enqueue(values, g, stream.queue.handle)
-        else:
-            ev = c_void_p()
-            bound.enqueue(values, g, stream.queue.handle, ev)
-            stream.events.append(ev)
+        want_event = stream.events is not None
+        event = stream.queue.submit(bound.launcher, (gx, gy, gz), picked, want_event)
+        if event is not None:
+            stream.events.append(event)
         self.driver.stats.launches += 1
-        types = tuple(map(type, picked))
-        if all(t in _PLAIN for t in types):
-            self._previous = (bound, picked, types, (gx, gy, gz))
         if exit_hook is not None:
             exit_hook(launch_metadata)
-
-    def _enqueue_again(self, bound: BoundKernel, stream: _Stream, meta: Any, enter_hook: Any, exit_hook: Any) -> None:
-        if enter_hook is not None:
-            enter_hook(meta)
-        if stream.events is None:
-            bound.relaunch(stream.queue.handle)
-        else:
-            ev = c_void_p()
-            bound.relaunch(stream.queue.handle, ev)
-            stream.events.append(ev)
-        self.driver.stats.launches += 1
-        if exit_hook is not None:
-            exit_hook(meta)
-
-
-_PLAIN = (int, float, bool)
 
 
 class _Utils:
@@ -507,24 +542,15 @@ class _Utils:
         self._driver.session.synchronize()
 
 
-@dataclasses.dataclass
-class _Active:
-    session: Session
-    device_key: str
-    target: Any
-    stream: _Stream
-
-
 _SERIALS = itertools.count()
-_PROFILING_START = 2  # UR_PROFILING_INFO_COMMAND_START (same value 2025.0-2025.3)
-_PROFILING_END = 3  # UR_PROFILING_INFO_COMMAND_END
 
 
 class URDriver:
     """Triton's driver interface on Unified Runtime (see the module docstring).
 
     Use :func:`activate` for a scoped activation; one process-wide instance (:func:`default_driver`)
-    is enough, since sessions are pushed and popped on it. ``cache``: a :class:`ProgramCache`
+    is enough. What a launch runs on is per thread (and per asyncio task): the session of the
+    innermost ``activate`` block of the calling context. ``cache``: a :class:`ProgramCache`
     (default: ``$XPUKIT_CACHE_DIR/ur-programs``), or False for none.
     """
 
@@ -534,9 +560,9 @@ class URDriver:
         )
         self.stats = DriverStats()
         self.utils = _Utils(self)
-        self._stack: list[_Active] = []
         self._devices: dict[str, Any] = {}  # device key -> DeviceInfo
         self._profiling: dict[int, Queue] = {}
+        self._lock = threading.Lock()
         self._serial = next(_SERIALS)
 
     # -- Triton's driver interface ---------------------------------------------------------------
@@ -549,36 +575,30 @@ class URDriver:
         return URLauncher(self, src, metadata)
 
     def _top(self) -> _Active:
-        if not self._stack:
+        act = _CURRENT.get()
+        if act is None:
             raise NoActiveSession(
-                "no xpukit session is active for this Triton launch",
-                "wrap it in `with ur.Session(...) as s, xpukit.runtime.triton_driver.activate(s):`",
+                "no xpukit session is active for this Triton launch in this thread",
+                "wrap it in `with ur.Session(...) as s, xpukit.runtime.triton_driver.activate(s):` in the same thread",
             )
-        top = self._stack[-1]
-        if top.session.closed:
+        if act.session.closed:
             raise NoActiveSession(
                 "the session activated for Triton launches is closed",
                 "keep the session open for the whole `activate(session)` block",
             )
-        return top
+        return act
 
     @property
     def session(self) -> Session:
-        """The session launches currently run on."""
+        """The session launches of the calling thread run on."""
         return self._top().session
 
     def get_current_device(self) -> str:
         # A string key, never an int: Triton keys each JITFunction's compiled variants by device,
         # and an int could collide with Triton's own XPU driver's device 0 in the same process.
-        stack = self._stack
-        if stack and not stack[-1].session._closed:  # the per-launch path: no extra calls
-            return stack[-1].device_key
         return self._top().device_key
 
     def get_current_stream(self, device: Any = None) -> _Stream:
-        stack = self._stack
-        if stack and not stack[-1].session._closed:
-            return stack[-1].stream
         return self._top().stream
 
     def get_current_target(self) -> Any:
@@ -597,18 +617,16 @@ class URDriver:
         )
 
     def get_benchmarker(self) -> Callable[..., Any]:
-        return self.do_bench
+        return do_bench
 
     def map_python_to_cpp_type(self, ty: str) -> str:  # pragma: no cover - only newer Triton asks
         return ty
 
     # -- sessions --------------------------------------------------------------------------------
-    def _push(self, session: Session) -> _Active:
+    def _make_active(self, session: Session) -> _Active:
         if session.closed:
             raise ClosedError("session used after close()", "open a new Session")
         from triton.backends.compiler import GPUTarget
-
-        from xpukit.runtime.tritonc import xpu_backend
 
         xpu_backend()  # before Triton constructs the Intel backend: the torch/SYCL-free arch parser
         dev = session.device
@@ -616,27 +634,23 @@ class URDriver:
         # One key per driver and device: variants compiled under this driver stay with it.
         text = f"{self._serial}|" + json.dumps(props, sort_keys=True) + "|" + dev.cache_key()
         key = "xpukit-ur:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        self._devices[key] = dev
-        act = _Active(session, key, GPUTarget("xpu", props, 32), _Stream(session, session.queue))
-        self._stack.append(act)
-        _LIVE_SESSIONS.append(session)
-        return act
-
-    def _pop(self, act: _Active) -> None:
-        self._stack.remove(act)
-        _LIVE_SESSIONS.remove(act.session)
-        # Profiling queues belong to their session (closed with it); forget those already closed.
-        for k in [k for k, q in self._profiling.items() if q.closed]:
-            del self._profiling[k]
+        with self._lock:
+            self._devices[key] = dev
+        debug = os.environ.get("TRITON_DEBUG", "0") == "1"
+        return _Active(self, session, key, GPUTarget("xpu", props, 32), _Stream(session, session.queue), (key, debug))
 
     @contextlib.contextmanager
     def use(self, session: Session) -> Iterator[URDriver]:
-        """Route launches to ``session`` inside the block (without changing Triton's active driver)."""
-        act = self._push(session)
+        """Route this context's launches to ``session`` inside the block (Triton's active driver
+        is left alone; :func:`activate` also sets it)."""
+        token = _CURRENT.set(self._make_active(session))
         try:
             yield self
         finally:
-            self._pop(act)
+            _CURRENT.reset(token)
+            with self._lock:  # profiling queues belong to their session; forget closed ones
+                for k in [k for k, q in self._profiling.items() if q.closed]:
+                    del self._profiling[k]
 
     def device_properties(self, device: Any) -> dict[str, Any]:
         dev = self._devices.get(device)
@@ -669,16 +683,11 @@ class URDriver:
                     "drop generate_native_code / unset TRITON_XPU_GEN_NATIVE_CODE on this device",
                 )
             function = _URFunction(name, code, build_flags or "", form="zebin")
-            function.programs[id(session)] = self._load_program(function, session)
-            self.stats.variants += 1
-            return function, function, 0, 0
-        if session.device.type == "cpu":
-            code = spv.patch_for_cpu(code)
+        elif session.device.type == "cpu":
             # Triton's build flags are Intel GPU compiler options; the CPU runtime has none of them.
-            options = ""
+            function = _URFunction(name, spv.patch_for_cpu(code), "")
         else:
-            options = build_flags or ""
-        function = _URFunction(name, code, options)
+            function = _URFunction(name, code, build_flags or "")
         function.programs[id(session)] = self._load_program(function, session)  # build errors surface here
         self.stats.variants += 1
         return function, function, 0, 0
@@ -697,6 +706,14 @@ class URDriver:
         return session.program_from_spirv(function.spirv, function.options)
 
     # -- benchmarking ----------------------------------------------------------------------------
+    def _profiling_queue(self, session: Session) -> Queue:
+        with self._lock:
+            queue = self._profiling.get(id(session))
+            if queue is None or queue.closed or queue._session is not session:
+                queue = session.new_queue(profiling=True)
+                self._profiling[id(session)] = queue
+            return queue
+
     def do_bench(
         self,
         fn: Callable[[], Any],
@@ -708,17 +725,13 @@ class URDriver:
     ) -> Any:
         """Time ``fn`` (which launches Triton kernels) with UR event profiling, in milliseconds.
 
-        Each repetition's time is from the first launch's start to the last launch's end, read with
-        ``urEventGetProfilingInfo`` on a profiling queue of the active session. Same contract as
-        ``triton.testing.do_bench``: ``quantiles`` -> a list, else ``return_mode`` (min, max, mean,
-        median, all)."""
+        Each repetition's time is from the first launch's start to the last launch's end
+        (:meth:`~xpukit.runtime.ur.core.Event.profile`) on a profiling queue of the calling
+        thread's session. Same contract as ``triton.testing.do_bench``: ``quantiles`` -> a list,
+        else ``return_mode`` (min, max, mean, median, all)."""
         top = self._top()
         session = top.session
-        queue = self._profiling.get(id(session))
-        if queue is None or queue.closed:
-            queue = session.new_queue(profiling=True)
-            self._profiling[id(session)] = queue
-        get_info = _profiling_fn(session.lib)
+        queue = self._profiling_queue(session)
         stream = _Stream(session, queue, [])
         self.stats.benchmarks += 1
         saved = top.stream
@@ -726,16 +739,16 @@ class URDriver:
         try:
             fn()
             session.synchronize()
-            est = statistics.median(_time_once(fn, stream, session, get_info) for _ in range(5))
+            est = statistics.median(_time_once(fn, stream) for _ in range(5))
             n_warmup = max(1, min(1000, int(warmup / max(est, 1e-6))))
             n_repeat = max(1, min(1000, int(rep / max(est, 1e-6))))
             for _ in range(n_warmup):
                 fn()
             queue.finish()
-            times = [_time_once(fn, stream, session, get_info) for _ in range(n_repeat)]
+            times = [_time_once(fn, stream) for _ in range(n_repeat)]
         finally:
             top.stream = saved
-            _release_events(session, stream)
+            _release_events(stream)
         if quantiles is not None:
             ordered = sorted(times)
             out = [_quantile(ordered, q) for q in quantiles]
@@ -757,46 +770,30 @@ def _quantile(sorted_times: list[float], q: float) -> float:
     return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
 
 
-def _profiling_fn(lib: Any) -> Any:
-    # Same prototype in every supported release (2025.0-2025.3 headers); not in the shared binding.
-    fn = getattr(lib, "_xpukit_event_profiling", None)
-    if fn is None:
-        fn = lib.raw.urEventGetProfilingInfo
-        fn.argtypes = [c_void_p, c_uint32, c_size_t, c_void_p, ctypes.POINTER(c_size_t)]
-        fn.restype = ctypes.c_int32
-        lib._xpukit_event_profiling = fn
-    return fn
-
-
-def _time_once(fn: Callable[[], Any], stream: _Stream, session: Session, get_info: Any) -> float:
+def _time_once(fn: Callable[[], Any], stream: _Stream) -> float:
     """One call of ``fn``: (end of its last launch - start of its first) in ms, from UR events."""
     events = stream.events
     assert events is not None
-    _release_events(session, stream)
+    _release_events(stream)
     fn()
     if not events:
         raise XpukitError(
             "the benchmarked call launched no kernel through xpukit's UR driver",
             "benchmark a call that launches Triton kernels inside activate(session)",
         )
-    last = (c_void_p * 1)(events[-1])
-    session.lib.urEventWait(1, last)
-    start, end = c_uint64(), c_uint64()
-    for ev, prop, out in ((events[0], _PROFILING_START, start), (events[-1], _PROFILING_END, end)):
-        code = get_info(ev, prop, ctypes.sizeof(out), byref(out), None)
-        if code:
-            raise_result(code, "urEventGetProfilingInfo")
-    _release_events(session, stream)
-    return (end.value - start.value) / 1e6
+    events[-1].wait()
+    start, _ = events[0].profile()
+    _, end = events[-1].profile()
+    _release_events(stream)
+    return (end - start) / 1e6
 
 
-def _release_events(session: Session, stream: _Stream) -> None:
+def _release_events(stream: _Stream) -> None:
     events = stream.events
     if not events:
         return
     for ev in events:
-        if ev.value:
-            session.lib.urEventRelease(ev)
+        ev.close()
     events.clear()
 
 
@@ -816,32 +813,30 @@ def default_driver() -> URDriver:
 
 
 def _active_driver() -> URDriver:
-    """Triton's active driver when it is a UR driver, else the default one."""
-    from triton.runtime.driver import driver as triton_driver
+    """The driver of the calling context's activation, else the default one."""
+    act = _CURRENT.get()
+    return act.driver if act is not None else default_driver()
 
-    active = triton_driver.active
-    return active if isinstance(active, URDriver) else default_driver()
+
+def current_session() -> Session:
+    """The session of the calling thread's innermost ``activate`` block."""
+    return _active_driver()._top().session
 
 
 @contextlib.contextmanager
 def activate(session: Session, driver: URDriver | None = None) -> Iterator[URDriver]:
-    """Make Triton launch through UR on ``session`` inside the block; restore Triton's previous
-    driver afterwards (nested blocks restore in order)."""
-    from triton.runtime.driver import driver as triton_driver
-
+    """Make Triton launch through UR on ``session`` inside the block, for the calling thread (or
+    asyncio task) only: other threads keep their own sessions, and a thread with none gets
+    :class:`NoActiveSession`. While any block is open, Triton's active driver is xpukit's and
+    ``JITFunction.run``/``specialize_impl`` are wrapped (see the module docstring); the last block
+    to end restores them."""
     drv = driver or default_driver()
     with drv.use(session):
-        previous = triton_driver.active
-        _install_specializer()
-        triton_driver.set_active(drv)
+        _enter_global(drv)
         try:
             yield drv
         finally:
-            if previous is triton_driver.default:
-                triton_driver.reset_active()
-            else:
-                triton_driver.set_active(previous)
-            _remove_specializer()
+            _leave_global()
 
 
 def do_bench(
@@ -852,7 +847,6 @@ def do_bench(
     return_mode: str = "mean",
     **kwargs: Any,
 ) -> Any:
-    """UR-event-profiled benchmarker for ``triton.autotune(..., do_bench=do_bench)`` when the
-    decorator runs outside ``activate`` (Triton asks the active driver for it at decoration time).
-    Times on whatever session is active when it runs."""
+    """UR-event-profiled benchmarker for ``triton.autotune(..., do_bench=do_bench)`` (Triton asks
+    the active driver for it at decoration time). Times on the calling thread's session."""
     return _active_driver().do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode, **kwargs)

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
+
+# Triton's compiler is not safe to enter from several threads at once (CPython 3.11's sysconfig
+# initialisation, reached through it, races): every compile in this process takes this lock.
+COMPILE_LOCK = threading.RLock()
 
 # SYCL experimental architecture enum values (sycl::ext::oneapi::experimental::architecture).
 SYCL_ARCH = {
@@ -186,4 +191,5 @@ def compile_kernel(
         )
     target_obj = gpu_target(props)
     src = ASTSource(fn, full_signature, constexprs=constexprs)
-    return triton.compile(src, target=target_obj, options=dict(options or {}))
+    with COMPILE_LOCK:
+        return triton.compile(src, target=target_obj, options=dict(options or {}))

@@ -131,6 +131,19 @@ PROGRAM_INFO_NUM_KERNELS = 7
 PROGRAM_INFO_KERNEL_NAMES = 8
 PROGRAM_BUILD_INFO_LOG = 2
 
+PROFILING_INFO_COMMAND_START = 2  # ur_profiling_info_t
+PROFILING_INFO_COMMAND_END = 3
+
+STRUCTURE_TYPE_QUEUE_PROPERTIES = 14  # ur_structure_type_t
+QUEUE_FLAG_PROFILING_ENABLE = 0x2  # ur_queue_flag_t
+
+
+class QueueProperties(ctypes.Structure):
+    """ur_queue_properties_t."""
+
+    _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("flags", c_uint32)]
+
+
 # --- handle types -------------------------------------------------------------------------------
 handle = c_void_p
 handle_p = POINTER(c_void_p)
@@ -175,6 +188,7 @@ COMMON_PROTOTYPES: dict[str, list] = {
     "urKernelRelease": [handle],
     "urEventWait": [c_uint32, handle_p],
     "urEventRelease": [handle],
+    "urEventGetProfilingInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
 }
 
 # urPlatformGet: up to 2025.2 an adapter array, from 2025.3 one adapter.

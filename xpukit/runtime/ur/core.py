@@ -8,22 +8,26 @@ collector; using a closed object raises :class:`~xpukit.runtime.ur.errors.Closed
 
 from __future__ import annotations
 
-import bisect
+import collections
 import ctypes
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from ctypes import byref, c_size_t, c_uint32, c_uint64, c_void_p
 from typing import Any
 
 from xpukit.runtime.ur import _api
+from xpukit.runtime.ur import launcher as _launcher
 from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
     ClosedError,
     DeviceNotFound,
+    KernelArgumentError,
     UrError,
     error_class,
+    raise_result,
 )
 from xpukit.runtime.ur.loader import UrLibrary, load
 
@@ -134,7 +138,7 @@ class USMAllocation(_Resource):
 
     def _release(self) -> None:
         s = self._session
-        s._untrack_usm(self._ptr)
+        s._untrack_usm(self._ptr, self.nbytes)
         s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
 
     def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
@@ -174,19 +178,94 @@ class USMAllocation(_Resource):
         return f"<USMAllocation {self.kind} {self.nbytes} B {state}>"
 
 
+class DeviceArray:
+    """Typed device memory: what Triton's binder takes as a tensor (``data_ptr()`` and ``dtype``).
+
+    A view of a :class:`~xpukit.runtime.ur.USMAllocation` (``owns=True``: closing the view frees it).
+    ``dtype`` is a numpy dtype, so Triton types the pointer argument from ``str(dtype)``.
+    """
+
+    __slots__ = ("alloc", "dtype", "owns", "shape")
+
+    def __init__(
+        self, alloc: USMAllocation, dtype: Any, shape: int | Sequence[int] | None = None, owns: bool = False
+    ) -> None:
+        import numpy as np
+
+        self.alloc = alloc
+        self.dtype = np.dtype(dtype)
+        if shape is None:
+            shape = alloc.nbytes // self.dtype.itemsize
+        self.shape: tuple[int, ...] = (int(shape),) if isinstance(shape, int) else tuple(int(d) for d in shape)
+        if self.nbytes > alloc.nbytes:
+            raise KernelArgumentError(
+                f"a {self.shape} {self.dtype} view needs {self.nbytes} bytes; the allocation has {alloc.nbytes}",
+                "allocate enough bytes or pass a smaller shape",
+            )
+        self.owns = owns
+
+    def data_ptr(self) -> int:
+        return self.alloc.ptr  # raises ClosedError after close
+
+    @property
+    def ptr(self) -> int:
+        return self.alloc.ptr
+
+    @property
+    def closed(self) -> bool:
+        return self.alloc.closed
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    def stride(self, dim: int | None = None) -> Any:
+        strides, acc = [], 1
+        for d in reversed(self.shape):
+            strides.append(acc)
+            acc *= d
+        strides.reverse()
+        return tuple(strides) if dim is None else strides[dim]
+
+    def to_numpy(self) -> Any:
+        """Blocking copy to a new host array of this shape and dtype."""
+        import numpy as np
+
+        return self.alloc.copy_to(np.empty(self.shape, dtype=self.dtype))
+
+    def copy_from(self, array: Any) -> DeviceArray:
+        import numpy as np
+
+        self.alloc.copy_from(np.ascontiguousarray(array, dtype=self.dtype))
+        return self
+
+    def close(self) -> None:
+        if self.owns:
+            self.alloc.close()
+
+    def __enter__(self) -> DeviceArray:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<DeviceArray {self.shape} {self.dtype} {self.alloc!r}>"
+
+
 def UrError_invalid_size(nbytes: int) -> UrError:
     return error_class("UR_RESULT_ERROR_INVALID_USM_SIZE")(
         "urUSM*Alloc", f"size {nbytes} must be positive", fix="allocate at least one byte"
     )
-
-
-_STYPE_QUEUE_PROPERTIES = 14  # UR_STRUCTURE_TYPE_QUEUE_PROPERTIES (2025.0-2025.3 headers)
-_QUEUE_FLAG_PROFILING_ENABLE = 0x2  # UR_QUEUE_FLAG_PROFILING_ENABLE
-
-
-class _QueueProperties(ctypes.Structure):
-    # ur_queue_properties_t, identical in 2025.0-2025.3
-    _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("flags", c_uint32)]
 
 
 class Queue(_Resource):
@@ -198,11 +277,11 @@ class Queue(_Resource):
         out = c_void_p()
         props = None
         if profiling:  # events of this queue carry start/end timestamps (urEventGetProfilingInfo)
-            props = byref(_QueueProperties(_STYPE_QUEUE_PROPERTIES, None, _QUEUE_FLAG_PROFILING_ENABLE))
+            flags = _api.QUEUE_FLAG_PROFILING_ENABLE
+            props = byref(_api.QueueProperties(_api.STRUCTURE_TYPE_QUEUE_PROPERTIES, None, flags))
         session.lib.urQueueCreate(session._ctx, session._device, props, byref(out))
         self.profiling = profiling
         self._lib = session.lib
-        self._launch = _launcher(session.lib)
         super().__init__(session, out.value)
 
     def _release(self) -> None:
@@ -215,29 +294,61 @@ class Queue(_Resource):
     def memcpy(self, dst: int, src: int, nbytes: int, blocking: bool = True) -> None:
         self._lib.urEnqueueUSMMemcpy(self.handle, blocking, dst, src, nbytes, 0, None, None)
 
-    def launch(self, kernel: Kernel, global_size: Sequence[int], local_size: Sequence[int] | None = None) -> None:
-        """Enqueue ``kernel`` over an ND-range (arguments must already be set)."""
+    def launch(
+        self,
+        kernel: Kernel,
+        global_size: Sequence[int],
+        local_size: Sequence[int] | None = None,
+        event: bool = False,
+    ) -> Event | None:
+        """Enqueue ``kernel`` over an ND-range with the arguments already set on it: the one
+        Python call of urEnqueueKernelLaunch (the checked per-argument path is :meth:`submit`).
+        ``event=True`` returns the launch's :class:`Event`."""
         dims = len(global_size)
         if not 1 <= dims <= 3 or (local_size is not None and len(local_size) != dims):
             raise ValueError("global/local sizes must have the same length, 1 to 3")
         g = _api.size_array(list(global_size))
         loc = _api.size_array(list(local_size)) if local_size is not None else None
-        self._launch(self.handle, kernel.handle, dims, g, loc)
+        out = c_void_p() if event else None
+        ev = byref(out) if out is not None else None
+        if self._lib.abi.launch_has_properties:
+            self._lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, 0, None, ev)
+        else:
+            self._lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, ev)
+        return Event(self._session, out.value) if out is not None else None
+
+    def submit(self, launcher: ArgumentLauncher, grid: Sequence[int], args: Sequence[Any], event: bool = False) -> Any:
+        """Check ``args``, set the changed ones and enqueue over ``grid`` (Triton programs per
+        axis), atomically with respect to other threads; ``event=True`` returns an :class:`Event`."""
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        handle = launcher.launch(self.handle, g[0], g[1], g[2], args, event)
+        return Event(self._session, handle) if event and handle else None
 
 
-def _launcher(lib: UrLibrary) -> Any:
-    """``enqueue(queue, kernel, dims, global, local)`` for the release's urEnqueueKernelLaunch."""
-    call = lib.urEnqueueKernelLaunch
-    if lib.abi.launch_has_properties:
+class Event(_Resource):
+    """A UR event: wait for it, read its profiling timestamps (profiling queues), release it."""
 
-        def enqueue(q: Any, k: Any, dims: int, g: Any, loc: Any) -> None:
-            call(q, k, dims, None, g, loc, 0, None, 0, None, None)
-    else:
+    _kind = "event"
 
-        def enqueue(q: Any, k: Any, dims: int, g: Any, loc: Any) -> None:
-            call(q, k, dims, None, g, loc, 0, None, None)
+    def __init__(self, session: Session, handle: int) -> None:
+        self._lib = session.lib
+        super().__init__(session, handle)
 
-    return enqueue
+    def _release(self) -> None:
+        self._lib.urEventRelease(c_void_p(self._handle))
+
+    def wait(self) -> None:
+        events = (c_void_p * 1)(self.handle)
+        self._lib.urEventWait(1, events)
+
+    def profile(self) -> tuple[int, int]:
+        """(start, end) of the command in nanoseconds (urEventGetProfilingInfo; a profiling queue)."""
+        out = []
+        for prop in (_api.PROFILING_INFO_COMMAND_START, _api.PROFILING_INFO_COMMAND_END):
+            value = c_uint64()
+            self._lib.urEventGetProfilingInfo(self.handle, prop, ctypes.sizeof(value), byref(value), None)
+            out.append(value.value)
+        return out[0], out[1]
 
 
 class Program(_Resource):
@@ -323,6 +434,7 @@ class Kernel(_Resource):
         self.name = name
         self.program = program
         self._lib = s.lib
+        self._launchers: list[Any] = []
         super().__init__(s, out.value)
 
     def _release(self) -> None:
@@ -336,6 +448,44 @@ class Kernel(_Resource):
 
     def set_arg_local(self, index: int, nbytes: int) -> None:
         self._lib.urKernelSetArgLocal(self.handle, index, nbytes, None)
+
+    def launcher(
+        self,
+        kinds: str,
+        local_size: Sequence[int],
+        on_arg_error: Callable[[int, int, Any], None],
+    ) -> ArgumentLauncher:
+        """The checked launch path for this kernel (see :mod:`xpukit.runtime.ur.launcher`): one
+        kind letter per parameter; pointers are checked against the session's live allocations;
+        unchanged arguments are not set again. Closing the kernel closes its launchers."""
+        raw = self._lib.raw
+        loc = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
+        launcher = _launcher.Launcher(
+            self.handle,
+            _fn_address(raw.urKernelSetArgValue),
+            _fn_address(raw.urKernelSetArgPointer),
+            _fn_address(raw.urEnqueueKernelLaunch),
+            self._lib.abi.launch_has_properties,
+            kinds,
+            loc,
+            self._session.allocations,
+            on_arg_error,
+            raise_result,
+        )
+        self._launchers.append(launcher)
+        return launcher
+
+    def close(self) -> None:
+        for launcher in getattr(self, "_launchers", ()):
+            launcher.close()  # before the handle goes: a launch after this is a clear error
+        super().close()
+
+
+ArgumentLauncher = Any  # _xpukit_launcher.Launcher or its Python twin (launcher.PyLauncher)
+
+
+def _fn_address(fn: Any) -> int:
+    return ctypes.cast(fn, c_void_p).value or 0
 
 
 def _get_info(lib: UrLibrary, fn: str, handle: Any, prop: int) -> bytes:
@@ -397,16 +547,18 @@ class Session:
         if device not in DEVICE_CHOICES:
             raise BadDeviceRequest(f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}")
         self._children: dict[int, _Resource] = {}
-        # Live USM ranges, so a plain int can be recognised as a device address (see is_usm_address).
-        self._usm_sizes: dict[int, int] = {}
-        self._usm_starts: list[int] = []
-        # Counts USM frees: kernels re-bind pointer arguments after one (see launch.BoundKernel).
-        self.usm_generation = 0
+        # Live USM ranges: every pointer argument is checked against them before a launch, and a
+        # plain int is recognised as a device address (is_usm_address). Each free bumps its
+        # generation, after which launchers set pointer arguments again.
+        self.allocations = _launcher.AllocTable()
+        # Recently freed ranges, only to say "freed" rather than "unknown" in an argument error.
+        self._freed: collections.deque[tuple[int, int]] = collections.deque(maxlen=1024)
         self._closed = False
         self._adapters: list[int] = []
         self._ctx: Any = None
         self.note = ""
         self.lib = load(loader)
+        _SESSIONS.add(self)
         try:
             self._open(device)
         except BaseException:
@@ -511,13 +663,16 @@ class Session:
         return self._closed
 
     def _track_usm(self, ptr: int, nbytes: int) -> None:
-        self._usm_sizes[ptr] = nbytes
-        bisect.insort(self._usm_starts, ptr)
+        self.allocations.add(ptr, nbytes)
 
-    def _untrack_usm(self, ptr: int) -> None:
-        self.usm_generation += 1
-        if self._usm_sizes.pop(ptr, None) is not None:
-            del self._usm_starts[bisect.bisect_left(self._usm_starts, ptr)]
+    def _untrack_usm(self, ptr: int, nbytes: int) -> None:
+        if self.allocations.remove(ptr):
+            self._freed.append((ptr, nbytes))
+
+    @property
+    def usm_generation(self) -> int:
+        """Counts USM frees: launchers set pointer arguments again after one."""
+        return self.allocations.generation
 
     def is_usm_address(self, value: int) -> bool:
         """Whether ``value`` points into a live USM allocation of this session.
@@ -525,10 +680,25 @@ class Session:
         Triton types a small int as i32; an address must stay 64-bit even where the allocator
         hands out low addresses (Intel's CPU runtime under a non-PIE python, e.g. Debian's).
         """
-        if value in self._usm_sizes:
-            return True
-        i = bisect.bisect_right(self._usm_starts, value) - 1
-        return i >= 0 and value < self._usm_starts[i] + self._usm_sizes[self._usm_starts[i]]
+        return self.allocations.find(value) is not None
+
+    def explain_address(self, value: Any) -> str:
+        """Why ``value`` is not a usable pointer on this session (for argument errors)."""
+        if value is None or value == 0:
+            return "it is null"
+        if isinstance(value, USMAllocation | DeviceArray) and value.closed:
+            return "its allocation was freed (closed)"
+        addr = getattr(value, "ptr", value) if not isinstance(value, USMAllocation | DeviceArray) else None
+        if not isinstance(addr, int) or isinstance(addr, bool):
+            return f"a {type(value).__name__} is not device memory"
+        if self.is_usm_address(addr):
+            return "it is live device memory"  # not an error: callers only ask on a failed check
+        if any(start <= addr < start + size for start, size in self._freed):
+            return f"{addr:#x} lies in an allocation of this session that was freed"
+        for other in list(_SESSIONS):
+            if other is not self and not other.closed and other.is_usm_address(addr):
+                return f"{addr:#x} belongs to another session; each session's memory is its own"
+        return f"{addr:#x} is not in any live allocation of this session (host memory or a stale address)"
 
     def _check(self) -> None:
         if self._closed:
@@ -627,5 +797,5 @@ class Session:
         return f"<Session {d.name} [{d.type}, {d.backend}] UR {d.ur_release}>"
 
 
-def _u64(v: int) -> c_uint64:  # pragma: no cover - small helper kept for symmetry
-    return c_uint64(v)
+# Every open session, for telling "another session's memory" from "unknown" in argument errors.
+_SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()

@@ -1,0 +1,651 @@
+/* _xpukit_launcher: the per-launch path of xpukit's UR core layer, compiled.
+ *
+ * One Launcher per loaded kernel knows its argument kinds (a string, one letter per parameter).
+ * launch() converts and checks every argument, sets only the ones that changed since the last
+ * launch, then calls urEnqueueKernelLaunch: all under the GIL, so setting arguments and
+ * enqueueing never interleave between Python threads. Pointer arguments must lie inside a live
+ * allocation of the session's AllocTable; anything else is reported through the Python callback
+ * `on_arg_error(index, code, value)`, which raises the kit's KernelArgumentError. UR failures go
+ * through `on_ur_error(code, function_name)`. Nothing is set or enqueued when a check fails.
+ *
+ * The Python twin (xpukit/runtime/ur/launcher.py) implements the same interface and semantics;
+ * the tests run both. Function pointers come from the loaded UR loader (ctypes), so this module
+ * links against nothing but Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ur_result_t is a 32-bit enum; handles are pointers. Prototypes as in ur_api.h 2025.0-2025.3. */
+typedef int32_t (*set_value_fn)(void *, uint32_t, size_t, const void *, const void *);
+typedef int32_t (*set_pointer_fn)(void *, uint32_t, const void *, const void *);
+typedef int32_t (*launch_props_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
+                                   const void *, uint32_t, void *const *, void **);
+typedef int32_t (*launch_plain_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
+                                   void *const *, void **);
+
+/* Error codes handed to on_arg_error (mirrored in launcher.py). */
+enum { ARG_TYPE = 1, ARG_RANGE = 2, ARG_NULL = 3, ARG_NOT_LIVE = 4, ARG_COUNT = 5, ARG_GRID = 6, ARG_CLOSED = 7 };
+
+#define MAX_PARAMS 256
+
+/* ------------------------------------------------------------------ AllocTable */
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t *starts;
+    uint64_t *ends;
+    Py_ssize_t n, cap;
+    uint64_t generation; /* bumped on every removal: kernels re-bind pointers after a free */
+} AllocTable;
+
+static PyTypeObject AllocTableType;
+
+static void table_dealloc(AllocTable *t) {
+    PyMem_Free(t->starts);
+    PyMem_Free(t->ends);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+/* Index of the allocation holding addr, or -1. */
+static Py_ssize_t table_find(const AllocTable *t, uint64_t addr) {
+    Py_ssize_t lo = 0, hi = t->n;
+    while (lo < hi) { /* first start > addr */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (t->starts[mid] <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return -1;
+    return addr < t->ends[lo - 1] ? lo - 1 : -1;
+}
+
+static int read_u64(PyObject *o, uint64_t *out) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static PyObject *table_add(AllocTable *t, PyObject *const *args, Py_ssize_t nargs) {
+    uint64_t start, size;
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "add(start, size) takes 2 arguments");
+    if (read_u64(args[0], &start) || read_u64(args[1], &size)) return NULL;
+    if (size == 0 || start + size < start) return PyErr_Format(PyExc_ValueError, "bad allocation range");
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 16;
+        uint64_t *s = PyMem_Realloc(t->starts, cap * sizeof(uint64_t));
+        if (!s) return PyErr_NoMemory();
+        t->starts = s;
+        uint64_t *e = PyMem_Realloc(t->ends, cap * sizeof(uint64_t));
+        if (!e) return PyErr_NoMemory();
+        t->ends = e;
+        t->cap = cap;
+    }
+    Py_ssize_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (t->starts[mid] < start) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(t->starts + lo + 1, t->starts + lo, (t->n - lo) * sizeof(uint64_t));
+    memmove(t->ends + lo + 1, t->ends + lo, (t->n - lo) * sizeof(uint64_t));
+    t->starts[lo] = start;
+    t->ends[lo] = start + size;
+    t->n++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *table_remove(AllocTable *t, PyObject *arg) {
+    uint64_t start;
+    if (read_u64(arg, &start)) return NULL;
+    t->generation++;
+    Py_ssize_t i = table_find(t, start);
+    if (i < 0 || t->starts[i] != start) Py_RETURN_FALSE;
+    memmove(t->starts + i, t->starts + i + 1, (t->n - i - 1) * sizeof(uint64_t));
+    memmove(t->ends + i, t->ends + i + 1, (t->n - i - 1) * sizeof(uint64_t));
+    t->n--;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *table_find_py(AllocTable *t, PyObject *arg) {
+    uint64_t addr;
+    if (!PyLong_Check(arg)) Py_RETURN_NONE;
+    if (read_u64(arg, &addr)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t i = table_find(t, addr);
+    if (i < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(KK)", (unsigned long long)t->starts[i], (unsigned long long)(t->ends[i] - t->starts[i]));
+}
+
+static Py_ssize_t table_len(AllocTable *t) { return t->n; }
+
+static PyObject *table_generation(AllocTable *t, void *closure) {
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(t->generation);
+}
+
+static PyMethodDef table_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))table_add, METH_FASTCALL, "add(start, size): a live allocation"},
+    {"remove", (PyCFunction)table_remove, METH_O, "remove(start) -> bool: the allocation was freed"},
+    {"find", (PyCFunction)table_find_py, METH_O, "find(addr) -> (start, size) | None"},
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef table_getset[] = {
+    {"generation", (getter)table_generation, NULL, "bumped on every removal", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+static PySequenceMethods table_as_sequence = {.sq_length = (lenfunc)table_len};
+
+static PyTypeObject AllocTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.AllocTable",
+    .tp_basicsize = sizeof(AllocTable),
+    .tp_dealloc = (destructor)table_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Live USM allocations of one session: sorted [start, end) ranges, bisected.",
+    .tp_methods = table_methods,
+    .tp_getset = table_getset,
+    .tp_as_sequence = &table_as_sequence,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ Launcher */
+
+typedef struct {
+    PyObject_HEAD
+    void *kernel; /* NULL once closed */
+    set_value_fn set_value;
+    set_pointer_fn set_pointer;
+    void *launch;
+    int launch_props;
+    Py_ssize_t nparams;
+    char kinds[MAX_PARAMS];
+    uint64_t last[MAX_PARAMS];
+    unsigned char valid[MAX_PARAMS];
+    uint64_t seen_generation;
+    size_t local[3];
+    AllocTable *table;
+    PyObject *on_arg_error;
+    PyObject *on_ur_error;
+    PyObject *ptr_name; /* "ptr" */
+} Launcher;
+
+static PyTypeObject LauncherType;
+
+static void launcher_dealloc(Launcher *l) {
+    Py_XDECREF(l->table);
+    Py_XDECREF(l->on_arg_error);
+    Py_XDECREF(l->on_ur_error);
+    Py_XDECREF(l->ptr_name);
+    Py_TYPE(l)->tp_free((PyObject *)l);
+}
+
+static void *fnptr(PyObject *o) {
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    return (void *)(uintptr_t)v;
+}
+
+/* Launcher(kernel, set_value, set_pointer, launch, launch_props, kinds, local, table, on_arg_error, on_ur_error) */
+static int launcher_init(Launcher *l, PyObject *args, PyObject *kw) {
+    PyObject *kernel, *sv, *sp, *la, *table, *on_arg, *on_ur;
+    int props;
+    const char *kinds;
+    Py_ssize_t nk;
+    unsigned long long lx, ly, lz;
+    (void)kw;
+    if (!PyArg_ParseTuple(args, "OOOOps#(KKK)O!OO", &kernel, &sv, &sp, &la, &props, &kinds, &nk, &lx, &ly, &lz,
+                          &AllocTableType, &table, &on_arg, &on_ur))
+        return -1;
+    if (nk > MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "at most %d kernel parameters", MAX_PARAMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        if (!strchr("PAqQiIhHbB?fdeE", kinds[i])) {
+            PyErr_Format(PyExc_ValueError, "unknown argument kind %c", kinds[i]);
+            return -1;
+        }
+    }
+    l->kernel = fnptr(kernel);
+    l->set_value = (set_value_fn)fnptr(sv);
+    l->set_pointer = (set_pointer_fn)fnptr(sp);
+    l->launch = fnptr(la);
+    if (PyErr_Occurred()) return -1;
+    if (!l->kernel || !l->set_value || !l->set_pointer || !l->launch) {
+        PyErr_SetString(PyExc_ValueError, "null kernel handle or UR function pointer");
+        return -1;
+    }
+    l->launch_props = props;
+    l->nparams = nk;
+    memcpy(l->kinds, kinds, nk);
+    memset(l->valid, 0, sizeof l->valid);
+    l->local[0] = lx;
+    l->local[1] = ly;
+    l->local[2] = lz;
+    Py_INCREF(table);
+    Py_XSETREF(l->table, (AllocTable *)table);
+    l->seen_generation = l->table->generation;
+    Py_INCREF(on_arg);
+    Py_XSETREF(l->on_arg_error, on_arg);
+    Py_INCREF(on_ur);
+    Py_XSETREF(l->on_ur_error, on_ur);
+    Py_XSETREF(l->ptr_name, PyUnicode_InternFromString("ptr"));
+    return l->ptr_name ? 0 : -1;
+}
+
+/* Report a bad argument through the Python callback (which raises); always returns NULL. */
+static PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    PyObject *r = PyObject_CallFunction(l->on_arg_error, "niO", index, code, value ? value : Py_None);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "xpukit: bad kernel argument");
+    return NULL;
+}
+
+static PyObject *ur_error(Launcher *l, int32_t code, const char *fn) {
+    PyObject *r = PyObject_CallFunction(l->on_ur_error, "is", (int)code, fn);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed: %d", fn, (int)code);
+    return NULL;
+}
+
+/* A device address from an int or an object with an int .ptr. 0 ok, else an ARG_* code. */
+static int get_address(Launcher *l, PyObject *o, uint64_t *out) {
+    if (o == Py_None) return ARG_NULL;
+    if (PyLong_Check(o) && !PyBool_Check(o)) {
+        if (read_u64(o, out)) return ARG_RANGE;
+        return 0;
+    }
+    PyObject *p = PyObject_GetAttr(o, l->ptr_name);
+    if (!p) {
+        /* no .ptr (or a closed allocation's, which raises: the callback tells which) */
+        int closed = !PyErr_ExceptionMatches(PyExc_AttributeError);
+        PyErr_Clear();
+        if (closed || PyFloat_Check(o) || PyBool_Check(o)) return ARG_TYPE;
+        PyObject *idx = PyNumber_Index(o); /* numpy integers */
+        if (!idx) return ARG_TYPE;
+        int rc = read_u64(idx, out) ? ARG_RANGE : 0;
+        Py_DECREF(idx);
+        return rc;
+    }
+    int rc = 0;
+    if (!PyLong_Check(p) || read_u64(p, out)) rc = ARG_TYPE;
+    Py_DECREF(p);
+    return rc;
+}
+
+static int check_live(Launcher *l, uint64_t addr) {
+    if (addr == 0) return ARG_NULL;
+    return table_find(l->table, addr) < 0 ? ARG_NOT_LIVE : 0;
+}
+
+static int get_signed(PyObject *o, long long lo, long long hi, uint64_t *out) {
+    PyObject *idx = PyNumber_Index(o);
+    if (!idx) return ARG_TYPE;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    Py_DECREF(idx);
+    if (overflow || (v == -1 && PyErr_Occurred()) || v < lo || v > hi) return ARG_RANGE;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int get_unsigned(PyObject *o, unsigned long long hi, uint64_t *out) {
+    PyObject *idx = PyNumber_Index(o);
+    if (!idx) return ARG_TYPE;
+    if (_PyLong_Sign(idx) < 0) {
+        Py_DECREF(idx);
+        return ARG_RANGE;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(idx);
+    Py_DECREF(idx);
+    if ((v == (unsigned long long)-1 && PyErr_Occurred()) || v > hi) return ARG_RANGE;
+    *out = v;
+    return 0;
+}
+
+static int get_double(PyObject *o, double *out) {
+    if (PyFloat_CheckExact(o)) {
+        *out = PyFloat_AS_DOUBLE(o);
+        return 0;
+    }
+    if (PyUnicode_Check(o) || PyBytes_Check(o) || o == Py_None) return ARG_TYPE;
+    double v = PyFloat_AsDouble(o);
+    if (v == -1.0 && PyErr_Occurred()) return ARG_TYPE;
+    *out = v;
+    return 0;
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if (isnan(f)) return (uint16_t)((bits >> 16) | 0x0040); /* stay a NaN (quiet) */
+    bits += 0x7FFF + ((bits >> 16) & 1);                     /* round to nearest even */
+    return (uint16_t)(bits >> 16);
+}
+
+/* Convert one argument by kind into *bits (little-endian payload) and *size. 0 or an ARG_* code. */
+static int convert(Launcher *l, char kind, PyObject *o, uint64_t *bits, size_t *size) {
+    int rc;
+    double d;
+    *bits = 0;
+    switch (kind) {
+    case 'P': /* typed pointer */
+    case 'A': /* an integer parameter the kernel turns into a pointer */
+        *size = 8;
+        if ((rc = get_address(l, o, bits))) return rc;
+        return check_live(l, *bits);
+    case 'q':
+    case 'Q':
+        *size = 8;
+        if (!PyLong_Check(o) && !PyFloat_Check(o) && PyObject_HasAttr(o, l->ptr_name)) {
+            /* an allocation handed to a 64-bit integer: an address, so checked like one */
+            if ((rc = get_address(l, o, bits))) return rc;
+            return check_live(l, *bits);
+        }
+        return kind == 'q' ? get_signed(o, INT64_MIN, INT64_MAX, bits) : get_unsigned(o, UINT64_MAX, bits);
+    case 'i': *size = 4; return get_signed(o, INT32_MIN, INT32_MAX, bits);
+    case 'I': *size = 4; return get_unsigned(o, UINT32_MAX, bits);
+    case 'h': *size = 2; return get_signed(o, INT16_MIN, INT16_MAX, bits);
+    case 'H': *size = 2; return get_unsigned(o, UINT16_MAX, bits);
+    case 'b': *size = 1; return get_signed(o, INT8_MIN, INT8_MAX, bits);
+    case 'B': *size = 1; return get_unsigned(o, UINT8_MAX, bits);
+    case '?': *size = 1; return get_unsigned(o, 1, bits);
+    case 'f': {
+        *size = 4;
+        if ((rc = get_double(o, &d))) return rc;
+        float f = (float)d;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        *bits = u;
+        return 0;
+    }
+    case 'd':
+        *size = 8;
+        if ((rc = get_double(o, &d))) return rc;
+        memcpy(bits, &d, 8);
+        return 0;
+    case 'e': {
+        *size = 2;
+        if ((rc = get_double(o, &d))) return rc;
+        unsigned char buf[2];
+        if (PyFloat_Pack2(d, (char *)buf, 1) < 0) return ARG_RANGE;
+        *bits = (uint64_t)buf[0] | ((uint64_t)buf[1] << 8);
+        return 0;
+    }
+    case 'E':
+        *size = 2;
+        if ((rc = get_double(o, &d))) return rc;
+        *bits = to_bf16((float)d);
+        return 0;
+    }
+    return ARG_TYPE;
+}
+
+static int get_grid(PyObject *o, size_t *out) {
+    PyObject *idx = PyNumber_Index(o);
+    if (!idx) return -1;
+    long long v = PyLong_AsLongLong(idx);
+    Py_DECREF(idx);
+    if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 0x7FFFFFFF) return -1;
+    *out = (size_t)v;
+    return 0;
+}
+
+/* launch(queue, gx, gy, gz, args, want_event=False) -> event handle (int) | None */
+static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nargs) {
+    if (nargs != 5 && nargs != 6) return PyErr_Format(PyExc_TypeError, "launch(queue, gx, gy, gz, args[, want_event])");
+    if (!l->kernel) return arg_error(l, -1, ARG_CLOSED, Py_None);
+    void *queue = fnptr(a[0]);
+    if (!queue) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null queue handle");
+        return NULL;
+    }
+    size_t g[3];
+    for (int i = 0; i < 3; i++)
+        if (get_grid(a[1 + i], &g[i])) return arg_error(l, -1, ARG_GRID, a[1 + i]);
+    PyObject *args = a[4];
+    if (!PyTuple_Check(args) && !PyList_Check(args)) return PyErr_Format(PyExc_TypeError, "args must be a tuple");
+    PyObject *seq = PySequence_Fast(args, "args");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int want_event = nargs == 6 && PyObject_IsTrue(a[5]);
+    if (n != l->nparams) {
+        Py_DECREF(seq);
+        return arg_error(l, n, ARG_COUNT, Py_None);
+    }
+    /* 1: convert and check everything; nothing is touched on a bad argument */
+    uint64_t vals[MAX_PARAMS];
+    size_t sizes[MAX_PARAMS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int rc = convert(l, l->kinds[i], items[i], &vals[i], &sizes[i]);
+        if (rc) {
+            PyObject *bad = items[i];
+            Py_INCREF(bad);
+            Py_DECREF(seq);
+            PyObject *r = arg_error(l, i, rc, bad);
+            Py_DECREF(bad);
+            return r;
+        }
+    }
+    Py_DECREF(seq);
+    if (g[0] == 0 || g[1] == 0 || g[2] == 0) Py_RETURN_NONE; /* an empty grid launches nothing */
+    /* 2: set what changed. A USM free anywhere in the session re-binds every argument: Intel's
+     * CPU runtime ties a pointer argument to its allocation when it is set. */
+    if (l->seen_generation != l->table->generation) {
+        memset(l->valid, 0, sizeof l->valid);
+        l->seen_generation = l->table->generation;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (l->valid[i] && l->last[i] == vals[i]) continue;
+        int32_t code;
+        if (l->kinds[i] == 'P') {
+            code = l->set_pointer(l->kernel, (uint32_t)i, NULL, (const void *)(uintptr_t)vals[i]);
+        } else {
+            code = l->set_value(l->kernel, (uint32_t)i, sizes[i], NULL, &vals[i]);
+        }
+        if (code) {
+            l->valid[i] = 0;
+            return ur_error(l, code, l->kinds[i] == 'P' ? "urKernelSetArgPointer" : "urKernelSetArgValue");
+        }
+        l->last[i] = vals[i];
+        l->valid[i] = 1;
+    }
+    /* 3: enqueue */
+    size_t global[3] = {g[0] * l->local[0], g[1] * l->local[1], g[2] * l->local[2]};
+    void *event = NULL;
+    void **pev = want_event ? &event : NULL;
+    int32_t code;
+    if (l->launch_props)
+        code = ((launch_props_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, 0, NULL, pev);
+    else
+        code = ((launch_plain_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, pev);
+    if (code) return ur_error(l, code, "urEnqueueKernelLaunch");
+    if (want_event) return PyLong_FromVoidPtr(event);
+    Py_RETURN_NONE;
+}
+
+static PyObject *launcher_close(Launcher *l, PyObject *unused) {
+    (void)unused;
+    l->kernel = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *launcher_forget(Launcher *l, PyObject *unused) {
+    (void)unused;
+    memset(l->valid, 0, sizeof l->valid);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))launcher_launch, METH_FASTCALL,
+     "launch(queue, gx, gy, gz, args[, want_event]): check, set changed arguments, enqueue"},
+    {"close", (PyCFunction)launcher_close, METH_NOARGS, "the kernel was released: refuse further launches"},
+    {"forget", (PyCFunction)launcher_forget, METH_NOARGS, "set every argument again at the next launch"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One kernel's launch path: checked arguments, changed ones set, one enqueue.",
+    .tp_methods = launcher_methods,
+    .tp_init = (initproc)launcher_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------ fast_key */
+
+/* fast_key(args, kwargs, modes, table) -> tuple | None
+ * A key at least as fine as Triton 3.3's specialization of these arguments: equal keys mean
+ * Triton would pick the same compiled kernel. modes: one letter per positional parameter:
+ * 'c' constexpr (the value and its type), 's' specialized, 'v' do_not_specialize,
+ * 'a' do_not_specialize_on_alignment. None: an argument this key does not cover (the caller
+ * takes Triton's own path). */
+static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4 || !PyTuple_Check(a[0]) || !PyBytes_Check(a[2]) ||
+        !PyObject_TypeCheck(a[3], &AllocTableType))
+        return PyErr_Format(PyExc_TypeError, "fast_key(args: tuple, kwargs: dict|None, modes: bytes, table)");
+    PyObject *args = a[0], *kwargs = a[1];
+    const char *modes = PyBytes_AS_STRING(a[2]);
+    Py_ssize_t nmodes = PyBytes_GET_SIZE(a[2]);
+    AllocTable *table = (AllocTable *)a[3];
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n > nmodes) Py_RETURN_NONE;
+    Py_ssize_t nkw = (kwargs && PyDict_Check(kwargs)) ? PyDict_GET_SIZE(kwargs) : 0;
+    PyObject *key = PyTuple_New(n + 3 * nkw);
+    if (!key) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i), *k = NULL;
+        char mode = modes[i];
+        PyTypeObject *t = Py_TYPE(o);
+        if (mode == 'c') {
+            if (PyObject_Hash(o) == -1) {
+                PyErr_Clear();
+                goto uncovered;
+            }
+            k = PyTuple_Pack(2, (PyObject *)t, o);
+        } else if (t == &PyLong_Type) {
+            long code;
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow > 0) {
+                unsigned long long u = PyLong_AsUnsignedLongLong(o);
+                if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    code = 3; /* beyond u64: Triton's i64 path, then an error at launch */
+                } else {
+                    code = 2 | ((u % 16 == 0) << 3);
+                }
+            } else if (overflow < 0) {
+                code = 3;
+            } else {
+                int usm_small = v > 0 && v < 0x80000000LL && table_find(table, (uint64_t)v) >= 0;
+                code = (v >= INT32_MIN && v <= INT32_MAX && !usm_small) ? 0 : 1;
+                code |= (v == 1) << 2;
+                code |= ((v % 16) == 0) << 3;
+            }
+            if (mode == 'v') code &= 3;      /* not specialized on value */
+            else if (mode == 'a') code &= 7; /* not on alignment */
+            k = PyLong_FromLong(code);
+        } else if (t == &PyFloat_Type) {
+            k = PyLong_FromLong(16);
+        } else if (t == &PyBool_Type) {
+            k = PyLong_FromLong(17);
+        } else if (o == Py_None) {
+            k = PyLong_FromLong(18);
+        } else {
+            /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
+            PyObject *p = PyObject_GetAttrString(o, "ptr");
+            if (!p) {
+                PyErr_Clear();
+                goto uncovered;
+            }
+            uint64_t addr;
+            int bad = !PyLong_Check(p) || read_u64(p, &addr);
+            Py_DECREF(p);
+            if (bad) {
+                PyErr_Clear();
+                goto uncovered;
+            }
+            int div16 = mode == 's' ? (addr % 16 == 0) : 0;
+            PyObject *dtype = PyObject_GetAttrString(o, "dtype");
+            if (!dtype) {
+                PyErr_Clear();
+                /* untyped memory: specialized like an address (i64, u64 above 2**63) */
+                k = PyLong_FromLong(32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3));
+            } else {
+                PyObject *flag = PyLong_FromLong(64 | (div16 << 3));
+                k = flag ? PyTuple_Pack(3, (PyObject *)t, dtype, flag) : NULL;
+                Py_XDECREF(flag);
+                Py_DECREF(dtype);
+                if (k && PyObject_Hash(k) == -1) {
+                    PyErr_Clear();
+                    Py_DECREF(k);
+                    goto uncovered;
+                }
+            }
+        }
+        if (!k) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(key, i, k);
+        continue;
+    uncovered:
+        Py_DECREF(key);
+        Py_RETURN_NONE;
+    }
+    if (nkw) {
+        Py_ssize_t pos = 0, j = n;
+        PyObject *name, *value;
+        while (PyDict_Next(kwargs, &pos, &name, &value)) {
+            if (PyObject_Hash(value) == -1) {
+                PyErr_Clear();
+                Py_DECREF(key);
+                Py_RETURN_NONE;
+            }
+            Py_INCREF(name);
+            PyTuple_SET_ITEM(key, j++, name);
+            Py_INCREF((PyObject *)Py_TYPE(value));
+            PyTuple_SET_ITEM(key, j++, (PyObject *)Py_TYPE(value));
+            Py_INCREF(value);
+            PyTuple_SET_ITEM(key, j++, value);
+        }
+    }
+    return key;
+}
+
+static PyMethodDef module_methods[] = {
+    {"fast_key", (PyCFunction)(void (*)(void))fast_key, METH_FASTCALL,
+     "fast_key(args, kwargs, modes, table) -> a specialization key, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_xpukit_launcher", "xpukit's compiled launch path (see xpukit/runtime/ur/launcher.py)",
+    -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
+    if (PyType_Ready(&AllocTableType) < 0 || PyType_Ready(&LauncherType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&AllocTableType);
+    Py_INCREF(&LauncherType);
+    if (PyModule_AddObject(m, "AllocTable", (PyObject *)&AllocTableType) < 0 ||
+        PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

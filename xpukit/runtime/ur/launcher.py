@@ -1,0 +1,378 @@
+"""The per-launch path of the core layer: checked arguments, changed ones set, one enqueue.
+
+Two implementations with one interface and one behaviour:
+
+* ``_xpukit_launcher`` (``_launcher.c`` beside this file), compiled in the image and by
+  ``pip install`` where a C compiler exists. It runs the whole launch under the GIL, so setting
+  arguments and enqueueing never interleave between threads, and costs about 1 us.
+* the pure-Python twin below, used when the extension is absent or ``XPUKIT_PURE_PYTHON=1``;
+  a lock per launcher gives the same atomicity.
+
+``AllocTable`` holds a session's live USM ranges; every pointer argument is looked up there before
+anything is set, so a freed, foreign, host or null address is an error, never a crash.
+``fast_key`` computes a key at least as fine as Triton's specialization (the driver's cache of
+compiled launches). Error codes reach Python through ``on_arg_error(index, code, value)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import math
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# Argument error codes (same values in _launcher.c).
+ARG_TYPE, ARG_RANGE, ARG_NULL, ARG_NOT_LIVE, ARG_COUNT, ARG_GRID, ARG_CLOSED = range(1, 8)
+
+# One letter per kernel parameter kind.
+KINDS = "PAqQiIhHbB?fdeE"
+INT_KINDS = {
+    "i1": "?",
+    "i8": "b",
+    "i16": "h",
+    "i32": "i",
+    "i64": "q",
+    "u1": "?",
+    "u8": "B",
+    "u16": "H",
+    "u32": "I",
+    "u64": "Q",
+}
+FLOAT_KINDS = {"fp32": "f", "f32": "f", "fp64": "d", "fp16": "e", "bf16": "E"}
+_RANGES = {
+    "q": (-(2**63), 2**63 - 1),
+    "Q": (0, 2**64 - 1),
+    "i": (-(2**31), 2**31 - 1),
+    "I": (0, 2**32 - 1),
+    "h": (-(2**15), 2**15 - 1),
+    "H": (0, 2**16 - 1),
+    "b": (-(2**7), 2**7 - 1),
+    "B": (0, 2**8 - 1),
+    "?": (0, 1),
+}
+_SIZES = {"q": 8, "Q": 8, "i": 4, "I": 4, "h": 2, "H": 2, "b": 1, "B": 1, "?": 1, "f": 4, "d": 8, "e": 2, "E": 2}
+
+
+def kind_of(triton_type: str, address: bool = False) -> str:
+    """The launcher kind of a Triton parameter type (``address``: a 64-bit int used as a pointer)."""
+    if triton_type.startswith("*"):
+        return "P"
+    if triton_type in INT_KINDS:
+        kind = INT_KINDS[triton_type]
+        return "A" if address and kind in "qQ" else kind
+    if triton_type in FLOAT_KINDS:
+        return FLOAT_KINDS[triton_type]
+    raise ValueError(f"unsupported Triton argument type {triton_type!r}")
+
+
+class PyAllocTable:
+    """Live allocations of one session as sorted [start, end) ranges (bisect)."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self.generation = 0
+
+    def add(self, start: int, size: int) -> None:
+        if size <= 0 or start < 0 or start + size > 2**64:
+            raise ValueError("bad allocation range")
+        i = bisect.bisect_left(self._starts, start)
+        self._starts.insert(i, start)
+        self._ends.insert(i, start + size)
+
+    def remove(self, start: int) -> bool:
+        self.generation += 1
+        i = bisect.bisect_left(self._starts, start)
+        if i < len(self._starts) and self._starts[i] == start:
+            del self._starts[i], self._ends[i]
+            return True
+        return False
+
+    def _index(self, addr: int) -> int:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        return i if i >= 0 and addr < self._ends[i] else -1
+
+    def find(self, addr: Any) -> tuple[int, int] | None:
+        if type(addr) is not int:
+            return None
+        i = self._index(addr)
+        return None if i < 0 else (self._starts[i], self._ends[i] - self._starts[i])
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+
+def _address(v: Any) -> tuple[int, int]:
+    """(error code or 0, address) of an int or an object with an int ``.ptr``."""
+    if v is None:
+        return ARG_NULL, 0
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (0, v) if 0 <= v < 2**64 else (ARG_RANGE, 0)
+    try:
+        p = v.ptr
+    except AttributeError:
+        i = None if isinstance(v, float | bool) else _index(v)  # numpy integers
+        if i is None:
+            return ARG_TYPE, 0
+        return (0, i) if 0 <= i < 2**64 else (ARG_RANGE, 0)
+    except Exception:  # a closed allocation: the error callback says so
+        return ARG_TYPE, 0
+    if not isinstance(p, int) or not 0 <= p < 2**64:
+        return ARG_TYPE, 0
+    return 0, p
+
+
+def _index(v: Any) -> int | None:
+    try:
+        return v.__index__()
+    except (AttributeError, TypeError):
+        return None
+
+
+def _double(v: Any) -> float | None:
+    if isinstance(v, str | bytes) or v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _bf16(f: float) -> int:
+    bits = struct.unpack("<I", struct.pack("<f", f))[0]
+    if math.isnan(f):
+        return (bits >> 16) | 0x0040
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+class PyLauncher:
+    """The pure-Python twin of ``_xpukit_launcher.Launcher`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        kernel: int,
+        set_value: int,
+        set_pointer: int,
+        launch: int,
+        launch_props: bool,
+        kinds: str,
+        local: tuple[int, int, int],
+        table: PyAllocTable,
+        on_arg_error: Callable[[int, int, Any], None],
+        on_ur_error: Callable[[int, str], None],
+    ) -> None:
+        if any(k not in KINDS for k in kinds):
+            raise ValueError(f"unknown argument kind in {kinds!r}")
+        if not kernel:
+            raise ValueError("null kernel handle")
+        vp, u32, sz = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t
+        res = ctypes.c_int32
+        self._set_value = ctypes.CFUNCTYPE(res, vp, u32, sz, vp, vp)(set_value)
+        self._set_pointer = ctypes.CFUNCTYPE(res, vp, u32, vp, vp)(set_pointer)
+        szp = ctypes.POINTER(sz)
+        if launch_props:
+            self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, u32, vp, vp)(launch)
+        else:
+            self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, vp)(launch)
+        self._props = launch_props
+        self._kernel: int | None = kernel
+        self._kinds = kinds
+        self._local = (ctypes.c_size_t * 3)(*local)
+        self._global = (ctypes.c_size_t * 3)()
+        self._table = table
+        self._seen_generation = table.generation
+        self._last: list[Any] = [None] * len(kinds)
+        self._on_arg = on_arg_error
+        self._on_ur = on_ur_error
+        self._lock = threading.Lock()
+
+    def _convert(self, kind: str, v: Any) -> tuple[int, Any]:
+        if kind in "PA" or (kind in "qQ" and not isinstance(v, int | float) and hasattr(v, "ptr")):
+            code, addr = _address(v)
+            if code:
+                return code, None
+            if addr == 0:
+                return ARG_NULL, None
+            return (ARG_NOT_LIVE, None) if self._table.find(addr) is None else (0, addr)
+        if kind in _RANGES:
+            i = _index(v)
+            if i is None:
+                return ARG_TYPE, None
+            lo, hi = _RANGES[kind]
+            return (0, i) if lo <= i <= hi else (ARG_RANGE, None)
+        d = _double(v)
+        if d is None:
+            return ARG_TYPE, None
+        if kind == "f":
+            return 0, struct.unpack("<I", bytes(ctypes.c_float(d)))[0]  # as C's (float) cast: no OverflowError
+        if kind == "d":
+            return 0, struct.unpack("<Q", struct.pack("<d", d))[0]
+        if kind == "e":
+            try:
+                return 0, struct.unpack("<H", struct.pack("<e", d))[0]
+            except OverflowError:
+                return ARG_RANGE, None
+        return 0, _bf16(ctypes.c_float(d).value)
+
+    def launch(self, queue: int, gx: Any, gy: Any, gz: Any, args: Sequence[Any], want_event: bool = False) -> Any:
+        if self._kernel is None:
+            self._on_arg(-1, ARG_CLOSED, None)
+        grid = []
+        for g in (gx, gy, gz):
+            i = _index(g)
+            if i is None or not 0 <= i <= 0x7FFFFFFF:
+                self._on_arg(-1, ARG_GRID, g)
+            grid.append(i)
+        if len(args) != len(self._kinds):
+            self._on_arg(len(args), ARG_COUNT, None)
+        values = []
+        for i, (kind, v) in enumerate(zip(self._kinds, args, strict=True)):
+            code, bits = self._convert(kind, v)
+            if code:
+                self._on_arg(i, code, v)
+            values.append(bits)
+        if 0 in grid:
+            return None
+        with self._lock:
+            if self._kernel is None:
+                self._on_arg(-1, ARG_CLOSED, None)
+            last = self._last
+            if self._seen_generation != self._table.generation:
+                last[:] = [None] * len(last)
+                self._seen_generation = self._table.generation
+            k = ctypes.c_void_p(self._kernel)
+            for i, (kind, bits) in enumerate(zip(self._kinds, values, strict=True)):
+                if last[i] == bits:
+                    continue
+                if kind == "P":
+                    code = self._set_pointer(k, i, None, ctypes.c_void_p(bits))
+                else:
+                    size = _SIZES.get(kind, 8)
+                    buf = ctypes.c_uint64(bits & (2**64 - 1))
+                    code = self._set_value(k, i, size, None, ctypes.byref(buf))
+                if code:
+                    last[i] = None
+                    self._on_ur(code, "urKernelSetArgPointer" if kind == "P" else "urKernelSetArgValue")
+                last[i] = bits
+            gs, loc = self._global, self._local
+            gs[0], gs[1], gs[2] = grid[0] * loc[0], grid[1] * loc[1], grid[2] * loc[2]
+            event = ctypes.c_void_p()
+            ev = ctypes.byref(event) if want_event else None
+            q = ctypes.c_void_p(queue)
+            if self._props:
+                code = self._launch(q, k, 3, None, gs, loc, 0, None, 0, None, ev)
+            else:
+                code = self._launch(q, k, 3, None, gs, loc, 0, None, ev)
+            if code:
+                self._on_ur(code, "urEnqueueKernelLaunch")
+        return event.value if want_event else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._kernel = None
+
+    def forget(self) -> None:
+        with self._lock:
+            self._last = [None] * len(self._kinds)
+
+
+def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:
+    """The pure-Python twin of ``_xpukit_launcher.fast_key``."""
+    if len(args) > len(modes):
+        return None
+    key: list[Any] = []
+    for i, o in enumerate(args):
+        mode = chr(modes[i])
+        t = type(o)
+        if mode == "c":
+            try:
+                hash(o)
+            except TypeError:
+                return None
+            key.append((t, o))
+        elif t is int:
+            if o > 2**63 - 1:
+                code = 3 if o > 2**64 - 1 else 2 | ((o % 16 == 0) << 3)
+            elif o < -(2**63):
+                code = 3
+            else:
+                usm_small = 0 < o < 2**31 and table.find(o) is not None
+                code = 0 if -(2**31) <= o <= 2**31 - 1 and not usm_small else 1
+                code |= (o == 1) << 2
+                code |= (o % 16 == 0) << 3
+            if mode == "v":
+                code &= 3
+            elif mode == "a":
+                code &= 7
+            key.append(code)
+        elif t is float:
+            key.append(16)
+        elif t is bool:
+            key.append(17)
+        elif o is None:
+            key.append(18)
+        else:
+            try:
+                addr = o.ptr
+            except Exception:
+                return None
+            if not isinstance(addr, int) or not 0 <= addr < 2**64:
+                return None
+            div16 = int(mode == "s" and addr % 16 == 0)
+            dtype = getattr(o, "dtype", None)
+            if dtype is None:
+                key.append(32 | ((addr >= 2**63) << 1) | (div16 << 3))
+            else:
+                try:
+                    hash(dtype)
+                except TypeError:
+                    return None
+                key.append((t, dtype, 64 | (div16 << 3)))
+    for name, value in (kwargs or {}).items():
+        try:
+            hash(value)
+        except TypeError:
+            return None
+        key.extend((name, type(value), value))
+    return tuple(key)
+
+
+def _load_extension() -> Any:
+    if os.environ.get("XPUKIT_PURE_PYTHON") == "1":
+        return None
+    try:
+        import _xpukit_launcher
+    except ImportError:
+        return None
+    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 1 else None
+
+
+_EXT = _load_extension()
+COMPILED = _EXT is not None
+AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
+Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
+fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
+IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
+
+__all__ = [
+    "ARG_CLOSED",
+    "ARG_COUNT",
+    "ARG_GRID",
+    "ARG_NOT_LIVE",
+    "ARG_NULL",
+    "ARG_RANGE",
+    "ARG_TYPE",
+    "COMPILED",
+    "IMPLEMENTATION",
+    "AllocTable",
+    "Launcher",
+    "PyAllocTable",
+    "PyLauncher",
+    "fast_key",
+    "kind_of",
+    "py_fast_key",
+]
