@@ -189,6 +189,11 @@ def _make_specializer(original: Callable[..., Any]) -> Callable[..., Any]:
                     )
         try:
             return original(arg, specialize_extra, is_const, specialize_value, align)
+        except ClosedError:
+            raise KernelArgumentError(
+                f"a {type(arg).__name__} whose memory was freed (closed) was passed as a kernel argument",
+                "pass live device memory of the launching session",
+            ) from None
         except (AttributeError, KeyError, TypeError) as exc:
             raise KernelArgumentError(
                 f"a {type(arg).__name__} cannot be a Triton kernel argument here ({exc})",
@@ -311,7 +316,20 @@ class _FastTable:
             n: prm.default for n, prm in sig.parameters.items() if prm.default is not inspect.Parameter.empty
         }
         self.entries: dict[tuple, _FastEntry] = {}
+        # Positions of integer parameters the kernel has turned into pointers in a variant seen so
+        # far: an int there must be a live address (else Triton would type a stale small address
+        # as i32 and fail deep in its compiler).
+        self.address_params: set[int] = set()
         self.lock = threading.Lock()
+
+    def check_addresses(self, args: tuple, session: Session) -> None:
+        for i in self.address_params:
+            if i < len(args) and (args[i] is None or type(args[i]) is int) and not session.is_usm_address(args[i] or 0):
+                raise KernelArgumentError(
+                    f"argument {self.names[i]!r} is used as a device address by this kernel, but "
+                    f"{session.explain_address(args[i])}",
+                    "pass a live USMAllocation or DeviceArray of this session (or its .ptr)",
+                )
 
     def record(self, table_key: tuple, key: tuple, kernel: Any, args: tuple, kwargs: dict, session: Session) -> None:
         """Remember what Triton's own run just launched, when this call's shape allows it: every
@@ -330,7 +348,9 @@ class _FastTable:
         if bound is None or bound.session is not session or bound.abi.scratch:
             return
         pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda a, i=idx[0]: (a[i],))
+        addresses = {idx[j] for j, p in enumerate(bound.abi.params) if p.kind == "A"}
         with self.lock:
+            self.address_params |= addresses
             entry = self.entries.get((table_key, key))
             if entry is None:
                 entry = _FastEntry(kernel, pick, self.names, self.defaults)
@@ -367,6 +387,8 @@ def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         entry = table.entries.get((act.table_key, key)) if key is not None else None
         bound = entry.bound.get(id(session)) if entry is not None else None
         if bound is None or bound.session is not session or self.used_global_vals:
+            if table.address_params:
+                table.check_addresses(args, session)
             with COMPILE_LOCK:
                 kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
             if key is not None and kernel is not None:

@@ -684,20 +684,24 @@ class Session:
 
     def explain_address(self, value: Any) -> str:
         """Why ``value`` is not a usable pointer on this session (for argument errors)."""
-        if value is None or value == 0:
-            return "it is null"
         if isinstance(value, USMAllocation | DeviceArray) and value.closed:
             return "its allocation was freed (closed)"
-        addr = getattr(value, "ptr", value) if not isinstance(value, USMAllocation | DeviceArray) else None
+        try:
+            addr = getattr(value, "ptr", value)
+            addr = addr if isinstance(addr, int) else addr.__index__()
+        except Exception:
+            addr = None
+        if value is None or addr == 0:
+            return "it is null"
         if not isinstance(addr, int) or isinstance(addr, bool):
             return f"a {type(value).__name__} is not device memory"
         if self.is_usm_address(addr):
             return "it is live device memory"  # not an error: callers only ask on a failed check
-        if any(start <= addr < start + size for start, size in self._freed):
-            return f"{addr:#x} lies in an allocation of this session that was freed"
         for other in list(_SESSIONS):
             if other is not self and not other.closed and other.is_usm_address(addr):
                 return f"{addr:#x} belongs to another session; each session's memory is its own"
+        if any(start <= addr < start + size for start, size in self._freed):
+            return f"{addr:#x} lies in an allocation of this session that was freed"
         return f"{addr:#x} is not in any live allocation of this session (host memory or a stale address)"
 
     def _check(self) -> None:
