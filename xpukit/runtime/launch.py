@@ -267,6 +267,8 @@ class BoundKernel:
         self._set_hidden()
         self.launcher = self.kernel.launcher(self.abi.kinds, self.abi.local_size, self.abi.argument_error(session))
         self._launch = self.launcher.launch
+        self._queue = session.queue  # its .handle refuses a closed session's queue
+        self._has_scratch = bool(self.abi.scratch)
 
     def _set_hidden(self) -> None:
         abi, k = self.abi, self.kernel
@@ -308,9 +310,9 @@ class BoundKernel:
                 grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=False))})
             grid = normalize_grid(grid)
         n = len(grid)
-        if self.abi.scratch:
+        if self._has_scratch:
             self._ensure_scratch(math.prod(int(g) for g in grid))
-        self._launch(self.session.queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args)
+        self._launch(self._queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args)
 
     def enqueue(self, args: Sequence[Any], grid: Sequence[int], queue: Queue | None = None, event: bool = False) -> Any:
         """Launch over ``grid`` (1 to 3 non-negative ints) on ``queue`` (the session's if None);

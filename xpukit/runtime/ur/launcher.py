@@ -76,31 +76,33 @@ class PyAllocTable:
         self._starts: list[int] = []
         self._ends: list[int] = []
         self.generation = 0
+        self._lock = threading.Lock()  # allocations come and go from any thread
 
     def add(self, start: int, size: int) -> None:
         if size <= 0 or start < 0 or start + size > 2**64:
             raise ValueError("bad allocation range")
-        i = bisect.bisect_left(self._starts, start)
-        self._starts.insert(i, start)
-        self._ends.insert(i, start + size)
+        with self._lock:
+            i = bisect.bisect_left(self._starts, start)
+            self._starts.insert(i, start)
+            self._ends.insert(i, start + size)
 
     def remove(self, start: int) -> bool:
-        self.generation += 1
-        i = bisect.bisect_left(self._starts, start)
-        if i < len(self._starts) and self._starts[i] == start:
-            del self._starts[i], self._ends[i]
-            return True
-        return False
-
-    def _index(self, addr: int) -> int:
-        i = bisect.bisect_right(self._starts, addr) - 1
-        return i if i >= 0 and addr < self._ends[i] else -1
+        with self._lock:
+            self.generation += 1
+            i = bisect.bisect_left(self._starts, start)
+            if i < len(self._starts) and self._starts[i] == start:
+                del self._starts[i], self._ends[i]
+                return True
+            return False
 
     def find(self, addr: Any) -> tuple[int, int] | None:
         if type(addr) is not int:
             return None
-        i = self._index(addr)
-        return None if i < 0 else (self._starts[i], self._ends[i] - self._starts[i])
+        with self._lock:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            if i >= 0 and addr < self._ends[i]:
+                return self._starts[i], self._ends[i] - self._starts[i]
+            return None
 
     def __len__(self) -> int:
         return len(self._starts)

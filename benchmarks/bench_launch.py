@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Host cost per launch: xpukit against pyopencl's fast path, same CPU device, same SPIR-V.
+
+Cases (medians of interleaved rounds; the queue is drained between rounds, outside the timing):
+  scale            kernel[grid](x, y, 2.0, n, BLOCK=1024) with DeviceArrays (Triton's API, the UR driver)
+  scale_wait       the same, then the queue's finish
+  many_args        a kernel of 5 pointers + 9 scalars + 5 constexprs that does no work
+  scale_varying    scale with n alternating between two values of one specialization
+  direct           the compiled kernel's own launch: TritonKernel(...).bind(session).launch(grid, ...)
+  direct_wait      the same, then the queue's finish
+Each against pyopencl: knl.set_scalar_arg_dtypes([...]) once, then knl(queue, G, L, *args) (and
+queue.finish() for the _wait cases), on the same Triton SPIR-V.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_launch.py [--rounds 9] [--reps 400] [--json F]
+
+XPUKIT_PURE_PYTHON=1 measures the launcher's Python twin instead of the compiled one. pyopencl is
+not in the image: `pip install --target DIR pyopencl` and put DIR on PYTHONPATH (docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2 cores skew timings
+
+import argparse
+import contextlib
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from xpukit.runtime import ur  # noqa: E402
+from xpukit.runtime.launch import TritonKernel  # noqa: E402
+from xpukit.runtime.triton_driver import URDriver, activate  # noqa: E402
+from xpukit.runtime.ur import launcher  # noqa: E402
+from xpukit.runtime.ur.core import DeviceArray  # noqa: E402
+
+BLOCK = 1024
+
+
+@triton.jit
+def scale(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * a, mask=mask)
+
+
+@triton.jit
+def many_args(
+    p0, p1, p2, p3, p4, i0, i1, i2, i3, i4, f0, f1, f2, f3, C0: tl.constexpr, C1: tl.constexpr,
+    C2: tl.constexpr, C3: tl.constexpr, C4: tl.constexpr,
+):  # fmt: skip
+    # Never true for the grids used here: the launch cost is all that is measured.
+    if tl.program_id(0) > 1_000_000_000 + C0 + C1 + C2 + C3 + C4:
+        s = i0 + i1 + i2 + i3 + i4
+        t = f0 + f1 + f2 + f3
+        tl.store(p0, t + s)
+        tl.store(p1, t)
+        tl.store(p2, t)
+        tl.store(p3, t)
+        tl.store(p4, t)
+
+
+def per_call_us(fn, reps: int) -> float:
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps * 1e6
+
+
+def pyopencl_context(runtime: Path, tmp: Path):
+    vendors = tmp / "vendors"
+    vendors.mkdir()
+    (vendors / "intel-cpu.icd").write_text(str(runtime) + "\n")
+    os.environ["OCL_ICD_VENDORS"] = str(vendors)  # pyopencl's bundled ICD loader reads this, not OCL_ICD_FILENAMES
+    import pyopencl as cl
+
+    plats = [p for p in cl.get_platforms() if p.get_devices(device_type=cl.device_type.CPU)]
+    ctx = cl.Context([plats[0].get_devices(device_type=cl.device_type.CPU)[0]])
+    return cl, ctx, cl.CommandQueue(ctx)
+
+
+def machine() -> dict:
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    import pyopencl
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "triton": triton.__version__,
+        "pyopencl": pyopencl.VERSION_TEXT,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1000, help="floats per scale launch (default 1000: overhead dominates)")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--reps", type=int, default=400)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+    n, n2 = args.n, args.n + 1  # n2: same specialization (neither 1 nor a multiple of 16)
+    if n % 16 == 0 or n2 % 16 == 0 or 1 in (n, n2):
+        ap.error("--n and --n + 1 must be neither 1 nor multiples of 16 (one specialization)")
+    x = np.random.default_rng(0).standard_normal(n2, dtype=np.float32)
+    with tempfile.TemporaryDirectory() as td, ur.Session("cpu") as s:
+        tmp = Path(td)
+        cl, ctx, q = pyopencl_context(s.lib.cpu_runtime, tmp)
+        sig = "x_ptr:*fp32,y_ptr:*fp32,a:fp32,n:i32"
+        direct = TritonKernel(scale, sig, {"BLOCK": BLOCK}, cache=False).bind(s)
+        knl = cl.Kernel(cl.Program(ctx, direct.artifact.spirv).build(), direct.artifact.name)
+        knl.set_scalar_arg_dtypes([None, None, np.float32, np.int32])
+        many_sig = ",".join([f"p{i}:*fp32" for i in range(5)] + [f"i{i}:i32" for i in range(5)])
+        many_sig += "," + ",".join(f"f{i}:fp32" for i in range(4))
+        consts = {f"C{i}": i + 2 for i in range(5)}
+        many_art = TritonKernel(many_args, many_sig, consts, cache=False).compile(s.device)
+        many_knl = cl.Kernel(cl.Program(ctx, many_art.spirv).build(), many_art.name)
+        many_knl.set_scalar_arg_dtypes([None] * 5 + [np.int32] * 5 + [np.float32] * 4)
+        grid = (triton.cdiv(n, BLOCK),)
+        (gx, gy, gz), local = direct.abi.nd_range(grid)
+        (mgx, mgy, mgz), mlocal = many_art.abi.nd_range((4,))
+        with (
+            activate(s, driver=URDriver(cache=False)),
+            s.from_numpy(x) as ax,
+            s.alloc(x.nbytes) as ay,
+            s.alloc(x.nbytes) as az,
+        ):
+            dx, dy, dz = DeviceArray(ax, np.float32), DeviceArray(ay, np.float32), DeviceArray(az, np.float32)
+            bx = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+            by = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, x.nbytes)
+            ptrs = [dz] * 5
+            cl_ptrs = [by] * 5
+            ints, floats = [1 + 2 * i for i in range(5)], [0.5 * i for i in range(4)]
+            flip, flip_cl = [n, n2], [n, n2]
+
+            def x_scale():
+                scale[grid](dx, dy, 2.0, n, BLOCK=BLOCK)
+
+            def x_varying():
+                flip.reverse()
+                scale[grid](dx, dy, 2.0, flip[0], BLOCK=BLOCK)
+
+            def x_many():
+                many_args[(4,)](*ptrs, *ints, *floats, **consts)
+
+            def x_direct():
+                direct.launch(grid, dx, dz, 2.0, n)
+
+            def cl_scale():
+                knl(q, (gx, gy, gz), local, bx, by, 2.0, n)
+
+            def cl_varying():
+                flip_cl.reverse()
+                knl(q, (gx, gy, gz), local, bx, by, 2.0, flip_cl[0])
+
+            def cl_many():
+                many_knl(q, (mgx, mgy, mgz), mlocal, *cl_ptrs, *ints, *floats)
+
+            pairs = {
+                "scale": (x_scale, cl_scale, None),
+                "scale_wait": (x_scale, cl_scale, (s.queue.finish, q.finish)),
+                "many_args": (x_many, cl_many, None),
+                "scale_varying": (x_varying, cl_varying, None),
+                "direct": (x_direct, cl_scale, None),
+                "direct_wait": (x_direct, cl_scale, (s.queue.finish, q.finish)),
+            }
+            for xf, cf, _ in pairs.values():  # warm: compile, load, first argument set
+                for _ in range(50):
+                    xf()
+                    cf()
+            s.finish()
+            q.finish()
+            res: dict[str, list[float]] = {f"{k}/{side}": [] for k in pairs for side in ("xpukit", "pyopencl")}
+            for _ in range(args.rounds):  # interleaved: every case sees the same machine state
+                for k, (xf, cf, wait) in pairs.items():
+                    if wait:
+                        xw, cw = wait
+                        res[f"{k}/xpukit"].append(per_call_us(lambda xf=xf, xw=xw: (xf(), xw()), args.reps))
+                        res[f"{k}/pyopencl"].append(per_call_us(lambda cf=cf, cw=cw: (cf(), cw()), args.reps))
+                    else:
+                        res[f"{k}/xpukit"].append(per_call_us(xf, args.reps))
+                        s.finish()
+                        res[f"{k}/pyopencl"].append(per_call_us(cf, args.reps))
+                        q.finish()
+            x_scale()
+            x_direct()
+            s.finish()
+            got = dy.to_numpy()[:n]
+            got_direct = dz.to_numpy()[:n]
+            got_cl = np.empty_like(x)
+            cl.enqueue_copy(q, got_cl, by)
+            want = x[:n] * np.float32(2.0)
+            assert np.array_equal(got, want) and np.array_equal(got_direct, want)
+            assert np.array_equal(got_cl[:n], want)
+    med = {k: statistics.median(v) for k, v in res.items()}
+    targets = {"scale": 2.0, "scale_varying": 2.0, "many_args": 2.5, "direct": 1.2, "direct_wait": 1.3}
+    rows = {}
+    for k in pairs:
+        xu, cu = med[f"{k}/xpukit"], med[f"{k}/pyopencl"]
+        ratio = xu / cu
+        target = targets.get(k)
+        rows[k] = {
+            "xpukit_us": round(xu, 2),
+            "pyopencl_us": round(cu, 2),
+            "ratio": round(ratio, 3),
+            "target": target,
+            "met": None if target is None else ratio <= target,
+        }
+    result = {
+        "machine": machine(),
+        "device": f"{s.device.name} [{s.device.backend}] driver {s.device.driver_version}",
+        "ur_release": s.device.ur_release,
+        "launcher": launcher.IMPLEMENTATION,
+        "command": " ".join(["OPENBLAS_NUM_THREADS=1", "python", *sys.argv]),
+        "rounds": args.rounds,
+        "reps": args.reps,
+        "cases": rows,
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
