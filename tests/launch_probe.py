@@ -124,11 +124,12 @@ def bad_pointers(args: argparse.Namespace) -> dict:
     with ur.Session("cpu") as s, ur.Session("cpu") as other, activate(s, driver=URDriver(cache=False)):
         x = np.arange(256, dtype=np.float32)
         live, y = s.from_numpy(x), s.alloc(x.nbytes)
-        foreign = other.alloc(x.nbytes)  # before the free below, so it cannot reuse that address
+        # Both before the free below, so neither can reuse that address (CPU USM is host memory).
+        foreign = other.alloc(x.nbytes)
+        host = np.zeros(256, dtype=np.float32)
         stale = s.alloc(x.nbytes)
         stale_ptr = stale.ptr
         stale.close()
-        host = np.zeros(256, dtype=np.float32)
         addresses = {
             "stale address": stale_ptr,
             "null": 0,

@@ -371,6 +371,7 @@ def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         act = _CURRENT.get()
         if (
             act is None
+            or act.session._closed  # Triton's path raises the kit's error for it
             or warmup
             or act.stream.events is not None
             or self.pre_run_hooks

@@ -420,6 +420,7 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
         return arg_error(l, n, ARG_COUNT, Py_None);
     }
     /* 1: convert and check everything; nothing is touched on a bad argument */
+    uint64_t checked_generation = l->table->generation;
     uint64_t vals[MAX_PARAMS];
     size_t sizes[MAX_PARAMS];
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -431,6 +432,23 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
             PyObject *r = arg_error(l, i, rc, bad);
             Py_DECREF(bad);
             return r;
+        }
+    }
+    if (l->table->generation != checked_generation) {
+        /* Python code run by a conversion (a .ptr property) let another thread free memory:
+         * check every address again, now that nothing else can run until the enqueue. */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            char k = l->kinds[i];
+            int is_address = k == 'P' || k == 'A' ||
+                             ((k == 'q' || k == 'Q') && !PyLong_Check(items[i]) && !PyFloat_Check(items[i]));
+            if (is_address && check_live(l, vals[i])) {
+                PyObject *bad = items[i];
+                Py_INCREF(bad);
+                Py_DECREF(seq);
+                PyObject *r = arg_error(l, i, ARG_NOT_LIVE, bad);
+                Py_DECREF(bad);
+                return r;
+            }
         }
     }
     Py_DECREF(seq);

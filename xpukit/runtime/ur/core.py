@@ -138,7 +138,10 @@ class USMAllocation(_Resource):
 
     def _release(self) -> None:
         s = self._session
-        s._untrack_usm(self._ptr, self.nbytes)
+        s._untrack_usm(self._ptr, self.nbytes)  # from here on, no launch accepts this memory
+        # Kernels already enqueued may still use it: free only once the session's queues are
+        # drained (as cudaFree does), never under a running kernel.
+        s._drain_queues()
         s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
 
     def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
@@ -745,6 +748,11 @@ class Session:
         self._check()
         return Queue(self, profiling=profiling)
 
+    def _drain_queues(self) -> None:
+        for res in list(self._children.values()):
+            if isinstance(res, Queue) and not res.closed:
+                res.finish()
+
     def synchronize(self) -> None:
         """Device-wide wait: ``urDeviceWaitExp`` where the release has it, else finish every queue
         this session owns (every command xpukit can have submitted on this device)."""
@@ -752,9 +760,7 @@ class Session:
         if getattr(self.lib, "has_device_wait", False):
             self.lib.urDeviceWaitExp(self._device)
             return
-        for res in list(self._children.values()):
-            if isinstance(res, Queue) and not res.closed:
-                res.finish()
+        self._drain_queues()
 
     def close(self) -> None:
         """Finish the queue, release everything still open (newest first), then the context."""

@@ -76,7 +76,9 @@ class PyAllocTable:
         self._starts: list[int] = []
         self._ends: list[int] = []
         self.generation = 0
-        self._lock = threading.Lock()  # allocations come and go from any thread
+        # Allocations come and go from any thread; launchers hold it from their last pointer check
+        # to the enqueue, so nothing is freed in between (the compiled launcher has the GIL).
+        self._lock = threading.RLock()
 
     def add(self, start: int, size: int) -> None:
         if size <= 0 or start < 0 or start + size > 2**64:
@@ -231,17 +233,24 @@ class PyLauncher:
             grid.append(i)
         if len(args) != len(self._kinds):
             self._on_arg(len(args), ARG_COUNT, None)
-        values = []
+        checked_generation = self._table.generation
+        values, addresses = [], []
         for i, (kind, v) in enumerate(zip(self._kinds, args, strict=True)):
             code, bits = self._convert(kind, v)
             if code:
                 self._on_arg(i, code, v)
             values.append(bits)
+            if kind in "PA" or (kind in "qQ" and not isinstance(v, int | float)):
+                addresses.append(i)
         if 0 in grid:
             return None
-        with self._lock:
+        with self._lock, self._table._lock:
             if self._kernel is None:
                 self._on_arg(-1, ARG_CLOSED, None)
+            if self._table.generation != checked_generation:  # memory was freed meanwhile: check again
+                for i in addresses:
+                    if self._table.find(values[i]) is None:
+                        self._on_arg(i, ARG_NOT_LIVE, args[i])
             last = self._last
             if self._seen_generation != self._table.generation:
                 last[:] = [None] * len(last)
