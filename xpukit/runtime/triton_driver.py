@@ -11,22 +11,31 @@
         s.synchronize()
 
 Inside ``activate(session)`` Triton's runtime uses :class:`URDriver`: the target comes from the
-UR device (``xpukit.runtime.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR device info
-on a GPU), device and stream from the session, binaries are loaded through UR (the CPU SPIR-V patch
-where needed, the native-binary :class:`~xpukit.runtime.launch.ProgramCache`), and the launcher follows
-Triton's ABI through :class:`~xpukit.runtime.launch.LaunchABI`. Leaving the block restores whatever driver
-Triton had before; Triton's own drivers are never touched.
+UR device (``xpukit.runtime.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR
+device info on a GPU), device and stream from the session, binaries are loaded through UR (the CPU
+SPIR-V patch where needed, the native-binary :class:`~xpukit.runtime.program_cache.ProgramCache`),
+and every launch goes through the core layer's checked launcher (``xpukit.runtime.ur.launcher``).
+
+Activation is per thread (and per asyncio task): each ``activate`` block sets the calling
+context's session; other threads keep theirs, and a thread with none gets :class:`NoActiveSession`.
+What is process-wide is what Triton keeps process-wide: while at least one block is open anywhere,
+Triton's active driver is xpukit's, and ``triton.runtime.jit.specialize_impl`` and
+``JITFunction.run`` are wrapped; the last block to end restores all three. The Intel backend's
+arch parser is replaced for the rest of the process (``xpukit.runtime.tritonc.xpu_backend``).
 
 Arguments: Python ints (raw device addresses or integers), xpukit USM allocations (passed as their
-address, like ``.ptr``), :class:`DeviceArray` or anything with ``data_ptr()`` and ``dtype`` (a
-typed pointer), Python/numpy scalars. A host numpy array is refused with a clear error before
-anything is enqueued.
+address, like ``.ptr``), :class:`DeviceArray` or anything with ``ptr``/``data_ptr()`` and ``dtype``
+(a typed pointer), Python/numpy scalars. Every pointer, and every integer the kernel casts to a
+pointer, must lie in live memory of the launching session; anything else (freed, another
+session's, host memory, null) is a :class:`KernelArgumentError` before anything is enqueued.
 
-Triton's binder runs before any driver code sees the arguments, and it assumes torch tensors
-(``.dtype`` plus ``.data_ptr()``). So while a UR driver is active, ``triton.runtime.jit.specialize_impl``
-is wrapped: xpukit allocations and numpy scalars are specialized the way their values are, host
-arrays and unknown objects get a :class:`KernelArgumentError`; everything else goes to Triton's own
-function unchanged. The wrapper is removed when the last ``activate`` block ends.
+Triton's binder assumes torch tensors (``.dtype`` plus ``.data_ptr()``), so the wrapped
+``specialize_impl`` specializes xpukit allocations and numpy scalars the way their values are and
+refuses host arrays and unknown objects with a :class:`KernelArgumentError`. The wrapped
+``JITFunction.run`` keeps, per kernel, a table of launches it has seen (key: argument types,
+alignment, constexprs, options; see ``xpukit.runtime.ur.launcher.fast_key``): a repeated call skips
+Triton's binder and launcher and costs one dictionary lookup plus the compiled launcher
+(docs/launch.md).
 """
 
 from __future__ import annotations

@@ -31,6 +31,45 @@ enum { ARG_TYPE = 1, ARG_RANGE = 2, ARG_NULL = 3, ARG_NOT_LIVE = 4, ARG_COUNT = 
 
 #define MAX_PARAMS 256
 
+/* xpukit's own memory types (register_memory_types): their address is read from the instance
+ * (USMAllocation._handle, None once closed; DeviceArray.alloc) without running a property. */
+static PyTypeObject *usm_type, *device_array_type;
+static PyObject *str_handle, *str_alloc, *str_ptr, *str_dtype;
+
+/* 1: an address read (or not one of ours), 0: *out set, -1: closed (the callback says "freed"). */
+static int own_address(PyObject *o, uint64_t *out) {
+    PyObject *alloc = NULL;
+    if (device_array_type && Py_TYPE(o) == device_array_type) {
+        alloc = PyObject_GetAttr(o, str_alloc);
+        if (!alloc) {
+            PyErr_Clear();
+            return 1;
+        }
+        o = alloc;
+    }
+    if (!usm_type || Py_TYPE(o) != usm_type) {
+        Py_XDECREF(alloc);
+        return 1;
+    }
+    PyObject *h = PyObject_GetAttr(o, str_handle);
+    Py_XDECREF(alloc);
+    if (!h) {
+        PyErr_Clear();
+        return 1;
+    }
+    int rc = -1;
+    if (PyLong_Check(h)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(h);
+        if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
+            *out = v;
+            rc = 0;
+        }
+        PyErr_Clear();
+    }
+    Py_DECREF(h);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ AllocTable */
 
 typedef struct {
@@ -260,6 +299,8 @@ static int get_address(Launcher *l, PyObject *o, uint64_t *out) {
         if (read_u64(o, out)) return ARG_RANGE;
         return 0;
     }
+    int own = own_address(o, out);
+    if (own <= 0) return own == 0 ? 0 : ARG_TYPE;
     PyObject *p = PyObject_GetAttr(o, l->ptr_name);
     if (!p) {
         /* no .ptr (or a closed allocation's, which raises: the callback tells which) */
@@ -342,7 +383,8 @@ static int convert(Launcher *l, char kind, PyObject *o, uint64_t *bits, size_t *
     case 'q':
     case 'Q':
         *size = 8;
-        if (!PyLong_Check(o) && !PyFloat_Check(o) && PyObject_HasAttr(o, l->ptr_name)) {
+        if (!PyLong_Check(o) && !PyFloat_Check(o) &&
+            (Py_TYPE(o) == usm_type || Py_TYPE(o) == device_array_type || PyObject_HasAttr(o, l->ptr_name))) {
             /* an allocation handed to a 64-bit integer: an address, so checked like one */
             if ((rc = get_address(l, o, bits))) return rc;
             return check_live(l, *bits);
@@ -582,20 +624,24 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
             k = PyLong_FromLong(18);
         } else {
             /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
-            PyObject *p = PyObject_GetAttrString(o, "ptr");
-            if (!p) {
-                PyErr_Clear();
-                goto uncovered;
-            }
             uint64_t addr;
-            int bad = !PyLong_Check(p) || read_u64(p, &addr);
-            Py_DECREF(p);
-            if (bad) {
-                PyErr_Clear();
-                goto uncovered;
+            int own = own_address(o, &addr);
+            if (own < 0) goto uncovered; /* closed: Triton's path reports it */
+            if (own > 0) {
+                PyObject *p = PyObject_GetAttr(o, str_ptr);
+                if (!p) {
+                    PyErr_Clear();
+                    goto uncovered;
+                }
+                int bad = !PyLong_Check(p) || read_u64(p, &addr);
+                Py_DECREF(p);
+                if (bad) {
+                    PyErr_Clear();
+                    goto uncovered;
+                }
             }
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
-            PyObject *dtype = PyObject_GetAttrString(o, "dtype");
+            PyObject *dtype = PyObject_GetAttr(o, str_dtype);
             if (!dtype) {
                 PyErr_Clear();
                 /* untyped memory: specialized like an address (i64, u64 above 2**63) */
@@ -642,9 +688,22 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
     return key;
 }
 
+static PyObject *register_memory_types(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *usm, *arr;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &usm, &PyType_Type, &arr)) return NULL;
+    Py_INCREF(usm);
+    Py_INCREF(arr);
+    Py_XSETREF(usm_type, (PyTypeObject *)usm);
+    Py_XSETREF(device_array_type, (PyTypeObject *)arr);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"fast_key", (PyCFunction)(void (*)(void))fast_key, METH_FASTCALL,
      "fast_key(args, kwargs, modes, table) -> a specialization key, or None"},
+    {"register_memory_types", register_memory_types, METH_VARARGS,
+     "register_memory_types(USMAllocation, DeviceArray): read their addresses without properties"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -655,6 +714,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
     if (PyType_Ready(&AllocTableType) < 0 || PyType_Ready(&LauncherType) < 0) return NULL;
+    str_handle = PyUnicode_InternFromString("_handle");
+    str_alloc = PyUnicode_InternFromString("alloc");
+    str_ptr = PyUnicode_InternFromString("ptr");
+    str_dtype = PyUnicode_InternFromString("dtype");
+    if (!str_handle || !str_alloc || !str_ptr || !str_dtype) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&AllocTableType);

@@ -809,3 +809,6 @@ class Session:
 
 # Every open session, for telling "another session's memory" from "unknown" in argument errors.
 _SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
+
+# The compiled launcher reads these types' addresses straight from the instance.
+_launcher.register_memory_types(USMAllocation, DeviceArray)

@@ -362,11 +362,16 @@ def _load_extension() -> Any:
     return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 1 else None
 
 
+def _register_nothing(*_types: type) -> None:
+    """The Python twin reads ``.ptr`` as any object's."""
+
+
 _EXT = _load_extension()
 COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
 fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
+register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
 __all__ = [
@@ -386,4 +391,5 @@ __all__ = [
     "fast_key",
     "kind_of",
     "py_fast_key",
+    "register_memory_types",
 ]
