@@ -8,6 +8,8 @@ Cases (medians of interleaved rounds; the queue is drained between rounds, outsi
   scale_varying    scale with n alternating between two values of one specialization
   direct           the compiled kernel's own launch: TritonKernel(...).bind(session).launch(grid, ...)
   direct_wait      the same, then the queue's finish
+  launcher_only    the compiled kernel's launcher called directly (no Python frame of xpukit's):
+                   the floor, i.e. UR's own urEnqueueKernelLaunch plus the argument checks
 Each against pyopencl: knl.set_scalar_arg_dtypes([...]) once, then knl(queue, G, L, *args) (and
 queue.finish() for the _wait cases), on the same Triton SPIR-V.
 
@@ -161,6 +163,11 @@ def main() -> int:
             def x_direct():
                 direct.launch(grid, dx, dz, 2.0, n)
 
+            floor_launch, floor_queue, floor_args = direct.launcher.launch, s.queue.handle, (dx, dz, 2.0, n)
+
+            def x_floor():
+                floor_launch(floor_queue, grid[0], 1, 1, floor_args)
+
             def cl_scale():
                 knl(q, (gx, gy, gz), local, bx, by, 2.0, n)
 
@@ -178,6 +185,7 @@ def main() -> int:
                 "scale_varying": (x_varying, cl_varying, None),
                 "direct": (x_direct, cl_scale, None),
                 "direct_wait": (x_direct, cl_scale, (s.queue.finish, q.finish)),
+                "launcher_only": (x_floor, cl_scale, None),
             }
             for xf, cf, _ in pairs.values():  # warm: compile, load, first argument set
                 for _ in range(50):
