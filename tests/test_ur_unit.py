@@ -212,3 +212,20 @@ def test_program_cache_checks(tmp_path):
     (tmp_path / f"{key}.bin").write_bytes(b"binarY")
     with pytest.raises(errors.ProgramCacheCorrupt, match="checksum"):
         cache.read(key, dev, "abc")
+
+
+def test_only_the_core_layer_calls_unified_runtime():
+    """launch.py, triton_driver.py and program_cache.py reach UR only through xpukit.runtime.ur:
+    no ctypes, no loaded-library attribute (``.lib``/``.raw``)."""
+    import ast
+    from pathlib import Path
+
+    runtime = Path(__file__).resolve().parent.parent / "xpukit" / "runtime"
+    for name in ("launch.py", "triton_driver.py", "program_cache.py"):
+        tree = ast.parse((runtime / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                assert not any(m.split(".")[0] == "ctypes" for m in modules), f"{name}:{node.lineno} imports ctypes"
+            if isinstance(node, ast.Attribute) and node.attr in ("lib", "raw"):
+                raise AssertionError(f"{name}:{node.lineno} reaches the UR library directly (.{node.attr})")
