@@ -99,6 +99,38 @@ def test_program_from_spirv_and_native_binary(session, scale_spirv):
         np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * np.float32(1.5))
 
 
+def test_events_from_a_profiling_queue(session, scale_spirv):
+    """Queue.launch(event=True) and Queue.submit(event=True) return core Events: wait() returns
+    once the kernel ran, profile() gives ordered device timestamps, close() releases them."""
+    n = 1 << 16
+    x = np.arange(n, dtype=np.float32)
+    with (
+        session.program_from_spirv(spirv.patch_for_cpu(scale_spirv)) as prog,
+        prog.kernel("scale_typed") as k,
+        session.from_numpy(x) as dx,
+        session.alloc(x.nbytes) as dy,
+        session.new_queue(profiling=True) as q,
+    ):
+        k.set_arg_pointer(0, dx.ptr)
+        k.set_arg_pointer(1, dy.ptr)
+        k.set_arg_value(2, ctypes.c_float(2.0))
+        k.set_arg_value(3, ctypes.c_int32(n))
+        with q.launch(k, (n, 1, 1), (128, 1, 1), event=True) as ev:
+            ev.wait()
+            start, end = ev.profile()
+            assert 0 < start <= end
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
+        launcher = k.launcher("PPfi", (128, 1, 1), lambda i, code, v: (_ for _ in ()).throw(ValueError(i, code)))
+        ev2 = q.submit(launcher, (n // 128,), (dy, dx, 0.5, n), event=True)
+        ev2.wait()
+        assert ev2.profile()[0] >= end
+        ev2.close()
+        assert ev2.closed and ev.closed
+        np.testing.assert_array_equal(dx.to_numpy(np.float32, n), x)  # y * 0.5 == x, written to x
+        with pytest.raises(ValueError):
+            q.submit(launcher, (1,), (dy, 12345, 0.5, n))  # not device memory: the callback's error
+
+
 def test_unpatched_spirv_build_failure_carries_log(session, scale_spirv):
     with pytest.raises(ur.error_class("UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE")) as info:
         session.program_from_spirv(scale_spirv)
