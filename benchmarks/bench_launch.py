@@ -26,13 +26,10 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2 cores skew timings
 
 import argparse
-import contextlib
 import json
-import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +39,8 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from benchmarks.common import machine, per_call_us, pyopencl_on  # noqa: E402
+from examples.kernels import scale_kernel as scale  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.launch import TritonKernel  # noqa: E402
 from xpukit.runtime.triton_driver import URDriver, activate  # noqa: E402
@@ -49,13 +48,6 @@ from xpukit.runtime.ur import launcher  # noqa: E402
 from xpukit.runtime.ur.core import DeviceArray  # noqa: E402
 
 BLOCK = 1024
-
-
-@triton.jit
-def scale(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * a, mask=mask)
 
 
 @triton.jit
@@ -74,41 +66,6 @@ def many_args(
         tl.store(p4, t)
 
 
-def per_call_us(fn, reps: int) -> float:
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps * 1e6
-
-
-def pyopencl_context(runtime: Path, tmp: Path):
-    vendors = tmp / "vendors"
-    vendors.mkdir()
-    (vendors / "intel-cpu.icd").write_text(str(runtime) + "\n")
-    os.environ["OCL_ICD_VENDORS"] = str(vendors)  # pyopencl's bundled ICD loader reads this, not OCL_ICD_FILENAMES
-    import pyopencl as cl
-
-    plats = [p for p in cl.get_platforms() if p.get_devices(device_type=cl.device_type.CPU)]
-    ctx = cl.Context([plats[0].get_devices(device_type=cl.device_type.CPU)[0]])
-    return cl, ctx, cl.CommandQueue(ctx)
-
-
-def machine() -> dict:
-    cpu = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    import pyopencl
-
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "triton": triton.__version__,
-        "pyopencl": pyopencl.VERSION_TEXT,
-    }
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000, help="floats per scale launch (default 1000: overhead dominates)")
@@ -122,7 +79,7 @@ def main() -> int:
     x = np.random.default_rng(0).standard_normal(n2, dtype=np.float32)
     with tempfile.TemporaryDirectory() as td, ur.Session("cpu") as s:
         tmp = Path(td)
-        cl, ctx, q = pyopencl_context(s.lib.cpu_runtime, tmp)
+        cl, ctx, q, _ = pyopencl_on(s.lib.cpu_runtime, tmp)
         sig = "x_ptr:*fp32,y_ptr:*fp32,a:fp32,n:i32"
         direct = TritonKernel(scale, sig, {"BLOCK": BLOCK}, cache=False).bind(s)
         knl = cl.Kernel(cl.Program(ctx, direct.artifact.spirv).build(), direct.artifact.name)

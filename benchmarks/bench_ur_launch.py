@@ -16,10 +16,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2 cores skew timings
 
 import argparse
-import contextlib
 import ctypes
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,6 +32,7 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from benchmarks.common import machine, per_call_us, pyopencl_on  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
 
@@ -47,28 +46,8 @@ def scale_typed(x_ptr, y_ptr, scale, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0) * scale, mask=mask)
 
 
-def _median_us(fn, reps: int) -> float:
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t) / reps * 1e6
-
-
-def _pyopencl_setup(runtime: Path, tmp: Path):
-    vendors = tmp / "vendors"
-    vendors.mkdir()
-    (vendors / "intel-cpu.icd").write_text(str(runtime) + "\n")
-    os.environ["OCL_ICD_VENDORS"] = str(vendors)  # pyopencl's bundled ICD loader reads this, not OCL_ICD_FILENAMES
-    import pyopencl as cl
-
-    plats = [p for p in cl.get_platforms() if p.get_devices(device_type=cl.device_type.CPU)]
-    dev = plats[0].get_devices(device_type=cl.device_type.CPU)[0]
-    ctx = cl.Context([dev])
-    return cl, ctx, cl.CommandQueue(ctx), dev
-
-
 def bench_launch(args, s, bound, spirv: bytes, tmp: Path) -> list[dict]:
-    cl, ctx, q, _dev = _pyopencl_setup(s.lib.cpu_runtime, tmp)
+    cl, ctx, q, _dev = pyopencl_on(s.lib.cpu_runtime, tmp)
     prog = cl.Program(ctx, spirv).build()
     knl = cl.Kernel(prog, bound.artifact.name)
     return [_one_size(args, s, bound, cl, ctx, q, knl, n) for n in (1 << 10, 1 << 20)]
@@ -118,13 +97,13 @@ def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
         for _ in range(20):
             f()
     for _ in range(args.rounds):  # interleaved rounds
-        res["ur_lf"].append(_median_us(ur_launch_finish, args.reps))
-        res["cl_lf"].append(_median_us(cl_launch_finish, args.reps))
-        res["ur_enq"].append(_median_us(ur_enqueue, args.reps))
+        res["ur_lf"].append(per_call_us(ur_launch_finish, args.reps))
+        res["cl_lf"].append(per_call_us(cl_launch_finish, args.reps))
+        res["ur_enq"].append(per_call_us(ur_enqueue, args.reps))
         s.queue.finish()
-        res["ur_raw"].append(_median_us(ur_raw_enqueue, args.reps))
+        res["ur_raw"].append(per_call_us(ur_raw_enqueue, args.reps))
         s.queue.finish()
-        res["cl_enq"].append(_median_us(cl_enqueue, args.reps))
+        res["cl_enq"].append(per_call_us(cl_enqueue, args.reps))
         q.finish()
     med = {k: statistics.median(v) for k, v in res.items()}
     got = dy.to_numpy(np.float32, n)
@@ -179,23 +158,6 @@ def bench_demo(tmp: Path) -> dict:
         if p.returncode != 0:
             raise SystemExit(f"demo failed: {p.stderr.strip().splitlines()[-1:]}")
     return out
-
-
-def machine() -> dict:
-    cpu = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    import pyopencl
-
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "triton": triton.__version__,
-        "pyopencl": pyopencl.VERSION_TEXT,
-        "numpy": np.__version__,
-    }
 
 
 def main() -> int:

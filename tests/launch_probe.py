@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import triton
 import triton.language as tl
 
+from examples.kernels import scale_kernel as scale_ptr
 from xpukit.runtime import ur
 from xpukit.runtime.launch import TritonKernel
 from xpukit.runtime.triton_driver import URDriver, activate, current_session
@@ -32,13 +33,6 @@ from xpukit.runtime.ur import launcher
 from xpukit.runtime.ur.core import DeviceArray
 
 BLOCK = 64
-
-
-@triton.jit
-def scale_ptr(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * a, mask=mask)
 
 
 @triton.jit

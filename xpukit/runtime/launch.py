@@ -260,12 +260,16 @@ class BoundKernel:
         self.session = session
         self.artifact = artifact
         self.abi = artifact.abi
-        self.program = program
-        self.kernel: Kernel = program.kernel(artifact.name)
+        self.program = program  # owned from here on: closed with this kernel, or now if loading fails
         self._scratch: list[USMAllocation] = []
         self._scratch_lock = threading.Lock()
-        self._set_hidden()
-        self.launcher = self.kernel.launcher(self.abi.kinds, self.abi.local_size, self.abi.argument_error(session))
+        try:
+            self.kernel: Kernel = program.kernel(artifact.name)
+            self._set_hidden()
+            self.launcher = self.kernel.launcher(self.abi.kinds, self.abi.local_size, self.abi.argument_error(session))
+        except BaseException:
+            program.close()
+            raise
         self._launch = self.launcher.launch
         self._queue = session.queue  # its .handle refuses a closed session's queue
         self._has_scratch = bool(self.abi.scratch)
@@ -384,11 +388,7 @@ class TritonKernel:
             program = self.cache.load(session, art.spirv, spirv_sha256=art.spirv_sha256)
         else:
             program = session.program_from_spirv(art.spirv)
-        try:
-            bound = BoundKernel(session, art, program)
-        except BaseException:
-            program.close()
-            raise
+        bound = BoundKernel(session, art, program)
         self._bound[session] = bound
         return bound
 

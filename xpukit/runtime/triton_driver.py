@@ -509,11 +509,7 @@ class URLauncher:
                 constexprs=self.constexprs,
                 abi=abi,
             )
-            try:
-                bound = BoundKernel(session, art, program)
-            except BaseException:
-                program.close()
-                raise
+            bound = BoundKernel(session, art, program)
             function.bound[sid] = bound
             return bound
 

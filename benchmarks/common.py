@@ -1,0 +1,52 @@
+"""What the launch benchmarks share: the timing loop, pyopencl on the same CPU device, the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def per_call_us(fn: Callable[[], Any], reps: int) -> float:
+    """Mean wall time of one call over ``reps`` calls, in microseconds."""
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t) / reps * 1e6
+
+
+def pyopencl_on(runtime: Path, tmp: Path) -> tuple[Any, Any, Any, Any]:
+    """(pyopencl module, context, queue, device) on the Intel CPU OpenCL runtime UR uses."""
+    vendors = tmp / "vendors"
+    vendors.mkdir()
+    (vendors / "intel-cpu.icd").write_text(str(runtime) + "\n")
+    os.environ["OCL_ICD_VENDORS"] = str(vendors)  # pyopencl's bundled ICD loader reads this, not OCL_ICD_FILENAMES
+    import pyopencl as cl
+
+    plats = [p for p in cl.get_platforms() if p.get_devices(device_type=cl.device_type.CPU)]
+    dev = plats[0].get_devices(device_type=cl.device_type.CPU)[0]
+    ctx = cl.Context([dev])
+    return cl, ctx, cl.CommandQueue(ctx), dev
+
+
+def machine() -> dict[str, Any]:
+    import numpy as np
+    import pyopencl
+    import triton
+
+    cpu = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "triton": triton.__version__,
+        "pyopencl": pyopencl.VERSION_TEXT,
+        "numpy": np.__version__,
+    }
