@@ -89,22 +89,27 @@ def registry(root: Path, users: dict[str, str], read_only: bool = False) -> Iter
 
 @contextlib.contextmanager
 def second_engine(root: Path) -> Iterator[str]:
-    """Another dockerd with its own data root, exec root, socket and pid file, no bridge and no
-    iptables rules (so it never clashes with the first); yields its DOCKER_HOST."""
+    """Another dockerd with its own data root, exec root, socket, pid file and bridge, and no
+    iptables rules, so it never touches the first engine's network; yields its DOCKER_HOST.
+    (``--bridge none`` is not enough: that dockerd deletes an existing docker0.)"""
     dockerd = need("dockerd", "docker.io")
     root.mkdir(parents=True, exist_ok=True)
     # unix socket paths are limited to ~100 bytes: keep the runtime files in a short temp dir.
     short = Path(subprocess.run(["mktemp", "-d", "/tmp/xpk-eng.XXXX"], capture_output=True, text=True).stdout.strip())
     sock = short / "docker.sock"
     log = root / "dockerd.log"
+    ip = need("ip", "iproute2")
+    bridge = "xpkbr" + os.urandom(3).hex()
+    subprocess.run([ip, "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
     cmd = [
         dockerd,
         "--data-root", str(root / "data"),
         "--exec-root", str(short / "exec"),
         "-H", f"unix://{sock}",
         "--pidfile", str(short / "docker.pid"),
-        "--bridge", "none",
+        "--bridge", bridge,
         "--iptables=false",
+        "--ip-forward=false",
     ]  # fmt: skip
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -128,5 +133,33 @@ def second_engine(root: Path) -> Iterator[str]:
         yield host
     finally:
         stop(proc, grace=30)
+        subprocess.run([ip, "link", "delete", bridge], check=False, capture_output=True)
         shutil.rmtree(short, ignore_errors=True)
         shutil.rmtree(root / "data", ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_server(root: Path) -> Iterator[int]:
+    """redis-server on 127.0.0.1:<free port>, its data in ``root``, no persistence; yields the port."""
+    binary = need("redis-server", "redis-server")
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = root / "redis.log"
+    cmd = [binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(root), "--save", "", "--appendonly", "no"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited ({proc.returncode}): {log.read_text()[-1500:]}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not answer: {log.read_text()[-1500:]}")
+            time.sleep(0.2)
+        yield port
+    finally:
+        stop(proc)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.runtime import kernel_cache
 
 # Triton's compiler is not safe to enter from several threads at once (CPython 3.11's sysconfig
 # initialisation, reached through it, races): every compile in this process takes this lock.
@@ -126,6 +127,7 @@ def xpu_backend() -> type:
     from xpukit.runtime import zebin_stage
 
     zebin_stage.install(backend)
+    kernel_cache.install()  # XPUKIT_KERNEL_CACHE: Triton's cache shared through Redis
     return backend
 
 

@@ -1,0 +1,152 @@
+"""A kernel cache shared between machines: ``XPUKIT_KERNEL_CACHE=redis://HOST:PORT[/DB]``.
+
+Triton's compiled kernels go through Triton's own remote-cache hook (``RemoteCacheManager`` with
+:class:`TritonRemote` as its backend): a kernel one machine compiled is a cache hit on every other
+machine that points at the same Redis. Counters (:func:`stats`) say how many files were hits,
+misses and stores; ``XPUKIT_KERNEL_CACHE_DEBUG=1`` logs each lookup.
+
+Redis down or unreachable: one warning, then the local cache alone; nothing fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import urllib.parse
+
+from xpukit.errors import XpukitError
+
+log = logging.getLogger("xpukit.kernel_cache")
+ENV = "XPUKIT_KERNEL_CACHE"
+_PREFIX = "xpukit:"
+
+
+class KernelCacheConfigError(XpukitError):
+    """XPUKIT_KERNEL_CACHE names something the kit cannot use."""
+
+
+@dataclasses.dataclass
+class Stats:
+    hits: int = 0  # files found in the shared cache
+    misses: int = 0  # files asked for and not there
+    stores: int = 0
+    errors: int = 0
+
+
+class RemoteStore:
+    """Bytes by key in Redis, failing soft: the first error warns once and turns the store off."""
+
+    def __init__(self, url: str) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme != "redis" or not parsed.hostname:
+            raise KernelCacheConfigError(
+                f"{ENV}={url!r} is not a redis://HOST:PORT[/DB] URL", f"set {ENV}=redis://127.0.0.1:6379, or unset it"
+            )
+        try:
+            db = int(parsed.path.lstrip("/") or 0)
+            port = parsed.port or 6379
+        except ValueError:
+            raise KernelCacheConfigError(
+                f"{ENV}={url!r} has a bad port or database number", "use redis://HOST:PORT/DB with integers"
+            ) from None
+        self.url = url
+        self.stats = Stats()
+        self.down = False
+        self._lock = threading.Lock()
+        try:
+            import redis
+        except ImportError:
+            raise KernelCacheConfigError(
+                f"{ENV} is set but the redis package is missing", "pip install redis (the kit's image has it)"
+            ) from None
+        self._errors = (redis.RedisError, OSError)
+        self._client = redis.Redis(
+            host=parsed.hostname, port=port, db=db, socket_connect_timeout=2, socket_timeout=5, retry_on_timeout=False
+        )
+
+    def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.stats.errors += 1
+            if not self.down:
+                self.down = True
+                log.warning("xpukit: kernel cache %s unavailable (%s); using the local cache only", self.url, exc)
+
+    def get(self, keys: list[str]) -> dict[str, bytes]:
+        if self.down or not keys:
+            return {}
+        try:
+            values = self._client.mget([_PREFIX + k for k in keys])
+        except self._errors as exc:
+            self._failed(exc)
+            return {}
+        found = {k: v for k, v in zip(keys, values, strict=True) if v is not None}
+        with self._lock:
+            self.stats.hits += len(found)
+            self.stats.misses += len(keys) - len(found)
+        if os.environ.get("XPUKIT_KERNEL_CACHE_DEBUG") == "1":
+            for k in keys:
+                log.warning("xpukit: kernel cache %s %s", "hit" if k in found else "miss", k)
+        return found
+
+    def put(self, key: str, data: bytes) -> None:
+        if self.down:
+            return
+        try:
+            self._client.set(_PREFIX + key, data)
+        except self._errors as exc:
+            self._failed(exc)
+            return
+        with self._lock:
+            self.stats.stores += 1
+
+
+_STORE: RemoteStore | None = None
+_STORE_URL = ""
+_STORE_LOCK = threading.Lock()
+
+
+def remote_store() -> RemoteStore | None:
+    """The process's shared store from XPUKIT_KERNEL_CACHE, or None when it is unset."""
+    global _STORE, _STORE_URL
+    url = os.environ.get(ENV, "").strip()
+    with _STORE_LOCK:
+        if url != _STORE_URL:
+            _STORE = RemoteStore(url) if url else None
+            _STORE_URL = url
+        return _STORE
+
+
+def stats() -> Stats:
+    """Counters of the shared store (all zero when none is configured)."""
+    store = remote_store()
+    return dataclasses.replace(store.stats) if store is not None else Stats()
+
+
+class TritonRemote:
+    """Triton's ``RemoteCacheBackend`` interface on the kit's store: ``(key)``, ``get``, ``put``."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._store = remote_store()
+
+    def get(self, filenames: list[str]) -> dict[str, bytes]:
+        if self._store is None:
+            return {}
+        found = self._store.get([f"triton:{self._key}:{f}" for f in filenames])
+        return {f: found[f"triton:{self._key}:{f}"] for f in filenames if f"triton:{self._key}:{f}" in found}
+
+    def put(self, filename: str, data: bytes) -> None:
+        if self._store is not None:
+            self._store.put(f"triton:{self._key}:{filename}", bytes(data))
+
+
+def install() -> bool:
+    """Route Triton's cache through the shared store when XPUKIT_KERNEL_CACHE is set (checked
+    here, so a bad URL is one clear error before anything compiles). Returns whether it is on."""
+    if remote_store() is None:
+        return False
+    os.environ["TRITON_CACHE_MANAGER"] = "triton.runtime.cache:RemoteCacheManager"
+    os.environ["TRITON_REMOTE_CACHE_BACKEND"] = f"{__name__}:TritonRemote"
+    return True
