@@ -365,6 +365,8 @@ class _FastTable:
                 entry = _FastEntry(kernel, pick, self.names, self.defaults)
                 self.entries[(table_key, key)] = entry
             if entry.kernel is kernel:
+                for sid in [sid for sid, b in entry.bound.items() if b.closed]:  # sessions gone since
+                    del entry.bound[sid]
                 entry.bound[id(session)] = bound
 
 
