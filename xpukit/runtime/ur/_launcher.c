@@ -338,7 +338,9 @@ static int get_signed(PyObject *o, long long lo, long long hi, uint64_t *out) {
 static int get_unsigned(PyObject *o, unsigned long long hi, uint64_t *out) {
     PyObject *idx = PyNumber_Index(o);
     if (!idx) return ARG_TYPE;
-    if (_PyLong_Sign(idx) < 0) {
+    int overflow = 0;
+    long long as_signed = PyLong_AsLongLongAndOverflow(idx, &overflow);
+    if (overflow < 0 || (overflow == 0 && as_signed < 0)) { /* negative */
         Py_DECREF(idx);
         return ARG_RANGE;
     }
@@ -452,10 +454,11 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
         if (get_grid(a[1 + i], &g[i])) return arg_error(l, -1, ARG_GRID, a[1 + i]);
     PyObject *args = a[4];
     if (!PyTuple_Check(args) && !PyList_Check(args)) return PyErr_Format(PyExc_TypeError, "args must be a tuple");
-    PyObject *seq = PySequence_Fast(args, "args");
+    /* A tuple (a list is copied): conversions may run Python code, which must not move the items. */
+    PyObject *seq = PySequence_Tuple(args);
     if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
     int want_event = nargs == 6 && PyObject_IsTrue(a[5]);
     if (n != l->nparams) {
         Py_DECREF(seq);
