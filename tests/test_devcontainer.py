@@ -1,0 +1,114 @@
+"""The generated devcontainer: the committed default equals what the kit generates, GPU options
+are the ones `invoke shell` uses (fake GPU hosts, as in the doctor tests: no Intel GPU here), and
+the devcontainer CLI (npm, pinned in env/npm) brings it up on a real engine and runs the demo and
+the container tests inside."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from fakehost import Node, make_host
+
+from xpukit.host import devcontainer, gpu
+from xpukit.host.pins import REPO_ROOT
+
+COMMITTED = REPO_ROOT / ".devcontainer" / "devcontainer.json"
+CLI = REPO_ROOT / "env" / "npm" / "node_modules" / ".bin" / "devcontainer"
+
+
+@pytest.mark.unit
+def test_committed_default_is_generated():
+    assert devcontainer.load(COMMITTED) == devcontainer.config("xpukit:cpu", "cpu", "xpukit-cache")
+    assert COMMITTED.read_text() == devcontainer.render(devcontainer.config("xpukit:cpu", "cpu", "xpukit-cache"))
+
+
+def _flags_as_options(flags: list[str]) -> dict:
+    """docker run flags -> the docker SDK keyword arguments `invoke shell` passes."""
+    out: dict = {"devices": [], "volumes": {}, "group_add": []}
+    it = iter(flags)
+    for flag in it:
+        value = next(it)
+        if flag == "--device":
+            out["devices"].append(f"{value}:{value}:rwm")
+        elif flag == "-v":
+            host, container, mode = value.split(":")
+            out["volumes"][host] = {"bind": container, "mode": mode}
+        elif flag == "--group-add":
+            out["group_add"].append(value)
+        elif flag == "--shm-size":
+            out["shm_size"] = value
+    return {k: v for k, v in out.items() if v}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("nodes", [[Node()], [Node(), Node(slot="0000:9a:00.0")], [Node(mode=0o666)], []])
+def test_gpu_options_are_the_shells(tmp_path, nodes):
+    """Mock: fake sysfs/dev trees stand in for Intel GPU hosts (none exists here)."""
+    host = make_host(tmp_path, nodes)
+    options = gpu.gpu_run_options(host.sysfs_root, host.dev_root, host.host_root)
+    generated = devcontainer.config("xpukit:xpu", "xpu", "xpukit-cache", options)
+    if options.passthrough:
+        assert _flags_as_options(generated["runArgs"]) == options.docker_kwargs()
+        assert "--device" in generated["runArgs"]
+    else:
+        assert generated["runArgs"] == []
+
+
+@pytest.mark.unit
+def test_write_is_atomic_and_idempotent(tmp_path):
+    path = tmp_path / ".devcontainer" / "devcontainer.json"
+    content = devcontainer.config("xpukit:cpu", "cpu", "v")
+    assert devcontainer.write(path, content) is True
+    assert devcontainer.write(path, content) is False
+    assert [p.name for p in path.parent.iterdir()] == ["devcontainer.json"]
+
+
+def _devcontainer(verb: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    """``devcontainer VERB --workspace-folder REPO --docker-path DOCKER ARGS...`` (options before a command)."""
+    common = ["--workspace-folder", str(REPO_ROOT), "--docker-path", shutil.which("docker") or "docker"]
+    return subprocess.run(
+        [str(CLI), verb, *common, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
+    )
+
+
+@pytest.mark.docker
+def test_devcontainer_cli_runs_the_demo_and_the_container_tests(docker_client, test_image, tmp_path):
+    if not CLI.exists():
+        message = "needs the devcontainer CLI: npm ci --prefix env/npm"
+        if os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    override = tmp_path / "devcontainer.json"
+    override.write_text(json.dumps(devcontainer.config(test_image, "cpu", "xpukit-test-devcontainer")))
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    up = _devcontainer("up", "--override-config", str(override), env=env)
+    try:
+        assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+        result = json.loads(up.stdout.strip().splitlines()[-1])
+        assert result["outcome"] == "success"
+        demo = _devcontainer(
+            "exec", "--override-config", str(override), "python", "examples/xpu_triton_ur.py", "--n", "4099", env=env
+        )
+        assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+        assert "max abs error 0 (exact)" in demo.stdout
+        tests = _devcontainer(
+            "exec", "--override-config", str(override),
+            "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "container", "tests",
+            env=env,
+        )  # fmt: skip
+        assert tests.returncode == 0, tests.stdout[-3000:]
+        assert " passed" in tests.stdout and " failed" not in tests.stdout
+    finally:
+        for c in docker_client.containers.list(all=True, filters={"label": f"devcontainer.local_folder={REPO_ROOT}"}):
+            c.remove(force=True)
+        for v in docker_client.volumes.list(filters={"name": "xpukit-test-devcontainer"}):
+            v.remove(force=True)
