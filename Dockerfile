@@ -118,7 +118,7 @@ ENV VIRTUAL_ENV=/opt/xpukit/venv \
     XPUKIT_IN_CONTAINER=1
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
-COPY scripts/entrypoint.sh scripts/write-manifest.py /opt/xpukit/scripts/
+COPY scripts/entrypoint.sh /opt/xpukit/scripts/
 COPY pyproject.toml /opt/xpukit/src/
 COPY env/pins.toml /opt/xpukit/src/env/pins.toml
 COPY xpukit /opt/xpukit/src/xpukit
@@ -136,7 +136,8 @@ ARG TRITON_COMMIT
 ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG XPUKIT_PINS
-RUN python /opt/xpukit/scripts/write-manifest.py /opt/xpukit/manifest.json
+# What is installed, checked against the pins: the build fails on any difference.
+RUN python -m xpukit.runtime.manifest /opt/xpukit/manifest.json
 
 # Labels last: their values change per commit and must not invalidate any layer above.
 ARG XPUKIT_SOURCE

@@ -15,13 +15,17 @@ from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host import pins as pins_mod
 
-# Inputs of the image's dependency layers; the content tag hashes them (with the build args).
-CONTENT_PATHS = ("Dockerfile", "scripts", "env")
+# Everything the Dockerfile copies into the image: the content tag hashes all of it (with the build
+# args), so one tag always names one image, down to the kit's own sources.
+CONTENT_PATHS = ("Dockerfile", ".dockerignore", "pyproject.toml", "scripts", "env", "xpukit", "examples", "tests")
+# Docker's predefined proxy args: passed by name (the value comes from the environment, never printed)
+# and kept out of the image's history by Docker itself.
+PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 # Build args that describe the build rather than pin anything: labels, and the source builds' job count.
 META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
 LOCAL_BASE_REPO = "xpukit-base"
 # What the Dockerfile reads from the checkout (.dockerignore keeps the rest out of the builder).
-BUILD_CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "env", "scripts", "xpukit", "examples", "tests")
+BUILD_CONTEXT = CONTENT_PATHS
 
 
 def copy_context(root: Path, dest: Path) -> Path:
@@ -116,13 +120,13 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
 
 
 def content_hash(root: Path, args: dict[str, str]) -> str:
-    """Hash of the files that build the dependency layers plus the pinned build args."""
+    """Hash of every file the image copies (CONTENT_PATHS) plus the pinned build args."""
     digest = hashlib.sha256()
     for top in CONTENT_PATHS:
         path = root / top
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
-            if "__pycache__" in file.parts:
+            if "__pycache__" in file.parts or file.suffix == ".pyc":
                 continue
             digest.update(str(file.relative_to(root)).encode() + b"\0")
             digest.update(file.read_bytes() + b"\0")
@@ -235,6 +239,9 @@ def plan(
     cmd += ["-f", str(root / "Dockerfile")]
     for key, value in args.items():
         cmd += ["--build-arg", f"{key}={value}"]
+    for name in PROXY_ARGS:
+        if os.environ.get(name):
+            cmd += ["--build-arg", name]
     if ca_bundle:
         path = Path(ca_bundle)
         if not path.is_file():

@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from xpukit.runtime.manifest import MANIFEST_PATH
+
 PROBE_VERSION = 1
-MANIFEST_PATH = "/opt/xpukit/manifest.json"
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
 
 
