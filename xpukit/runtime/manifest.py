@@ -74,15 +74,15 @@ def ur_loader_info() -> dict[str, str]:
         location = find_loader()
     except XpukitError:
         return {"path": "", "api_version": "", "release": "", "source": ""}
-    api = re.search(r"\.so\.(\d+\.\d+\.\d+)$", str(location.path))
     try:
-        release = detect_release(location.path).version
+        release = detect_release(location.path)
+        version, api = release.version, "" if release.api_minor is None else f"0.{release.api_minor}"
     except XpukitError:
-        release = ""
+        version, api = "", ""
     return {
         "path": str(location.path),
-        "api_version": api.group(1) if api else "",
-        "release": release,
+        "api_version": api,
+        "release": version,
         "source": location.source,
     }
 
