@@ -187,7 +187,7 @@ def test_base_needs_root_or_debootstrap():
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)
     with pytest.raises(XpukitError, match="debootstrap is not installed"):
-        check_prerequisites(euid=0, which=lambda name: None)
+        check_prerequisites(euid=0, which=lambda: None)
 
 
 def test_base_dry_run_shows_debootstrap_and_import():

@@ -1,7 +1,7 @@
 """Turn a failed image build's log into one line naming the cause and its specific fix.
 
 The log stays on screen above; this only reads its tail. Causes are checked most specific first:
-a certificate error usually also prints connection errors further down.
+a certificate error also prints connection errors, and a network error "no matching distribution".
 """
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ def diagnose(lines: Iterable[str], ca_description: str = "") -> Diagnosis | None
             _short(hit),
             "free disk (`invoke clean --build-cache`, `docker system df`) or move Docker's data-root",
         )
+    hit = first(_NETWORK)
+    if hit:
+        return Diagnosis(
+            "the build could not reach the network (proxy or DNS)",
+            _short(hit),
+            "export HTTP_PROXY/HTTPS_PROXY (passed to the build) or fix the engine's DNS",
+        )
     for pattern in _MISSING:
         hit = first(pattern)
         if hit:
@@ -76,11 +83,4 @@ def diagnose(lines: Iterable[str], ca_description: str = "") -> Diagnosis | None
                 _short(hit),
                 "check that pin in env/pins.toml (the index or mirror lacks it), then `invoke pins --lock`",
             )
-    hit = first(_NETWORK)
-    if hit:
-        return Diagnosis(
-            "the build could not reach the network (proxy or DNS)",
-            _short(hit),
-            "export HTTP_PROXY/HTTPS_PROXY (passed to the build) or fix the engine's DNS",
-        )
     return None
