@@ -150,14 +150,14 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       org.opencontainers.image.created="${XPUKIT_CREATED}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       io.xpukit.profile="${XPUKIT_PROFILE}" \
-      io.xpukit.host.pins.python="${PYTHON_VERSION}" \
-      io.xpukit.host.pins.ocloc="${OCLOC_PACKAGE}=${OCLOC_VERSION}" \
-      io.xpukit.host.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
-      io.xpukit.host.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
-      io.xpukit.host.pins.ur="${UR_SOURCE}:${UR_VERSION}" \
-      io.xpukit.host.pins.ur-matrix="${UR_MATRIX}" \
-      io.xpukit.host.pins.pypi="${PYPI_PINS}" \
-      io.xpukit.host.pins.digest="${XPUKIT_PINS}"
+      io.xpukit.pins.python="${PYTHON_VERSION}" \
+      io.xpukit.pins.ocloc="${OCLOC_PACKAGE}=${OCLOC_VERSION}" \
+      io.xpukit.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
+      io.xpukit.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
+      io.xpukit.pins.ur="${UR_SOURCE}:${UR_VERSION}" \
+      io.xpukit.pins.ur-matrix="${UR_MATRIX}" \
+      io.xpukit.pins.pypi="${PYPI_PINS}" \
+      io.xpukit.pins.digest="${XPUKIT_PINS}"
 
 # The xpukit user created in the system stage, by number so every runtime resolves it.
 USER 10001:10001

@@ -42,15 +42,15 @@ def manifest(docker_client, test_image) -> dict:
 
 def test_labels_equal_the_pins(image_labels, profile):
     args = build.build_args(profile, image_labels["org.opencontainers.image.base.name"])
-    assert image_labels["io.xpukit.host.pins.python"] == args["PYTHON_VERSION"]
-    assert image_labels["io.xpukit.host.pins.ocloc"] == f"{args['OCLOC_PACKAGE']}={args['OCLOC_VERSION']}"
+    assert image_labels["io.xpukit.pins.python"] == args["PYTHON_VERSION"]
+    assert image_labels["io.xpukit.pins.ocloc"] == f"{args['OCLOC_PACKAGE']}={args['OCLOC_VERSION']}"
     assert (
-        image_labels["io.xpukit.host.pins.triton"]
+        image_labels["io.xpukit.pins.triton"]
         == f"{args['TRITON_SOURCE']}:{args['TRITON_VERSION']}{args['TRITON_COMMIT']}"
     )
-    assert image_labels["io.xpukit.host.pins.ur"] == f"{args['UR_SOURCE']}:{args['UR_VERSION']}"
-    assert image_labels["io.xpukit.host.pins.pypi"] == args["PYPI_PINS"]
-    assert image_labels["io.xpukit.host.pins.digest"] == profile.fingerprint()
+    assert image_labels["io.xpukit.pins.ur"] == f"{args['UR_SOURCE']}:{args['UR_VERSION']}"
+    assert image_labels["io.xpukit.pins.pypi"] == args["PYPI_PINS"]
+    assert image_labels["io.xpukit.pins.digest"] == profile.fingerprint()
     for key in ("source", "revision", "created"):
         assert image_labels[f"org.opencontainers.image.{key}"], key
 
