@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -105,8 +106,9 @@ def probe_cli(path: str) -> tuple[DockerCli | None, str]:
     return None, f"{resolved} {version}: BuildKit needs its buildx plugin, which is missing"
 
 
+@functools.cache
 def pick_cli(setting: str = "auto") -> DockerCli:
-    """The configured CLI, or the first one found that can build with BuildKit."""
+    """The configured CLI, or the first one found that can build with BuildKit (probed once per run)."""
     if setting and setting != "auto":
         candidates: Iterable[str] = [setting]
     else:
