@@ -317,3 +317,26 @@ def test_manifest_mismatches_name_each_difference():
     assert "triton pinned 3.3.0b1, installed 3.4.0" in problems
     assert "numpy pinned 2.4.6, installed 2.3.0" in problems
     assert any(p.startswith("UR pinned 2025.3.3") for p in problems)
+
+
+# ---------------------------------------------------------------- targets: one definition
+
+
+def test_targets_split_and_aliases():
+    from xpukit import targets
+
+    assert targets.split_targets(["pvc", "dg2, bmg", "acm-g10"]) == ["pvc", "acm-g10", "bmg"]
+    assert targets.split_targets("dg2-g10") == ["acm-g10"] and targets.preset("dg2").name == "acm-g10"
+    # Triton's own short name for the same part, from the architecture id.
+    assert targets.TRITON_ARCH_NAME[targets.PRESETS["acm-g10"].architecture] == "dg2"
+    with pytest.raises(XpukitError, match="no target given"):
+        targets.split_targets([" , "])
+    with pytest.raises(XpukitError, match="unknown target 'gfx90a'"):
+        targets.preset("gfx90a")
+
+
+def test_target_is_repeatable_and_takes_aliases():
+    result = invoke("compile", "examples/kernels.py:scale_kernel", "--target", "pvc", "--target", "dg2,bmg",
+                    "--where", "container", "--dry-run")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "--target pvc,acm-g10,bmg " in result.stdout.splitlines()[-1]
