@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.host import buildlog, pins, trust
+from xpukit.host import buildlog, pins, trust, ui
 from xpukit.runtime import manifest
 
 pytestmark = pytest.mark.unit
@@ -340,3 +340,20 @@ def test_target_is_repeatable_and_takes_aliases():
                     "--where", "container", "--dry-run")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "--target pvc,acm-g10,bmg " in result.stdout.splitlines()[-1]
+
+
+def test_a_failed_build_ends_in_one_diagnosed_line(tmp_path, capfd):
+    """plan.run_build with a command that really fails the way a build step does (pip asked for a
+    version its index lacks): the log streams through, then one error names the cause and the fix."""
+    from xpukit.host import build, plan  # plan reads the pins at call time only; import here keeps it local
+
+    profile = pins.load().profile("cpu")
+    (tmp_path / "empty").mkdir()
+    failing = [sys.executable, "-m", "pip", "download", "--isolated", "--no-index", "--find-links"]
+    failing += [str(tmp_path / "empty"), "-d", str(tmp_path), "numpy==0.0.1"]
+    build_plan = build.BuildPlan("cpu", ("xpukit-test:cpu-x", "xpukit-test:cpu"), {}, failing, {}, ())
+    with pytest.raises(XpukitError) as info:
+        plan.run_build(plan.ImagePlan(profile, "base", build_plan, "none"))
+    assert "No matching distribution found for numpy==0.0.1" in capfd.readouterr().out  # the log, kept above
+    line = ui.error_line(info.value)
+    assert "package numpy==0.0.1 is not available" in line and "env/pins.toml" in line and len(line) <= 200
