@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.host import buildlog, pins, trust, ui
+from xpukit.host import build, buildlog, pins, plan, trust, ui
 from xpukit.runtime import manifest
 
 pytestmark = pytest.mark.unit
@@ -345,8 +345,6 @@ def test_target_is_repeatable_and_takes_aliases():
 def test_a_failed_build_ends_in_one_diagnosed_line(tmp_path, capfd):
     """plan.run_build with a command that really fails the way a build step does (pip asked for a
     version its index lacks): the log streams through, then one error names the cause and the fix."""
-    from xpukit.host import build, plan  # plan reads the pins at call time only; import here keeps it local
-
     profile = pins.load().profile("cpu")
     (tmp_path / "empty").mkdir()
     failing = [sys.executable, "-m", "pip", "download", "--isolated", "--no-index", "--find-links"]
