@@ -6,6 +6,8 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import shlex
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host import pins as pins_mod
+from xpukit.host.lock import check_lock_matches
 
 # Everything the Dockerfile copies into the image: the content tag hashes all of it (with the build
 # args), so one tag always names one image, down to the kit's own sources.
@@ -30,8 +33,6 @@ BUILD_CONTEXT = CONTENT_PATHS
 
 def copy_context(root: Path, dest: Path) -> Path:
     """A copy of the build context of ``root`` in ``dest``, to build a modified tree."""
-    import shutil
-
     dest.mkdir(parents=True, exist_ok=True)
     for item in BUILD_CONTEXT:
         src = root / item
@@ -214,8 +215,6 @@ class BuildPlan:
 
 
 def _quote(part: str) -> str:
-    import shlex
-
     return shlex.quote(part)
 
 
@@ -269,14 +268,12 @@ def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> 
             if event.get("status") and "progress" not in event:
                 say(f"pull: {event.get('id', '')} {event['status']}".strip())
     except Exception as exc:
-        say(f"pull: {engine._short(exc)}")
+        say(f"pull: {engine.short_reason(exc)}")
         return False
     return True
 
 
 def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
-    from xpukit.host.lock import check_lock_matches
-
     problems = check_lock_matches(profile, pins_mod.lock_path(profile.name, root))
     if problems:
         raise XpukitError(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.host import gpu
+from xpukit.host import engine, gpu
 from xpukit.runtime import manifest as manifest_mod
 from xpukit.runtime.ocloc import find_ocloc
 
@@ -537,9 +537,6 @@ def _sdk_engine_probe(docker_client_factory: Callable[[], Any]) -> Probe:
 
 
 def _default_buildkit_probe() -> tuple[bool, str]:
-    from xpukit.errors import XpukitError
-    from xpukit.host import engine
-
     try:
         cli = engine.pick_cli()
     except XpukitError as exc:

@@ -37,7 +37,7 @@ def client(docker_host: str = "", timeout: int = 600) -> Any:
         sdk = docker.DockerClient(base_url=where, timeout=timeout)
         sdk.ping()
     except Exception as exc:
-        raise EngineError(f"no Docker engine answers at {where} ({_short(exc, 60)})", START_ENGINE_FIX) from None
+        raise EngineError(f"no Docker engine answers at {where} ({short_reason(exc, 60)})", START_ENGINE_FIX) from None
     return sdk
 
 
@@ -50,12 +50,13 @@ def engine_answers(docker_host: str = "") -> tuple[bool, str]:
     return True, "engine answers"
 
 
-def _short(exc: BaseException, limit: int = 160) -> str:
+def short_reason(exc: BaseException, limit: int = 160) -> str:
     """The first line of an exception; the docker SDK nests whole urllib3 reprs, so the tail is cut."""
     text = str(exc).strip().splitlines()
     first = text[0] if text else type(exc).__name__
     # "... (Caused by NewConnectionError(...: Failed to establish ...: [Errno 2] No such file...'))"
-    errno = re.search(r"\[Errno \d+\] ([^'\")]+)", first)
+    # or "('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))": keep the OS's words.
+    errno = re.search(r"\[Errno \d+\] ([^'\")]+)", first) or re.search(r"\w+Error\(\d+, '([^']+)'\)", first)
     if errno:
         first = errno.group(1).strip()
     return first if len(first) <= limit else first[: limit - 3] + "..."
