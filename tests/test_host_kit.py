@@ -355,3 +355,17 @@ def test_a_failed_build_ends_in_one_diagnosed_line(tmp_path, capfd):
     assert "No matching distribution found for numpy==0.0.1" in capfd.readouterr().out  # the log, kept above
     line = ui.error_line(info.value)
     assert "package numpy==0.0.1 is not available" in line and "env/pins.toml" in line and len(line) <= 200
+
+
+@pytest.mark.parametrize("edited", ["xpukit/runtime/zebin.py", "examples/kernels.py", "tests/conftest.py", "env/pins.toml"])
+def test_the_content_tag_covers_every_file_the_image_copies(tmp_path, edited):
+    """One tag, one image: editing any input the Dockerfile copies changes the content tag."""
+    args = build.build_args(pins.load().profile("cpu"), "base:1")
+    copy = build.copy_context(ROOT, tmp_path / "ctx")
+    assert build.content_hash(copy, args) == build.content_hash(ROOT, args)
+    (copy / edited).write_text((copy / edited).read_text() + "\n# edited\n")
+    assert build.content_hash(copy, args) != build.content_hash(ROOT, args)
+    # Every path the Dockerfile COPYs from the context is one the hash reads.
+    copied = {line.split()[1].split("/")[0] for line in (ROOT / "Dockerfile").read_text().splitlines()
+              if line.startswith("COPY ") and "--from" not in line}  # fmt: skip
+    assert copied <= set(build.CONTENT_PATHS), copied - set(build.CONTENT_PATHS)
