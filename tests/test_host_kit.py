@@ -357,7 +357,10 @@ def test_a_failed_build_ends_in_one_diagnosed_line(tmp_path, capfd):
     assert "package numpy==0.0.1 is not available" in line and "env/pins.toml" in line and len(line) <= 200
 
 
-@pytest.mark.parametrize("edited", ["xpukit/runtime/zebin.py", "examples/kernels.py", "tests/conftest.py", "env/pins.toml"])
+EDITS = ["xpukit/runtime/zebin.py", "examples/kernels.py", "tests/conftest.py", "env/pins.toml"]
+
+
+@pytest.mark.parametrize("edited", EDITS)
 def test_the_content_tag_covers_every_file_the_image_copies(tmp_path, edited):
     """One tag, one image: editing any input the Dockerfile copies changes the content tag."""
     args = build.build_args(pins.load().profile("cpu"), "base:1")
