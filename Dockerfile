@@ -133,7 +133,7 @@ RUN --mount=type=bind,from=launcher,source=/opt/xpukit/ext,target=/tmp/xpukit-ex
     cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
-COPY scripts/entrypoint.sh scripts/write-manifest.py /opt/xpukit/scripts/
+COPY scripts/entrypoint.sh /opt/xpukit/scripts/
 COPY pyproject.toml /opt/xpukit/src/
 COPY env/pins.toml /opt/xpukit/src/env/pins.toml
 COPY xpukit /opt/xpukit/src/xpukit
@@ -151,7 +151,8 @@ ARG TRITON_COMMIT
 ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG XPUKIT_PINS
-RUN python /opt/xpukit/scripts/write-manifest.py /opt/xpukit/manifest.json
+# What is installed, checked against the pins: the build fails on any difference.
+RUN python -m xpukit.runtime.manifest /opt/xpukit/manifest.json
 
 # Labels last: their values change per commit and must not invalidate any layer above.
 ARG XPUKIT_SOURCE
@@ -164,14 +165,14 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       org.opencontainers.image.created="${XPUKIT_CREATED}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       io.xpukit.profile="${XPUKIT_PROFILE}" \
-      io.xpukit.host.pins.python="${PYTHON_VERSION}" \
-      io.xpukit.host.pins.ocloc="${OCLOC_PACKAGE}=${OCLOC_VERSION}" \
-      io.xpukit.host.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
-      io.xpukit.host.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
-      io.xpukit.host.pins.ur="${UR_SOURCE}:${UR_VERSION}" \
-      io.xpukit.host.pins.ur-matrix="${UR_MATRIX}" \
-      io.xpukit.host.pins.pypi="${PYPI_PINS}" \
-      io.xpukit.host.pins.digest="${XPUKIT_PINS}"
+      io.xpukit.pins.python="${PYTHON_VERSION}" \
+      io.xpukit.pins.ocloc="${OCLOC_PACKAGE}=${OCLOC_VERSION}" \
+      io.xpukit.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
+      io.xpukit.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
+      io.xpukit.pins.ur="${UR_SOURCE}:${UR_VERSION}" \
+      io.xpukit.pins.ur-matrix="${UR_MATRIX}" \
+      io.xpukit.pins.pypi="${PYPI_PINS}" \
+      io.xpukit.pins.digest="${XPUKIT_PINS}"
 
 # The xpukit user created in the system stage, by number so every runtime resolves it.
 USER 10001:10001

@@ -1,22 +1,34 @@
-"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/host/cli.py).
+"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/host/commands.py).
 
 Settings come from the flag, else the environment (XPUKIT_PROFILE, XPUKIT_IMAGE,
-XPUKIT_DOCKER_CLI, DOCKER_HOST, ...), else invoke.yaml's `xpukit:` section, else the default.
+XPUKIT_DOCKER_CLI, DOCKER_HOST, ...), else invoke.yaml's `xpukit:` section, else the default;
+xpukit/host/settings.py resolves them once per task.
 """
 
 from __future__ import annotations
 
+import functools
 import shlex
+import sys
+from pathlib import Path
 
 from invoke import Collection, Exit, task
 
-from xpukit.host import cli, config
+from xpukit.errors import XpukitError
+from xpukit.host import commands, settings, ui
 from xpukit.host.build import Variant
+from xpukit.targets import split_targets
+
+try:  # invoke reads this file next, and would answer a broken one with a traceback
+    settings.check_project_yaml(Path(__file__).resolve().parent)
+except XpukitError as _exc:
+    print(ui.error_line(_exc), file=sys.stderr)
+    sys.exit(2)
 
 COMMON_HELP = {
     "profile": "auto|cpu|xpu (auto: xpu where the host has an Intel GPU render node, else cpu)",
     "base-image": "build FROM this image instead of the pinned base",
-    "ca-bundle": "PEM bundle to trust during the build (BuildKit secret, never stored in a layer)",
+    "ca-bundle": "auto|none|PATH: CA bundle the build trusts (auto: the host's; a BuildKit secret, never in a layer)",
     "dry-run": "print the exact commands and run nothing",
     "debug": "show tracebacks",
 }
@@ -29,20 +41,33 @@ def _help(*common: str, **extra: str) -> dict[str, str]:
     return {**{name: merged[name] for name in common}, **{k.replace("_", "-"): v for k, v in extra.items()}}
 
 
-def _settings(c, **flags) -> config.Settings:
+def _settings(c, **flags) -> settings.Context:
+    """The task's context: invoke.yaml's `xpukit:` section (read by invoke's config) under env and flags."""
     try:
-        yaml_config = dict(c.config.get("xpukit", {}) or {})
-    except AttributeError:
-        yaml_config = {}
-    try:
-        return config.resolve(flags, yaml_config)
-    except cli.XpukitError as exc:
-        raise Exit(f"xpukit: error: {exc.one_line()}", code=2) from None
+        return settings.make_context(flags, c.config.get("xpukit"))
+    except XpukitError as exc:
+        if flags.get("debug"):
+            raise
+        raise Exit(ui.error_line(exc), code=2) from None
 
 
 def _finish(code: int) -> None:
     if code:
         raise Exit(code=code)
+
+
+def interruptible(func):
+    """Ctrl-C anywhere in a task (settings, engine calls): one line and exit 130, no traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except KeyboardInterrupt:
+            print("xpukit: interrupted", file=sys.stderr, flush=True)
+            raise Exit(code=commands.INTERRUPTED) from None
+
+    return wrapper
 
 
 @task(
@@ -75,7 +100,7 @@ def build(
     """Build the kit's image for a profile with BuildKit (tags xpukit:<profile>-<content> and xpukit:<profile>)."""
     s = _settings(c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     variant = Variant(triton=triton, torch=torch, llvm="source" if llvm else "", torch_arch_list=torch_arch_list)
-    _finish(cli.build(s, variant, github_token))
+    _finish(commands.build(s, variant, github_token))
 
 
 @task(
@@ -113,43 +138,43 @@ def demo_ur(
             demo_args += [flag, str(value)]
     if debug:
         demo_args.append("--debug")
-    _finish(cli.demo_ur(s, where, demo_args + shlex.split(args)))
+    _finish(commands.demo_ur(s, where, demo_args + shlex.split(args)))
 
 
 @task(help=_help("where", "profile", "ca-bundle", "dry-run", "debug", pytest_args="extra pytest arguments, quoted"))
 def test(c, where="auto", profile=None, ca_bundle=None, pytest_args="", dry_run=False, debug=False):
     """Run the tests: host tests, then the tests inside the image (building it when missing)."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(cli.test(s, where, shlex.split(pytest_args)))
+    _finish(commands.test(s, where, shlex.split(pytest_args)))
 
 
 @task(help=_help("profile", "dry-run", "debug", command="run this instead of an interactive shell"))
 def shell(c, profile=None, command="", dry_run=False, debug=False):
     """Open a shell in the image with the checkout mounted at /workspace."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(cli.shell(s, command))
+    _finish(commands.shell(s, command))
 
 
 @task(help=_help("dry-run", "debug", suite="Debian suite (default bookworm)", mirror="Debian mirror URL"))
 def base(c, suite=None, mirror=None, dry_run=False, debug=False):
     """Build a local base image from a debootstrap rootfs, for machines that cannot pull (needs root)."""
     s = _settings(c, base_suite=suite, base_mirror=mirror, dry_run=dry_run, debug=debug)
-    _finish(cli.base(s))
+    _finish(commands.base(s))
 
 
 @task(
     help=_help(
-        "profile",
         "dry-run",
         "debug",
+        profile="cpu|xpu: show one profile (default: every profile in env/pins.toml)",
         lock="regenerate env/lock/*.txt and fill digests a registry can tell",
         check="fail when the lock files do not match the pins",
     )
 )
 def pins(c, profile=None, lock=False, check=False, dry_run=False, debug=False):
     """Show the pins as build args, their warnings, and whether the lock files match them."""
-    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(cli.pins(s, lock=lock, check=check))
+    s = _settings(c, dry_run=dry_run, debug=debug)
+    _finish(commands.pins(s, profile or "", lock=lock, check=check))
 
 
 @task(
@@ -160,7 +185,7 @@ def pins(c, profile=None, lock=False, check=False, dry_run=False, debug=False):
 def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
     """Remove the kit's images (and optionally its cache volume and BuildKit's cache)."""
     s = _settings(c, dry_run=dry_run, debug=debug)
-    _finish(cli.clean(s, volumes=volumes, build_cache=build_cache))
+    _finish(commands.clean(s, volumes=volumes, build_cache=build_cache))
 
 
 @task(
@@ -170,18 +195,18 @@ def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
         "dry-run",
         "debug",
         kernel="path.py:function",
-        target="target(s), comma-separated, or all (every target the installed ocloc builds; default: pvc)",
+        target="target, repeatable or comma-separated; all = every kit preset the installed ocloc builds (default pvc)",
         out="output folder (one subfolder per target)",
         signature="e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
         constexpr="NAME=VALUE, repeatable",
         num_warps="Triton num_warps",
     ),
-    iterable=["constexpr"],
+    iterable=["constexpr", "target"],
 )
 def compile(
     c,
     kernel,
-    target="pvc",
+    target=None,
     out="out",
     signature=None,
     constexpr=None,
@@ -193,16 +218,15 @@ def compile(
 ):
     """Compile a Triton kernel to SPIR-V and zebin for Intel GPU targets (no GPU needed)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    targets = [t.strip() for t in target.split(",") if t.strip()]
-    code = cli.compile_kernel(
+    code = commands.compile_kernel(
         s,
         where,
         kernel=kernel,
-        targets=targets,
+        targets=split_targets(target or ["pvc"]),
         out_dir=out,
         signature=signature,
         constexprs=list(constexpr or []),
-        num_warps=int(num_warps) if num_warps else None,
+        num_warps=num_warps,
     )
     _finish(code)
 
@@ -211,15 +235,18 @@ def compile(
 def zebin_info(c, file, json=False, where="auto", profile=None, dry_run=False, debug=False):
     """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(cli.zebin_info(s, where, file, as_json=json))
+    _finish(commands.zebin_info(s, where, file, as_json=json))
 
 
 @task(help=_help("profile", "debug", image="image to check inside (default: xpukit:<profile> when built)"))
 def doctor(c, image="", profile=None, debug=False):
     """Check the host (engine, BuildKit, Intel GPU, render-node access, disk) and the image; one line each."""
     s = _settings(c, profile=profile, debug=debug)
-    _finish(cli.doctor(s, image))
+    _finish(commands.doctor_cmd(s, image))
 
 
-ns = Collection(build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor)
+TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor)
+for each in TASKS:
+    each.body = interruptible(each.body)
+ns = Collection(*TASKS)
 ns.configure({"xpukit": {}})

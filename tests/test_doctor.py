@@ -160,6 +160,30 @@ def test_low_disk_warns(tmp_path):
     assert d.startswith("WARN") and "10 GiB free at /var/lib/docker" in d
 
 
+def test_disk_budget_is_stated_once_per_profile():
+    assert doctor.disk_budget_gib("xpu") == doctor.SOURCE_BUILD_FREE_GIB
+    assert doctor.disk_budget_gib("cpu") == doctor.IMAGE_ONLY_FREE_GIB < doctor.SOURCE_BUILD_FREE_GIB
+    low = doctor.check_disk("/", (doctor.IMAGE_ONLY_FREE_GIB - 1) * doctor.GIB, doctor.disk_budget_gib("cpu"))
+    assert low.status == "warn" and f"~{doctor.IMAGE_ONLY_FREE_GIB} GiB wanted" in low.found
+
+
+def test_host_run_check_names_what_is_missing(monkeypatch):
+    """What `invoke compile --where host` needs, on a host with none of it (an ocloc path that is not there)."""
+    monkeypatch.setenv("XPUKIT_OCLOC", "/nonexistent/xpukit/ocloc")
+    none = doctor.check_host_run(find_module=lambda name: None)
+    assert none.status == "skip" and "triton (python), numpy (python), ocloc" in none.found
+    no_ocloc = doctor.check_host_run(find_module=lambda name: object())
+    assert no_ocloc.status == "warn" and no_ocloc.found.startswith("--where host lacks ocloc")
+    assert "intel-opencl-icd" in no_ocloc.line()
+
+
+@pytest.mark.container
+def test_host_run_check_passes_where_the_runtime_is():
+    """In the image (or a host with the runtime) every piece is there, found by the real probes."""
+    found = doctor.check_host_run()
+    assert found.status == "ok" and "ocloc" in found.found, found.line()
+
+
 def test_no_image_is_a_skip_line(tmp_path):
     _, lines = run(make_host(tmp_path, []))
     assert lines_for(lines, "image")[0].startswith("SKIP")

@@ -117,3 +117,21 @@ def test_resolve_digest_never_guesses():
     assert lock.resolve_digest("debian:bookworm-slim", lambda ref: "latest") is None
     good = "sha256:" + "0f" * 32
     assert lock.resolve_digest("debian:bookworm-slim", lambda ref: good) == good
+
+
+def test_versions_stated_in_code_agree_with_the_pins():
+    """Versions that must live in code (lock targets, the UR prototypes bound per release) are checked
+    against env/pins.toml, so the two cannot drift apart silently."""
+    from xpukit.runtime.ur import _api
+
+    loaded = pins.load()
+    for name in pins.PROFILES:
+        python = loaded.profile(name)["python"]
+        target = lock.LOCK_TARGETS[name]
+        if python:  # an unpinned python (xpu: the base image's) cannot be checked
+            major_minor = ".".join(python.split(".")[:2])
+            assert target[target.index("--python-version") + 1] == major_minor, name
+    ur = loaded.profile("cpu")["ur"]
+    matrix_lines = {".".join(v.split(".")[:2]) for v in ur["matrix"]}
+    assert matrix_lines == set(_api.SUPPORTED_RELEASES), "every bound UR release is tested, and only those"
+    assert ".".join(ur["version"].split(".")[:2]) in _api.SUPPORTED_RELEASES

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host import build, cli, pins
+from xpukit.host import build, containers, pins, settings
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -79,16 +79,23 @@ def test_content_tag_follows_the_build_inputs(tmp_path):
     assert first != build.content_hash(ROOT, {**args, "BASE_IMAGE": "base:2"})
 
 
-def test_profile_auto_says_which_and_why(tmp_path, capsys):
-    from tests.fakehost import Node, make_host
+def test_profile_auto_says_which_and_why_once(tmp_path, capsys):
+    import functools
 
-    no_gpu = make_host(tmp_path / "none")
-    assert cli.resolve_profile("auto", sysfs_root=no_gpu.sysfs_root, dev_root=no_gpu.dev_root) == "cpu"
-    pvc = make_host(tmp_path / "pvc", [Node()])
-    assert cli.resolve_profile("auto", sysfs_root=pvc.sysfs_root, dev_root=pvc.dev_root) == "xpu"
+    from tests.fakehost import Node, make_host
+    from xpukit.host import gpu
+
+    def context(host, profile="auto"):
+        detect = functools.partial(gpu.has_intel_gpu, host.sysfs_root, host.dev_root)
+        return settings.Context(settings.resolve({"profile": profile}, {}, {}), {}, detect)
+
+    no_gpu = context(make_host(tmp_path / "none"))
+    assert no_gpu.profile == "cpu" and no_gpu.profile == "cpu"
+    assert context(make_host(tmp_path / "pvc", [Node()])).profile == "xpu"
     out = capsys.readouterr().out
-    assert "profile auto -> cpu (" in out and "profile auto -> xpu (" in out
-    assert cli.resolve_profile("cpu") == "cpu"
+    assert out.count("profile auto -> cpu (") == 1 and out.count("profile auto -> xpu (") == 1
+    assert context(make_host(tmp_path / "pvc2", [Node()]), "cpu").profile == "cpu"
+    assert "profile auto" not in capsys.readouterr().out
 
 
 def test_profile_auto_through_the_task():
@@ -180,7 +187,7 @@ def test_base_needs_root_or_debootstrap():
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)
     with pytest.raises(XpukitError, match="debootstrap is not installed"):
-        check_prerequisites(euid=0, which=lambda name: None)
+        check_prerequisites(euid=0, which=lambda: None)
 
 
 def test_base_dry_run_shows_debootstrap_and_import():
@@ -215,15 +222,15 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     import functools
 
     from tests.fakehost import Node, make_host
-    from xpukit.host import config, engine, gpu
+    from xpukit.host import engine, gpu
 
     host = make_host(tmp_path, [Node()])
     if os.geteuid() == 0:
         os.chown(host.node_path(), -1, 109)  # a render group, as on a real host (never group 0)
     real = gpu.gpu_run_options
     monkeypatch.setattr(gpu, "gpu_run_options", functools.partial(real, host.sysfs_root, host.dev_root, host.host_root))
-    settings = config.resolve({"profile": "xpu"}, {}, {})
-    options = cli.container_options(settings, "xpu")
+    xpu = settings.Context(settings.resolve({"profile": "xpu"}, {}, {}), {})
+    options = containers.container_options(xpu)
     assert options["devices"] == ["/dev/dri:/dev/dri:rwm"]
     assert options["volumes"]["/dev/dri/by-path"] == {"bind": "/dev/dri/by-path", "mode": "ro"}
     assert options.get("group_add", []) == ([str(host.node_gid())] if host.node_gid() else [])
@@ -232,7 +239,8 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     assert "--device /dev/dri:/dev/dri:rwm" in line
     assert f"--group-add {host.node_gid()}" in line or not host.node_gid()
     assert "--shm-size 8g" in line and f"{ROOT}:/workspace:ro" in line
-    assert "devices" not in cli.container_options(settings, "cpu")
+    cpu = settings.Context(settings.resolve({"profile": "cpu"}, {}, {}), {})
+    assert "devices" not in containers.container_options(cpu)
 
 
 def test_host_run_without_the_runtime_is_one_line(tmp_path):
@@ -242,12 +250,14 @@ def test_host_run_without_the_runtime_is_one_line(tmp_path):
     import shutil
 
     import invoke as invoke_pkg
+    import yaml
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = tmp_path / "site"
-    # invoke alone (pure Python), with its metadata, which its entry point reads.
+    # invoke (with its metadata, which its entry point reads) and PyYAML: the host tools, no runtime.
     shutil.copytree(Path(invoke_pkg.__file__).parent, site / "invoke")
+    shutil.copytree(Path(yaml.__file__).parent, site / "yaml")
     dist = importlib.metadata.distribution("invoke")
     shutil.copytree(
         Path(dist.locate_file(f"invoke-{dist.version}.dist-info")), site / f"invoke-{dist.version}.dist-info"
@@ -277,8 +287,7 @@ def test_no_engine_reports_container_tests_not_run(tmp_path):
 
 
 def test_settings_precedence_flag_env_yaml_default():
-    from xpukit.host import config
-
+    config = settings
     yaml_cfg = {"profile": "xpu", "image": "from-yaml"}
     assert config.resolve({}, {}, {}).profile == "auto"
     assert config.resolve({}, yaml_cfg, {}).image == "from-yaml"

@@ -31,10 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compile":
             from xpukit.runtime.compile import run_compile
 
-            targets = [t.strip() for t in args.target.split(",") if t.strip()]
             return run_compile(
                 kernel=args.kernel,
-                targets=targets,
+                targets=[args.target],  # run_compile splits the list (xpukit.targets.split_targets)
                 out_dir=Path(args.out),
                 signature=args.signature,
                 constexprs=args.constexpr,

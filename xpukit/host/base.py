@@ -15,25 +15,41 @@ from xpukit.errors import XpukitError
 EXCLUDES = ("./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*", "./dev/*", "./proc/*", "./sys/*")
 
 
-def commands(rootfs: str, suite: str, mirror: str, tag: str, cli: str) -> list[list[str]]:
+def commands(
+    rootfs: str, suite: str, mirror: str, tag: str, cli: str, debootstrap: str = "debootstrap"
+) -> list[list[str]]:
     """debootstrap, then tar piped into `docker import` (the pipe is shown as two commands)."""
     tar = ["tar", "-C", rootfs, "--numeric-owner", *[f"--exclude={e}" for e in EXCLUDES], "-c", "."]
     return [
-        ["debootstrap", "--variant=minbase", suite, rootfs, mirror],
+        [debootstrap, "--variant=minbase", suite, rootfs, mirror],
         tar,
         [cli, "import", "--change", 'CMD ["bash"]', "--change", "ENV LANG=C.UTF-8", "-", tag],
     ]
 
 
-def check_prerequisites(euid: int | None = None, which: Callable[[str], str | None] = shutil.which) -> None:
+# Root's tools live in sbin, which a user's PATH kept through sudo (sudo -E, sudo env PATH=...) lacks.
+SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def find_debootstrap(path: str | None = None) -> str | None:
+    """debootstrap on PATH, else in the sbin folders."""
+    search = os.pathsep.join([path if path is not None else os.environ.get("PATH", ""), *SBIN_DIRS])
+    return shutil.which("debootstrap", path=search)
+
+
+def check_prerequisites(euid: int | None = None, which: Callable[[], str | None] = find_debootstrap) -> str:
+    """The debootstrap to run, once root is confirmed."""
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
         raise XpukitError(
             "`invoke base` must run as root (debootstrap creates device nodes and runs a chroot)",
-            "run `sudo invoke base`, or pull the pinned base where a registry is reachable",
+            # sudo's secure_path drops the venv holding invoke: name it by its full path.
+            'run `sudo "$(command -v invoke)" base`, or pull the pinned base where a registry is reachable',
         )
-    if not which("debootstrap"):
+    found = which()
+    if not found:
         raise XpukitError("debootstrap is not installed", "install it: sudo apt-get install debootstrap")
+    return found
 
 
 def build_base(suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: Callable[[str], None] = print) -> int:
@@ -43,11 +59,11 @@ def build_base(suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: 
         say("would run: " + " ".join(steps[0]))
         say("would run: " + " ".join(steps[1]) + " | " + " ".join(steps[2]))
         return 0
-    check_prerequisites()
+    debootstrap_path = check_prerequisites()
     workdir = tempfile.mkdtemp(prefix="xpukit-base-")
     rootfs = str(Path(workdir) / "rootfs")
     try:
-        debootstrap, tar, docker_import = commands(rootfs, suite, mirror, tag, cli)
+        debootstrap, tar, docker_import = commands(rootfs, suite, mirror, tag, cli, debootstrap_path)
         say(f"base: debootstrap {suite} from {mirror} (about half a minute)")
         result = subprocess.run(debootstrap, capture_output=True, text=True, check=False)
         if result.returncode != 0:

@@ -6,6 +6,8 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import shlex
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,20 +16,23 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host import pins as pins_mod
+from xpukit.host.lock import check_lock_matches
 
-# Inputs of the image's dependency layers; the content tag hashes them (with the build args).
-CONTENT_PATHS = ("Dockerfile", "scripts", "env")
+# Everything the Dockerfile copies into the image: the content tag hashes all of it (with the build
+# args), so one tag always names one image, down to the kit's own sources.
+CONTENT_PATHS = ("Dockerfile", ".dockerignore", "pyproject.toml", "scripts", "env", "xpukit", "examples", "tests")
+# Docker's predefined proxy args: passed by name (the value comes from the environment, never printed)
+# and kept out of the image's history by Docker itself.
+PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 # Build args that describe the build rather than pin anything: labels, and the source builds' job count.
 META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
 LOCAL_BASE_REPO = "xpukit-base"
 # What the Dockerfile reads from the checkout (.dockerignore keeps the rest out of the builder).
-BUILD_CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "env", "scripts", "xpukit", "examples", "tests")
+BUILD_CONTEXT = CONTENT_PATHS
 
 
 def copy_context(root: Path, dest: Path) -> Path:
     """A copy of the build context of ``root`` in ``dest``, to build a modified tree."""
-    import shutil
-
     dest.mkdir(parents=True, exist_ok=True)
     for item in BUILD_CONTEXT:
         src = root / item
@@ -116,13 +121,13 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
 
 
 def content_hash(root: Path, args: dict[str, str]) -> str:
-    """Hash of the files that build the dependency layers plus the pinned build args."""
+    """Hash of every file the image copies (CONTENT_PATHS) plus the pinned build args."""
     digest = hashlib.sha256()
     for top in CONTENT_PATHS:
         path = root / top
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
-            if "__pycache__" in file.parts:
+            if "__pycache__" in file.parts or file.suffix == ".pyc":
                 continue
             digest.update(str(file.relative_to(root)).encode() + b"\0")
             digest.update(file.read_bytes() + b"\0")
@@ -210,8 +215,6 @@ class BuildPlan:
 
 
 def _quote(part: str) -> str:
-    import shlex
-
     return shlex.quote(part)
 
 
@@ -235,6 +238,9 @@ def plan(
     cmd += ["-f", str(root / "Dockerfile")]
     for key, value in args.items():
         cmd += ["--build-arg", f"{key}={value}"]
+    for name in PROXY_ARGS:
+        if os.environ.get(name):
+            cmd += ["--build-arg", name]
     if ca_bundle:
         path = Path(ca_bundle)
         if not path.is_file():
@@ -262,14 +268,12 @@ def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> 
             if event.get("status") and "progress" not in event:
                 say(f"pull: {event.get('id', '')} {event['status']}".strip())
     except Exception as exc:
-        say(f"pull: {engine._short(exc)}")
+        say(f"pull: {engine.short_reason(exc)}")
         return False
     return True
 
 
 def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
-    from xpukit.host.lock import check_lock_matches
-
     problems = check_lock_matches(profile, pins_mod.lock_path(profile.name, root))
     if problems:
         raise XpukitError(

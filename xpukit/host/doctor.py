@@ -9,20 +9,32 @@ from __future__ import annotations
 
 import dataclasses
 import grp
+import importlib.util
 import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit.host import gpu
+from xpukit.errors import XpukitError
+from xpukit.host import engine, gpu
+from xpukit.runtime import manifest as manifest_mod
+from xpukit.runtime.ocloc import find_ocloc
 
 STATUSES = ("ok", "warn", "fail", "skip")
 GIB = 1024**3
-# Rough free-space needs, measured by nobody here: PyTorch's build tree + ccache is tens of GiB,
-# LLVM from source adds more. Warn below these; they are parameters of run_doctor.
+# Rough free-space needs (estimates, not measurements): PyTorch's build tree + ccache is tens of GiB,
+# LLVM from source adds more; the cpu image (~2 GiB) with BuildKit's cache and wheelhouse a few.
+# The one statement of the doctor's disk budget; warn below it.
 SOURCE_BUILD_FREE_GIB = 80
-IMAGE_ONLY_FREE_GIB = 20
+IMAGE_ONLY_FREE_GIB = 10
+
+
+def disk_budget_gib(profile: str) -> int:
+    """Free space the doctor asks for: the xpu profile builds from source, the cpu one does not."""
+    return SOURCE_BUILD_FREE_GIB if profile == "xpu" else IMAGE_ONLY_FREE_GIB
+
+
 PROBE_COMMAND = ["python", "-m", "xpukit.runtime.doctor_probe"]
 
 # (image, command, docker-SDK run options) -> (exit code, stdout)
@@ -194,6 +206,28 @@ def check_disk(path: str, free_bytes: int | None, need_gib: int) -> Finding:
     return Finding("warn", "disk", f"{found}; ~{need_gib} GiB wanted for {what}", fix)
 
 
+def check_host_run(
+    find_module: Callable[[str], Any] = importlib.util.find_spec, ocloc_probe: Callable[[], Any] = find_ocloc
+) -> Finding:
+    """What `invoke compile --where host` needs: Triton and numpy in this interpreter, and ocloc."""
+    missing = [name for name in ("triton", "numpy") if find_module(name) is None]
+    try:
+        tool = ocloc_probe()
+        ocloc_found = tool.describe()
+    except XpukitError:
+        ocloc_found = ""
+    if not missing and ocloc_found:
+        return Finding("ok", "host-run", f"--where host can compile: Triton, numpy and {ocloc_found}")
+    lacks = [*(f"{name} (python)" for name in missing), *(["ocloc"] if not ocloc_found else [])]
+    return Finding(
+        "skip" if len(lacks) == 3 else "warn",
+        "host-run",
+        f"--where host lacks {', '.join(lacks)}; the image has them",
+        "run in the image (the default where an engine answers), or pip install -r env/lock/cpu.txt "
+        "and apt-get install intel-opencl-icd (ocloc)",
+    )
+
+
 def host_checks(
     engine_probe: Probe,
     buildkit_probe: Probe,
@@ -211,6 +245,7 @@ def host_checks(
         check_buildkit(buildkit_probe),
         *check_gpus(sysfs_root, dev_root, host_root, user or gpu.UserIds.current()),
         check_disk(disk_path, free_bytes, need_gib),
+        check_host_run(),
     ]
 
 
@@ -259,26 +294,8 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
                 "something was pip-installed over the image; rebuild it or start a fresh container",
             )
         )
-    # What the image recorded against the pins it was built from.
-    mismatch = []
-    for key, recorded in (
-        ("python", data.get("python", "")),
-        ("triton", data.get("triton", "")),
-        (
-            "ocloc",
-            (data.get("ocloc") or {}).get("package_version", "") if isinstance(data.get("ocloc"), Mapping) else "",
-        ),
-    ):
-        pin = str(pins.get(key, ""))
-        if pin and recorded and pin != recorded:
-            mismatch.append(f"{key} pinned {pin}, installed {recorded}")
-    commit = str(pins.get("triton_commit", ""))
-    triton = str(data.get("triton", ""))
-    if commit and "+git" in triton and commit[:8] not in triton:
-        mismatch.append(f"triton_commit pinned {commit[:8]}, installed {triton}")
-    torch_commit, torch = str(pins.get("torch_commit", "")), str(data.get("torch", ""))
-    if pins.get("torch_source") == "source" and torch_commit and "+git" in torch and torch_commit[:7] not in torch:
-        mismatch.append(f"torch_commit pinned {torch_commit[:7]}, installed {torch}")
+    # What the image recorded against the pins it was built from (the build's own check).
+    mismatch = manifest_mod.mismatches(data)
     if mismatch:
         out.append(
             Finding(
@@ -307,7 +324,9 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
         else:
             out.append(Finding("ok", "pins", "image matches env/pins.toml"))
     if not out or all(f.check == "pins" for f in out):
-        found = f"profile {data.get('profile', '?')}, triton {triton or '?'}, python {data.get('python', '?')}"
+        found = (
+            f"profile {data.get('profile', '?')}, triton {data.get('triton') or '?'}, python {data.get('python', '?')}"
+        )
         out.insert(0, Finding("ok", "manifest", found))
     return out
 
@@ -518,9 +537,6 @@ def _sdk_engine_probe(docker_client_factory: Callable[[], Any]) -> Probe:
 
 
 def _default_buildkit_probe() -> tuple[bool, str]:
-    from xpukit.errors import XpukitError
-    from xpukit.host import engine
-
     try:
         cli = engine.pick_cli()
     except XpukitError as exc:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import os
 import re
 import shutil
@@ -14,10 +16,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 
-START_ENGINE_FIX = (
-    "start a Docker engine (e.g. `sudo systemctl start docker`, or `sudo dockerd &`; see the README's "
-    "'Docker engine' section) or point DOCKER_HOST at one"
-)
+START_ENGINE_FIX = "start one (`sudo systemctl start docker` or `sudo dockerd &`) or set DOCKER_HOST"
 
 
 class EngineError(XpukitError):
@@ -38,7 +37,7 @@ def client(docker_host: str = "", timeout: int = 600) -> Any:
         sdk = docker.DockerClient(base_url=where, timeout=timeout)
         sdk.ping()
     except Exception as exc:
-        raise EngineError(f"no Docker engine answers at {where} ({_short(exc)})", START_ENGINE_FIX) from None
+        raise EngineError(f"no Docker engine answers at {where} ({short_reason(exc, 60)})", START_ENGINE_FIX) from None
     return sdk
 
 
@@ -51,9 +50,16 @@ def engine_answers(docker_host: str = "") -> tuple[bool, str]:
     return True, "engine answers"
 
 
-def _short(exc: BaseException) -> str:
+def short_reason(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an exception; the docker SDK nests whole urllib3 reprs, so the tail is cut."""
     text = str(exc).strip().splitlines()
-    return text[0][:160] if text else type(exc).__name__
+    first = text[0] if text else type(exc).__name__
+    # "... (Caused by NewConnectionError(...: Failed to establish ...: [Errno 2] No such file...'))"
+    # or "('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))": keep the OS's words.
+    errno = re.search(r"\[Errno \d+\] ([^'\")]+)", first) or re.search(r"\w+Error\(\d+, '([^']+)'\)", first)
+    if errno:
+        first = errno.group(1).strip()
+    return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +107,9 @@ def probe_cli(path: str) -> tuple[DockerCli | None, str]:
     return None, f"{resolved} {version}: BuildKit needs its buildx plugin, which is missing"
 
 
+@functools.cache
 def pick_cli(setting: str = "auto") -> DockerCli:
-    """The configured CLI, or the first one found that can build with BuildKit."""
+    """The configured CLI, or the first one found that can build with BuildKit (probed once per run)."""
     if setting and setting != "auto":
         candidates: Iterable[str] = [setting]
     else:
@@ -143,8 +150,28 @@ def stream_process(cmd: list[str], env: Mapping[str, str] | None = None) -> int:
         raise
 
 
+def stream_keeping_tail(cmd: list[str], env: Mapping[str, str] | None = None, keep: int = 400) -> tuple[int, list[str]]:
+    """Run a command, showing its output (stdout and stderr, merged) as it comes; return its exit
+    code and its last ``keep`` lines (to diagnose a failure). Ctrl-C stops it cleanly."""
+    full_env = {**os.environ, **(env or {})}
+    tail: collections.deque[str] = collections.deque(maxlen=keep)
+    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for raw in proc.stdout:  # type: ignore[union-attr]
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+            tail.append(raw.decode(errors="replace").rstrip("\n"))
+        return proc.wait(), list(tail)
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
+
+
 def run_container(sdk: Any, image: str, command: list[str], **options: Any) -> int:
-    """Run a container, stream its output as it comes, remove it, return its exit code."""
+    """Run a container, stream its output as it comes, remove it, return its exit code.
+
+    Ctrl-C stops and removes the container before the interrupt goes on: nothing keeps running."""
     container = sdk.containers.create(image, command, detach=True, **options)
     try:
         container.start()
@@ -152,11 +179,16 @@ def run_container(sdk: Any, image: str, command: list[str], **options: Any) -> i
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
         return int(container.wait().get("StatusCode", 1))
-    except KeyboardInterrupt:
-        container.kill()
-        raise
     finally:
-        container.remove(force=True)
+        # A second Ctrl-C during the clean-up must not leave the container behind either.
+        for _ in range(3):
+            try:
+                container.remove(force=True)
+                break
+            except KeyboardInterrupt:
+                continue
+            except Exception:
+                break
 
 
 def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[str, Any]) -> list[str]:
@@ -179,3 +211,14 @@ def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[st
     if options.get("tty"):
         args += ["-it"]
     return [*args, image, *command]
+
+
+def remove_volume(sdk: Any, name: str) -> str:
+    """Remove a named volume; say what happened."""
+    import docker
+
+    try:
+        sdk.volumes.get(name).remove()
+    except docker.errors.NotFound:
+        return f"no volume {name}"
+    return f"removed volume {name}"

@@ -12,8 +12,9 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from xpukit.errors import XpukitError
-from xpukit.host import cli, config, engine
+from xpukit.host import containers, engine, ui
+from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
+from xpukit.host.settings import Context
 
 # pytest's "no tests were collected": a phase with nothing selected is not a failure.
 NO_TESTS = 5
@@ -76,56 +77,45 @@ def _host_markers(where: str, engine_ok: bool) -> str:
 def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, str]) -> Phase:
     phase = Phase(f"host ({markers})")
     cmd = [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={report}", *extra]
-    cli.say("host tests: " + " ".join(cmd[1:]))
-    phase.exit_code = subprocess.run(cmd, cwd=cli.ROOT, env={**os.environ, **env}, check=False).returncode
+    ui.say("host tests: " + " ".join(cmd[1:]))
+    phase.exit_code = subprocess.run(cmd, cwd=containers.ROOT, env={**os.environ, **env}, check=False).returncode
     read_junit(report, phase)
     return phase
 
 
-def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> int:
+def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str]) -> int:
+    """Host tests, then (where == "container") the tests inside the plan's image."""
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
-    where, why = cli.resolve_where(where, settings.docker_host)
-    profile_name = cli.resolve_profile(settings.profile)
-    profile = cli.load_profile(profile_name)
-
-    engine_ok, engine_why = engine.engine_answers(settings.docker_host) if where != "container" else (True, "")
-    if settings.dry_run:
+    engine_ok, engine_why = engine.engine_answers(ctx.settings.docker_host) if where != "container" else (True, "")
+    if ctx.dry_run:
         print(shlex.join([sys.executable, "-m", "pytest", "-m", _host_markers(where, engine_ok), *pytest_args]))
         if where == "container":
-            options = cli.container_options(settings, profile_name)
-            print(
-                shlex.join(
-                    engine.format_run_cli(
-                        "docker", f"{settings.image}:{profile_name}-<content>", _container_pytest(pytest_args), options
-                    )
-                )
-            )
+            sdk = dry_run_sdk(ctx)
+            plan = make_plan(ctx, sdk)
+            if sdk is not None:
+                sdk.close()
+            options = _container_options(ctx, Path("/tmp/RESULTS"))
+            print(shlex.join(engine.format_run_cli("docker", plan.tag, _container_pytest(pytest_args), options)))
         return 0
 
-    if where == "container":
-        sdk = engine.client(settings.docker_host)
-    else:
-        sdk = engine.client(settings.docker_host) if engine_ok else None
-    env = {"XPUKIT_PROFILE": profile_name}
-    if settings.ca_bundle:
-        if not Path(settings.ca_bundle).is_file():
-            raise XpukitError(f"CA bundle {settings.ca_bundle} does not exist", "pass a PEM file to --ca-bundle")
-        env["XPUKIT_CA_BUNDLE"] = str(Path(settings.ca_bundle).resolve())
+    sdk = engine.client(ctx.settings.docker_host) if (where == "container" or engine_ok) else None
+    env: dict[str, str] = {}
     if sdk is not None:
-        tag = cli.ensure_image(settings, profile, sdk)
-        env["XPUKIT_TEST_IMAGE"] = tag
-        env["XPUKIT_IMAGE"] = settings.image
-        if settings.docker_host:
-            env["DOCKER_HOST"] = settings.docker_host
+        plan = make_plan(ctx, sdk)
+        ensure_image(plan, sdk)
+        env["XPUKIT_TEST_IMAGE"] = plan.tag
+        env["XPUKIT_IMAGE"] = ctx.settings.image
+        if ctx.settings.docker_host:
+            env["DOCKER_HOST"] = ctx.settings.docker_host
+    # The image tests check that the bundle the build trusted left no trace in it.
+    env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
 
     results = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
     phases: list[Phase] = []
     try:
         phases.append(_pytest_host(_host_markers(where, sdk is not None), results / "host.xml", pytest_args, env))
         if where == "container":
-            phases.append(
-                _run_container_phase(settings, sdk, env["XPUKIT_TEST_IMAGE"], profile_name, results, pytest_args)
-            )
+            phases.append(_run_container_phase(ctx, sdk, env["XPUKIT_TEST_IMAGE"], results, pytest_args))
         elif sdk is None:
             note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
             phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
@@ -134,12 +124,12 @@ def run_tests(settings: config.Settings, where: str, pytest_args: list[str]) -> 
 
     for phase in phases:
         if phase.note:
-            cli.say(phase.note)
+            ui.say(phase.note)
     passed = sum(p.passed for p in phases)
     failed = sum(p.failed for p in phases)
     skipped = sum(p.skipped for p in phases)
     broken = [p.name for p in phases if not p.ok]
-    cli.say(f"where: {where} ({why})")
+    ui.say(f"where: {where} ({why})")
     print(f"xpukit: {passed} passed, {failed} failed, {skipped} skipped", flush=True)
     if broken:
         if require_docker and any(p.name == "container" and p.note for p in phases):
@@ -166,20 +156,23 @@ def _container_pytest(pytest_args: list[str]) -> list[str]:
     ]
 
 
-def _run_container_phase(
-    settings: config.Settings, sdk: object, tag: str, profile: str, results: Path, pytest_args: list[str]
-) -> Phase:
+def _container_options(ctx: Context, results: Path) -> dict:
+    env = {name: os.environ[name] for name in PASS_THROUGH if os.environ.get(name)}
+    options = containers.container_options(ctx, env)
+    options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}
+    if ctx.ca_bundle.path:
+        # Tests that fetch (the UR release matrix) trust the same CA as the build; mounted, never baked.
+        options["volumes"][ctx.ca_bundle.path] = {"bind": CA_IN_CONTAINER, "mode": "ro"}
+        options["environment"].update({"PIP_CERT": CA_IN_CONTAINER, "SSL_CERT_FILE": CA_IN_CONTAINER})
+    return options
+
+
+def _run_container_phase(ctx: Context, sdk: object, tag: str, results: Path, pytest_args: list[str]) -> Phase:
     phase = Phase(f"container ({CONTAINER_MARKERS})")
     results.chmod(0o777)  # the container's non-root user writes its report here
-    env = {name: os.environ[name] for name in PASS_THROUGH if os.environ.get(name)}
-    options = cli.container_options(settings, profile, env)
-    options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}
-    if settings.ca_bundle:
-        # Tests that fetch (the UR release matrix) trust the same CA as the build; mounted, never baked.
-        options["volumes"][str(Path(settings.ca_bundle).resolve())] = {"bind": CA_IN_CONTAINER, "mode": "ro"}
-        options["environment"].update({"PIP_CERT": CA_IN_CONTAINER, "SSL_CERT_FILE": CA_IN_CONTAINER})
+    options = _container_options(ctx, results)
     command = _container_pytest(pytest_args)
-    cli.say(f"container tests in {tag}: {' '.join(command)}")
+    ui.say(f"container tests in {tag}: {' '.join(command)}")
     phase.exit_code = engine.run_container(sdk, tag, command, **options)
     read_junit(results / "container.xml", phase)
     if phase.exit_code not in (0, NO_TESTS) and not (results / "container.xml").exists():

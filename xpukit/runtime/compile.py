@@ -24,8 +24,9 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.ocloc import find_ocloc
-from xpukit.runtime.tritonc import PRESETS, compile_kernel, parse_signature
+from xpukit.runtime.tritonc import compile_kernel, parse_signature
 from xpukit.runtime.zebin import ZebinError, check_layout, read_zebin
+from xpukit.targets import PRESETS, split_targets
 
 DECLARATIONS = "XPUKIT_KERNELS"
 
@@ -100,13 +101,6 @@ def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
     return result
 
 
-def _split_targets(targets: Sequence[str]) -> list[str]:
-    names = [t.strip() for item in targets for t in item.split(",") if t.strip()]
-    if not names:
-        raise XpukitError("no target given", "pass --target pvc (repeatable or comma-separated)")
-    return list(dict.fromkeys(names))
-
-
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
@@ -140,7 +134,7 @@ def run_compile(
         sig.pop(name, None)  # a constexpr given on the command line overrides a declared type
     full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
     tool = find_ocloc(ocloc)
-    names = _split_targets(targets)
+    names = split_targets(targets)
     if names == ["all"]:  # every GPU preset this ocloc can build
         names = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
     devices = {t: tool.require_target(t) for t in names}  # fail before compiling anything

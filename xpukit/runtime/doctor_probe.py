@@ -2,15 +2,16 @@
 
     python -m xpukit.runtime.doctor_probe
 
-Standard library only, plus xpukit.runtime.ur / xpukit.runtime.ocloc when present (each guarded). Every section
-reports its own error instead of raising: the host side turns the JSON into findings.
+Standard library plus the kit's own probes: the UR loader search (xpukit.runtime.ur), the ocloc probe
+(xpukit.runtime.ocloc) and the manifest path (xpukit.runtime.manifest), so the doctor and the image
+build look in the same places. Every section reports its own error instead of raising: the host
+side turns the JSON into findings.
 """
 
 from __future__ import annotations
 
 import ctypes.util
 import glob
-import importlib.metadata
 import json
 import os
 import platform
@@ -19,8 +20,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from xpukit.runtime import ur
+from xpukit.runtime.manifest import MANIFEST_PATH, dist_version
+from xpukit.runtime.ocloc import find_ocloc
+
 PROBE_VERSION = 1
-MANIFEST_PATH = "/opt/xpukit/manifest.json"
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
 
 
@@ -78,13 +82,7 @@ def _device(info: Any) -> dict[str, Any]:
 
 
 def probe_ur() -> dict[str, Any]:
-    out: dict[str, Any] = {"status": "skip", "error": "", "loader": "", "release": "", "adapters": []}
-    try:
-        from xpukit.runtime import ur
-    except ImportError as exc:
-        out["error"] = f"xpukit.runtime.ur is not available in this image ({_error(exc)})"
-        return out
-    out["status"] = "ok"
+    out: dict[str, Any] = {"status": "ok", "error": "", "loader": "", "release": "", "adapters": []}
     try:
         loc = ur.find_loader()
     except Exception as exc:
@@ -113,34 +111,18 @@ def probe_ur() -> dict[str, Any]:
 
 def probe_ocloc() -> dict[str, Any]:
     try:
-        from xpukit.runtime.ocloc import find_ocloc
-    except ImportError as exc:
-        return {
-            "path": "",
-            "version": "",
-            "targets": [],
-            "error": f"xpukit.runtime.ocloc unavailable ({_error(exc)})",
-        }
-    try:
         oc = find_ocloc()
         return {"path": oc.path, "version": oc.version, "targets": sorted(oc.devices), "error": ""}
     except Exception as exc:
         return {"path": "", "version": "", "targets": [], "error": _error(exc)}
 
 
-def _dist(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
 def probe_installed() -> dict[str, str]:
     return {
         "python": platform.python_version(),
-        "triton": _dist("triton-xpu") or _dist("triton"),
-        "torch": _dist("torch"),
-        "numpy": _dist("numpy"),
+        "triton": dist_version("triton-xpu") or dist_version("triton"),
+        "torch": dist_version("torch"),
+        "numpy": dist_version("numpy"),
     }
 
 

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.tritonc import PRESETS
+from xpukit.targets import GPU_PRESETS, PRESETS, canonical
 
 # Upstream (make_spv in triton-xpu 3.3, make_zebin at 9e23713) retries once with this flag when
 # IGC's log says the kernel spilled registers.
@@ -94,12 +94,9 @@ class Ocloc:
 
     def require_target(self, target: str) -> str:
         """The ocloc device name for an xpukit target, or an error saying what to use instead."""
-        preset = PRESETS.get(target)
+        preset = PRESETS.get(canonical(target))
         if preset is None:
-            raise XpukitError(
-                f"unknown target {target!r}",
-                f"use one of: {', '.join(n for n, p in PRESETS.items() if p.ocloc_device)}",
-            )
+            raise XpukitError(f"unknown target {target!r}", f"use one of: {', '.join(GPU_PRESETS)}")
         if not preset.ocloc_device:
             raise XpukitError(
                 f"target {target!r} is Intel's CPU OpenCL device, which runs SPIR-V and has no zebin",

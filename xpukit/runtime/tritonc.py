@@ -9,83 +9,20 @@ Every other backend call stays Triton's own.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime import kernel_cache
+from xpukit.runtime import kernel_cache, zebin_stage
+
+# The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
+from xpukit.targets import PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
 
 # Triton's compiler is not safe to enter from several threads at once (CPython 3.11's sysconfig
 # initialisation, reached through it, races): every compile in this process takes this lock.
 COMPILE_LOCK = threading.RLock()
-
-# SYCL experimental architecture enum values (sycl::ext::oneapi::experimental::architecture).
-SYCL_ARCH = {
-    "pvc": 0x030F000700,
-    "acm-g10": 0x030DC00800,  # a.k.a. dg2-g10; Triton names it "dg2"
-    "bmg": 0x0500400400,  # bmg-g21
-    "lnl": 0x0501000400,  # lnl-m
-    "mtl": 0x0311C00400,  # mtl-h
-}
-_ARCH_SHORT_NAME = {
-    SYCL_ARCH["pvc"]: "pvc",
-    SYCL_ARCH["acm-g10"]: "dg2",
-    SYCL_ARCH["bmg"]: "bmg",
-    SYCL_ARCH["lnl"]: "lnl",
-    SYCL_ARCH["mtl"]: "mtl",
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetPreset:
-    """Device properties Triton's Intel backend reads from ``GPUTarget.arch``."""
-
-    name: str
-    ocloc_device: str  # the -device name ocloc takes; "" for the CPU device
-    architecture: int
-    max_work_group_size: int
-    max_num_sub_groups: int
-    sub_group_sizes: tuple[int, ...]
-    has_fp64: bool
-    has_subgroup_matrix_multiply_accumulate: bool
-    has_subgroup_2d_block_io: bool
-    has_bfloat16_conversions: bool
-
-    def props(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("ocloc_device")
-        data["sub_group_sizes"] = list(self.sub_group_sizes)
-        return data
-
-
-# Presets for compiling without the device present. On a real device the session's properties
-# come from UR device info instead. The "cpu" preset has no matrix engine and no 2D block IO, so
-# tl.dot lowers to plain FMAs that Intel's CPU OpenCL runtime can run.
-PRESETS: dict[str, TargetPreset] = {
-    p.name: p
-    for p in (
-        TargetPreset("pvc", "pvc", SYCL_ARCH["pvc"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("acm-g10", "acm-g10", SYCL_ARCH["acm-g10"], 1024, 128, (8, 16, 32), False, True, False, True),
-        TargetPreset("bmg", "bmg", SYCL_ARCH["bmg"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("lnl", "lnl", SYCL_ARCH["lnl"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("mtl", "mtl", SYCL_ARCH["mtl"], 1024, 64, (8, 16, 32), False, False, False, True),
-        TargetPreset("cpu", "", 0, 8192, 1024, (8, 16, 32, 64), True, False, False, False),
-    )
-}
-
-
-def preset(name: str) -> TargetPreset:
-    """The preset for a target name, or an error listing the known ones."""
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise XpukitError(
-            f"unknown target {name!r}",
-            f"use one of: {', '.join(PRESETS)}",
-        ) from None
 
 
 class _ArchParser:
@@ -93,7 +30,7 @@ class _ArchParser:
 
     @staticmethod
     def parse_device_arch(architecture: int) -> str:
-        return _ARCH_SHORT_NAME.get(int(architecture), "")
+        return TRITON_ARCH_NAME.get(int(architecture), "")
 
 
 @functools.cache
@@ -124,8 +61,6 @@ def xpu_backend() -> type:
         compile_module_from_src._xpukit_wrapped = True  # type: ignore[attr-defined]
         init_globals["compile_module_from_src"] = compile_module_from_src
     # Without upstream's zebin stage (triton-xpu 3.3), register xpukit's so generate_native_code works.
-    from xpukit.runtime import zebin_stage
-
     zebin_stage.install(backend)
     kernel_cache.install()  # XPUKIT_KERNEL_CACHE: Triton's cache shared through Redis
     return backend

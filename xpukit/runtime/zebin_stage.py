@@ -29,7 +29,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.ocloc import find_ocloc
-from xpukit.runtime.tritonc import PRESETS
+from xpukit.targets import preset_for_architecture
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"
 _MARK = "_xpukit_zebin_stage"
@@ -54,15 +54,11 @@ def installed(backend_cls: type) -> bool:
     return bool(getattr(backend_cls.add_stages, _MARK, False))
 
 
-def install(backend_cls: type | None = None) -> str:
+def install(backend_cls: type) -> str:
     """Register xpukit's zebin stage unless the backend has its own. Returns "native" or "xpukit".
 
-    Idempotent. ``backend_cls`` defaults to Triton's XPUBackend as ``xpukit.runtime.tritonc`` loads it.
+    Idempotent. ``backend_cls``: Triton's XPUBackend as ``xpukit.runtime.tritonc.xpu_backend`` loads it.
     """
-    if backend_cls is None:
-        from xpukit.runtime.tritonc import xpu_backend
-
-        backend_cls = xpu_backend()
     if installed(backend_cls):
         return "xpukit"
     if native_stage_present(backend_cls):
@@ -145,9 +141,9 @@ def ocloc_device_for(backend: Any) -> str:
     else the backend's own short name (upstream passes ``device_arch`` straight to ocloc)."""
     arch = getattr(getattr(backend, "target", None), "arch", None) or {}
     architecture = arch.get("architecture") if isinstance(arch, dict) else None
-    for preset in PRESETS.values():
-        if preset.ocloc_device and preset.architecture == architecture:
-            return preset.ocloc_device
+    known = preset_for_architecture(architecture)
+    if known:
+        return known.ocloc_device
     device = getattr(backend, "device_arch", "") or ""
     if not device:
         raise XpukitError(

@@ -1,0 +1,118 @@
+"""The package's import graph, read from the source with ast: no cycles, and the runtime library
+never imports the host kit. Every import counts, including those inside functions, so a cycle
+cannot hide behind a function-level import."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from xpukit.host.pins import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+PACKAGE = REPO_ROOT / "xpukit"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str], name: str = "") -> set[str]:
+    """The package modules ``path`` imports (``from a import b`` counts b when b is a module)."""
+    name = name or module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # `from pkg import mod` is an edge to pkg.mod; to pkg only for names that are not modules.
+            subs = [f"{base}.{alias.name}" for alias in node.names]
+            targets = [sub if sub in modules else base for sub in subs]
+        else:
+            continue
+        for target in targets:
+            # `import xpukit.host.pins` also runs the packages above it; the module itself is the edge
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+    modules = {module_name(p) for p in files}
+    return {module_name(p): imports_of(p, modules) for p in files}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle as a path (first node repeated at the end), or [] when the graph has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle_and_accepts_a_tree():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_graph_sees_function_level_imports(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import os\n\ndef f():\n    from xpukit import n\n    import xpukit.o.p\n    from . import q\n")
+    modules = {"xpukit", "xpukit.m", "xpukit.n", "xpukit.o", "xpukit.o.p", "xpukit.q"}
+    assert imports_of(source, modules, "xpukit.m") == {"xpukit.n", "xpukit.o.p", "xpukit.q"}
+    graph = import_graph()
+    # zebin_stage.install used to import tritonc inside a function; tritonc imports zebin_stage.
+    assert "xpukit.runtime.zebin_stage" in graph["xpukit.runtime.tritonc"]
+    assert "xpukit.runtime.tritonc" not in graph["xpukit.runtime.zebin_stage"]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    assert len(graph) > 20, sorted(graph)
+    cycle = find_cycle(graph)
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_runtime_never_imports_the_host_kit():
+    graph = import_graph()
+    offenders = {
+        name: sorted(t for t in targets if t == "xpukit.host" or t.startswith("xpukit.host."))
+        for name, targets in graph.items()
+        if name.startswith("xpukit.runtime")
+    }
+    assert not {k: v for k, v in offenders.items() if v}
+
+
+def test_targets_is_ground_level():
+    """xpukit.targets holds the presets every layer shares: it imports nothing of the kit but errors."""
+    assert import_graph()["xpukit.targets"] <= {"xpukit.errors", "xpukit"}

@@ -1,0 +1,86 @@
+"""Turn a failed image build's log into one line naming the cause and its specific fix.
+
+The log stays on screen above; this only reads its tail. Causes are checked most specific first:
+a certificate error also prints connection errors, and a network error "no matching distribution".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    cause: str  # short, e.g. "TLS certificate not trusted"
+    evidence: str  # the log line that shows it, shortened
+    fix: str
+
+
+_CERT = re.compile(
+    r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|self[- ]signed certificate|"
+    r"unable to get local issuer certificate|Certificate verification failed|server certificate verification failed",
+    re.I,
+)
+_SPACE = re.compile(r"No space left on device|no space left", re.I)
+_MISSING = (
+    re.compile(r"No matching distribution found for (\S+)"),
+    re.compile(r"Could not find a version that satisfies the requirement (\S+)"),
+    re.compile(r"E: Unable to locate package (\S+)"),
+    re.compile(r"E: Version '([^']+)' for '([^']+)' was not found"),
+    re.compile(r"E: Package '([^']+)' has no installation candidate"),
+)
+_NETWORK = re.compile(
+    r"Temporary failure in name resolution|Could not resolve|Name or service not known|ProxyError|"
+    r"Tunnel connection failed|407 Proxy Authentication|Failed to establish a new connection|"
+    r"Network is unreachable|Connection refused|Connection timed out|Read timed out",
+    re.I,
+)
+
+
+def _short(line: str, limit: int = 70) -> str:
+    line = re.sub(r"^#\d+ [\d.]+ ", "", line.strip())  # BuildKit's "#12 3.45 " step prefix
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def diagnose(lines: Iterable[str], ca_description: str = "") -> Diagnosis | None:
+    """The most specific known cause in a build log, or None when the log shows none."""
+    lines = list(lines)
+
+    def first(pattern: re.Pattern[str]) -> str | None:
+        return next((line for line in lines if pattern.search(line)), None)
+
+    hit = first(_CERT)
+    if hit:
+        trusted = f" (it trusted {ca_description})" if ca_description else ""
+        return Diagnosis(
+            "a TLS certificate was not trusted" + trusted,
+            _short(hit),
+            "pass the proxy's CA: --ca-bundle PATH or SSL_CERT_FILE=PATH (PEM)",
+        )
+    hit = first(_SPACE)
+    if hit:
+        return Diagnosis(
+            "no space left on device",
+            _short(hit),
+            "free disk (`invoke clean --build-cache`, `docker system df`) or move Docker's data-root",
+        )
+    hit = first(_NETWORK)
+    if hit:
+        return Diagnosis(
+            "the build could not reach the network (proxy or DNS)",
+            _short(hit),
+            "export HTTP_PROXY/HTTPS_PROXY (passed to the build) or fix the engine's DNS",
+        )
+    for pattern in _MISSING:
+        hit = first(pattern)
+        if hit:
+            match = pattern.search(hit)
+            name = "=".join(reversed(match.groups())) if match and len(match.groups()) == 2 else match.group(1)
+            return Diagnosis(
+                f"package {name} is not available",
+                _short(hit),
+                "check that pin in env/pins.toml (the index or mirror lacks it), then `invoke pins --lock`",
+            )
+    return None

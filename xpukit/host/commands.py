@@ -1,0 +1,364 @@
+"""What each invoke task does. tasks.py only parses options and calls these with a :class:`Context`.
+
+Every command returns an exit code. ``guarded`` turns the kit's errors into one line on stderr
+and a non-zero exit (a traceback only with --debug), and Ctrl-C into one line and exit 130.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from xpukit.errors import XpukitError
+from xpukit.host import base as base_mod
+from xpukit.host import build as build_mod
+from xpukit.host import containers, doctor, engine, testing, ui
+from xpukit.host import lock as lock_mod
+from xpukit.host import pins as pins_mod
+from xpukit.host.plan import ImagePlan, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
+from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+
+ROOT = pins_mod.REPO_ROOT
+INTERRUPTED = 130  # what a shell reports for a command stopped by SIGINT
+
+F = TypeVar("F", bound=Callable[..., int])
+
+
+def guarded(func: F) -> F:
+    """Run a command; a kit error prints one line and exits non-zero, Ctrl-C exits 130."""
+
+    @functools.wraps(func)
+    def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> int:
+        try:
+            return func(ctx, *args, **kwargs)
+        except XpukitError as exc:
+            if ctx.debug:
+                raise
+            print(ui.error_line(exc), file=sys.stderr, flush=True)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            if ctx.debug:
+                raise
+            print("xpukit: interrupted", file=sys.stderr, flush=True)
+            return INTERRUPTED
+
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve_where(where: str, docker_host: str) -> tuple[str, str]:
+    """auto: container where an engine answers, otherwise host. Returns (where, why)."""
+    check_choice("where", where, WHERE_CHOICES)
+    if where != "auto":
+        return where, "--where " + where
+    ok, why = engine.engine_answers(docker_host)
+    return ("container", "an engine answers") if ok else ("host", why)
+
+
+def require_host_runtime() -> None:
+    """The kit's runtime (Triton's Intel backend, numpy) in this interpreter, or a clear error."""
+    missing = [m for m in ("triton", "numpy") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise XpukitError(
+            f"the host has no kit runtime ({', '.join(missing)} not installed for {sys.executable})",
+            "run it in the image (start a Docker engine; --where container), or "
+            "pip install --require-hashes -r env/lock/cpu.txt",
+        )
+
+
+def _plan_for_run(ctx: Context) -> tuple[ImagePlan, Any]:
+    """The image plan and, in a real run, an engine client (the image built when missing)."""
+    if ctx.dry_run:
+        sdk = dry_run_sdk(ctx)
+        try:
+            return make_plan(ctx, sdk), None
+        finally:
+            if sdk is not None:
+                sdk.close()
+    sdk = engine.client(ctx.settings.docker_host)
+    plan = make_plan(ctx, sdk)
+    ensure_image(plan, sdk)
+    return plan, sdk
+
+
+def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
+    plan, sdk = _plan_for_run(ctx)
+    if ctx.dry_run:
+        print(shlex.join(engine.format_run_cli("docker", plan.tag, command, options)))
+        return 0
+    if what:
+        ui.say(f"{what} in {plan.tag}")
+    return engine.run_container(sdk, plan.tag, command, **options)
+
+
+# ---------------------------------------------------------------- build
+
+
+@guarded
+def build(ctx: Context, variant: build_mod.Variant, github_token: str = "") -> int:
+    if github_token and not Path(github_token).is_file():
+        raise XpukitError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
+    if ctx.dry_run:
+        sdk = dry_run_sdk(ctx)
+        plan = make_plan(ctx, sdk, variant, github_token)
+        if sdk is not None:
+            sdk.close()
+        print(plan.build.printable())
+        return 0
+    engine.pick_cli(ctx.settings.docker_cli)  # no BuildKit, no build: say so before anything else
+    sdk = engine.client(ctx.settings.docker_host)
+    run_build(make_plan(ctx, sdk, variant, github_token))
+    return 0
+
+
+# ---------------------------------------------------------------- base, pins, clean
+
+
+@guarded
+def base(ctx: Context) -> int:
+    """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled)."""
+    profile = load_profile("cpu")
+    tag = build_mod.local_base_name(profile)
+    cli = ctx.settings.docker_cli if ctx.settings.docker_cli != "auto" else "docker"
+    if not ctx.dry_run:
+        engine.client(ctx.settings.docker_host).close()
+    s = ctx.settings
+    return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
+
+
+@guarded
+def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = False) -> int:
+    """Show every profile's pins (or one: --profile), warnings and lock status."""
+    loaded = pins_mod.load()
+    if lock:
+        registry = None
+        if not ctx.dry_run:
+            try:
+                sdk = engine.client(ctx.settings.docker_host, timeout=30)
+                registry = lambda ref: sdk.images.get_registry_data(ref).id  # noqa: E731
+            except XpukitError as exc:
+                ui.warn(f"{exc.message}; digests cannot be looked up and stay empty")
+        return lock_mod.lock_all(loaded, ROOT, registry, ctx.dry_run, ui.say)
+    status = 0
+    names = (profile,) if profile else pins_mod.PROFILES
+    for name in names:
+        chosen = loaded.profile(name)
+        print(f"[{name}] base {chosen.base_reference}")
+        for key, value in build_mod.build_args(chosen, chosen.base_reference).items():
+            print(f"  {key}={value}")
+        for message in chosen.warnings:
+            print(f"  warning: {message}")
+        problems = lock_mod.check_lock_matches(chosen, pins_mod.lock_path(name, ROOT))
+        for problem in problems:
+            print(f"  lock out of date: {problem}")
+        if check and problems:
+            status = 1
+    if status:
+        print("xpukit: error: lock files do not match the pins (fix: run `invoke pins --lock`)", file=sys.stderr)
+    return status
+
+
+@guarded
+def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int:
+    s = ctx.settings
+    sdk = None if ctx.dry_run else engine.client(s.docker_host)
+    images = [] if sdk is None else sdk.images.list(name=s.image)
+    for image in images:
+        for tag in image.tags:
+            ui.say(f"removing {tag}")
+            sdk.images.remove(tag)
+    if not images:
+        ui.say(f"no {s.image} images to remove" if sdk else f"would remove every {s.image}:* image")
+    if volumes:
+        if sdk is None:
+            ui.say(f"would remove volume {s.cache_volume}")
+        else:
+            ui.say(engine.remove_volume(sdk, s.cache_volume))
+    if build_cache:
+        cmd = [engine.pick_cli(s.docker_cli).path if sdk else "docker", "builder", "prune", "-f"]
+        if ctx.dry_run:
+            print(shlex.join(cmd))
+        else:
+            return engine.stream_process(cmd)
+    return 0
+
+
+# ---------------------------------------------------------------- running things in the image
+
+
+@guarded
+def demo_ur(ctx: Context, where: str, demo_args: list[str]) -> int:
+    where, why = resolve_where(where, ctx.settings.docker_host)
+    script = "examples/xpu_triton_ur.py"
+    if where == "host":
+        ui.say(f"running the UR demo on the host ({why})")
+        require_host_runtime()
+        cmd = [sys.executable, str(ROOT / script), *demo_args]
+        if ctx.dry_run:
+            print(shlex.join(cmd))
+            return 0
+        return engine.stream_process(cmd, {"PYTHONPATH": str(ROOT)})
+    command = ["python", f"{containers.WORKSPACE}/{script}", *demo_args]
+    return _run_in_image(ctx, command, containers.container_options(ctx), "running the UR demo")
+
+
+@guarded
+def shell(ctx: Context, command: str = "") -> int:
+    options = containers.container_options(ctx)
+    options["tty"] = True
+    args = ["bash", "-c", command] if command else ["bash"]
+    plan, _ = _plan_for_run(ctx)
+    # An interactive TTY is the CLI's job; the SDK checked the engine and the image first.
+    cli = plan.build.command[0]
+    line = engine.format_run_cli(cli, plan.tag, args, options)
+    if ctx.dry_run:
+        print(shlex.join(line))
+        return 0
+    if not sys.stdin.isatty():
+        line.remove("-it")
+    os.execvp(line[0], line)
+    return 0  # pragma: no cover
+
+
+@guarded
+def test(ctx: Context, where: str, pytest_args: list[str]) -> int:
+    where, why = resolve_where(where, ctx.settings.docker_host)
+    return testing.run_tests(ctx, where, why, pytest_args)
+
+
+@guarded
+def doctor_cmd(ctx: Context, image: str = "") -> int:
+    """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
+    profile = load_profile(ctx.profile)
+    if not image:
+        try:
+            sdk = engine.client(ctx.settings.docker_host, timeout=30)
+            tag = f"{ctx.settings.image}:{profile.name}"
+            image = tag if engine.image_exists(sdk, tag) else ""
+            if not image:
+                ui.say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
+        except XpukitError:
+            image = ""
+    return doctor.run_doctor(
+        image or None,
+        lambda: engine.client(ctx.settings.docker_host),
+        expected_pins={"fingerprint": profile.fingerprint()},
+        need_gib=doctor.disk_budget_gib(profile.name),
+    )
+
+
+# ---------------------------------------------------------------- zebin
+
+
+def parse_num_warps(value: str | int | None) -> int | None:
+    """--num-warps: a positive power of two, as Triton wants it."""
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise XpukitError(f"--num-warps {value!r} is not a whole number", "pass e.g. --num-warps 4") from None
+    if number < 1 or number & (number - 1):
+        raise XpukitError(f"--num-warps {number} is not a power of two", "pass 1, 2, 4, 8, 16 or 32")
+    return number
+
+
+def check_out_dir(out_dir: str, create: bool) -> Path:
+    """--out: a folder that exists or can be made, and that this user can write into.
+
+    ``create``: make it now (a real run), so a folder that cannot be made fails before any work."""
+    out = Path(out_dir).expanduser().resolve()
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("/"))
+    if existing == out and not out.is_dir():
+        raise XpukitError(f"--out {out_dir} is a file, not a folder", "pass a folder (it is created when missing)")
+    if not existing.is_dir():
+        raise XpukitError(f"--out {out_dir}: {existing} is a file", "pass a folder path")
+    fix = "pass a folder you can write to"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise XpukitError(f"--out {out_dir}: {existing} is not writable by you", fix)
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as exc:
+            raise XpukitError(f"--out {out_dir} cannot be written ({exc.strerror or exc})", fix) from None
+    return out
+
+
+def _run_on_host(ctx: Context, module_args: list[str]) -> int:
+    """`python -m xpukit ...` with this interpreter: the same command the image runs."""
+    cmd = [sys.executable, "-m", "xpukit", *module_args]
+    if ctx.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    return engine.stream_process(cmd, {"PYTHONPATH": str(ROOT)})
+
+
+def _kernel_file(kernel: str) -> tuple[Path, str]:
+    path, sep, function = kernel.rpartition(":")
+    if not sep or not Path(path).is_file() or not function:
+        raise XpukitError(
+            f"kernel {kernel!r} is not path.py:function of an existing file",
+            "e.g. invoke compile examples/kernels.py:scale_kernel",
+        )
+    return Path(path), function
+
+
+@guarded
+def compile_kernel(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    out_dir: str,
+    signature: str | None,
+    constexprs: list[str],
+    num_warps: str | int | None,
+) -> int:
+    warps = parse_num_warps(num_warps)
+    path, function = _kernel_file(kernel)
+    out = check_out_dir(out_dir, create=not ctx.dry_run)
+    where, why = resolve_where(where, ctx.settings.docker_host)
+    on_host = where == "host"
+    kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
+    args = ["compile", kernel_ref, "--target", ",".join(targets), "--out", str(out)]
+    if signature:
+        args += ["--signature", signature]
+    for item in constexprs:
+        args += ["--constexpr", item]
+    if warps:
+        args += ["--num-warps", str(warps)]
+    if ctx.debug:
+        args.insert(0, "--debug")
+    if on_host:
+        require_host_runtime()
+        return _run_on_host(ctx, args)
+    mounts = {str(out): "rw"}
+    if not containers.container_path(path).startswith(containers.WORKSPACE):
+        mounts[str(path.resolve().parent)] = "ro"
+    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    ui.say(f"compiling in the image ({why})")
+    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+
+
+@guarded
+def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False) -> int:
+    if not Path(path).is_file():
+        raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
+    where, _ = resolve_where(where, ctx.settings.docker_host)
+    file = Path(path).resolve()
+    flags = ["--json"] if as_json else []
+    if where == "host":
+        return _run_on_host(ctx, ["zebin-info", str(file), *flags])
+    inside = containers.container_path(file)
+    args = ["zebin-info", inside, *flags]
+    mounts = {} if inside.startswith(containers.WORKSPACE) else {str(file.parent): "ro"}
+    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)

@@ -1,0 +1,61 @@
+"""How the kit runs things in its image: one set of container options for every task."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from xpukit.host import gpu, ui
+from xpukit.host import pins as pins_mod
+from xpukit.host.settings import Context
+
+ROOT = pins_mod.REPO_ROOT
+WORKSPACE = "/workspace"  # where the checkout is mounted (read-only) in the container
+CACHE_MOUNT = "/home/xpukit/.cache"
+
+
+def container_options(
+    ctx: Context,
+    extra_env: dict[str, str] | None = None,
+    mounts: dict[str, str] | None = None,
+    as_caller: bool = False,
+) -> dict[str, Any]:
+    """docker SDK run options: the checkout read-only, the Triton cache volume, GPU access (xpu).
+
+    ``mounts``: more host paths, mounted at the same path with the given mode. ``as_caller``: run as
+    the calling user, so files written to the host belong to them, not to the image's user.
+    """
+    options: dict[str, Any] = {
+        "volumes": {
+            str(ROOT): {"bind": WORKSPACE, "mode": "ro"},
+            ctx.settings.cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"},
+        },
+        "working_dir": WORKSPACE,
+        "environment": {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1", **(extra_env or {})},
+    }
+    for host_path, mode in (mounts or {}).items():
+        options["volumes"][host_path] = {"bind": host_path, "mode": mode}
+    if as_caller:
+        options["user"] = f"{os.getuid()}:{os.getgid()}"
+        # No home for an arbitrary uid in the image: Triton's cache goes to /tmp.
+        options["environment"].update({"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
+    if ctx.profile == "xpu":
+        found = gpu.gpu_run_options()
+        for note in found.notes:
+            ui.say(f"gpu: {note}")
+        for key, value in found.docker_kwargs().items():
+            if key == "volumes":
+                options["volumes"].update(value)
+            else:
+                options[key] = value
+    return options
+
+
+def container_path(path: str | os.PathLike[str]) -> str:
+    """Where a host path appears in the container: under /workspace when inside the checkout."""
+    resolved = os.path.realpath(path)
+    try:
+        relative = os.path.relpath(resolved, ROOT)
+    except ValueError:
+        return resolved
+    return resolved if relative.startswith("..") else f"{WORKSPACE}/{relative}".removesuffix("/.")

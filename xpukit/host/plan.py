@@ -1,0 +1,107 @@
+"""The image plan, computed once per task: profile pins, base, build args, content tag, BuildKit command.
+
+The build, its dry run, `test`, `demo-ur`, `shell`, `compile` and `zebin-info` all take their tag
+from one :class:`ImagePlan`, so a dry run prints the tag a real run uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+from typing import Any
+
+from xpukit.errors import XpukitError
+from xpukit.host import build as build_mod
+from xpukit.host import buildlog, engine, ui
+from xpukit.host import pins as pins_mod
+from xpukit.host.settings import Context
+
+ROOT = pins_mod.REPO_ROOT
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePlan:
+    profile: pins_mod.Profile
+    base: str
+    build: build_mod.BuildPlan
+    ca_description: str
+
+    @property
+    def tag(self) -> str:
+        """The content tag: names exactly what the image was built from."""
+        return self.build.tags[0]
+
+
+def load_profile(name: str) -> pins_mod.Profile:
+    profile = pins_mod.load().profile(name)
+    for message in profile.warnings:
+        ui.warn(message)
+    return profile
+
+
+def _base(ctx: Context, profile: pins_mod.Profile, sdk: Any | None) -> str:
+    """The base a build uses: asking the engine (pulling only in a real run), or as configured."""
+    requested = ctx.settings.base_image
+    if sdk is not None:
+        pull = None if ctx.dry_run else functools.partial(build_mod.pull_with_progress, sdk, say=ui.say)
+        exists = functools.partial(engine.image_exists, sdk)
+        try:
+            return build_mod.choose_base(profile, requested, exists, pull, ui.say)
+        except XpukitError:
+            if not ctx.dry_run:
+                raise
+            ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
+    return requested or profile.base_reference
+
+
+def make_plan(
+    ctx: Context, sdk: Any | None, variant: build_mod.Variant | None = None, github_token: str = ""
+) -> ImagePlan:
+    """The plan for the context's profile. ``sdk`` None: no engine asked (a dry run without one)."""
+    profile = load_profile(ctx.profile)
+    base = _base(ctx, profile, sdk)
+    try:
+        cli: engine.DockerCli | None = engine.pick_cli(ctx.settings.docker_cli)
+    except XpukitError:
+        if not ctx.dry_run:
+            raise
+        cli = None  # a dry run still prints the plan, with a plain `docker`
+    progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
+    ca = ctx.ca_bundle
+    plan = build_mod.plan(
+        ROOT, profile, base, ctx.settings.image, cli, ca.path, github_token, variant or build_mod.Variant(), progress
+    )
+    if ctx.settings.docker_host:  # the CLI must build on the engine the SDK talks to
+        plan.env["DOCKER_HOST"] = ctx.settings.docker_host
+    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "))
+
+
+def dry_run_sdk(ctx: Context) -> Any | None:
+    """An engine to ask read-only questions in a dry run, or None when none answers."""
+    try:
+        return engine.client(ctx.settings.docker_host, timeout=5)
+    except XpukitError:
+        return None
+
+
+def run_build(plan: ImagePlan) -> str:
+    """Run the BuildKit build; on failure say what the log shows, in one line."""
+    build_mod.ensure_lock_current(plan.profile, ROOT)
+    ui.say(f"building {', '.join(plan.build.tags)}")
+    code, tail = engine.stream_keeping_tail(plan.build.command, plan.build.env)
+    if code != 0:
+        found = buildlog.diagnose(tail, plan.ca_description)
+        if found:
+            raise XpukitError(f"the image build failed: {found.cause} ({found.evidence}); log above", found.fix)
+        raise XpukitError(f"the image build failed (exit {code}); its log is above", "fix the failing step and rerun")
+    return plan.tag
+
+
+def ensure_image(plan: ImagePlan, sdk: Any) -> str:
+    """The plan's content tag, building the image first when it is missing."""
+    if engine.image_exists(sdk, plan.tag):
+        return plan.tag
+    ui.say(f"image {plan.tag} is missing; building it")
+    return run_build(plan)

@@ -1,0 +1,176 @@
+"""Settings: command-line flag, then environment variable, then invoke.yaml, then default, resolved once.
+
+invoke's own config system reads invoke.yaml (the tasks hand its ``xpukit:`` section here), but its
+environment layer only knows ``INVOKE_``-prefixed nested names and knows nothing of flags, while the
+kit's settings are plain names users already export (DOCKER_HOST, SSL_CERT_FILE, XPUKIT_*). So one
+small resolver merges the four sources here, and :class:`Context` resolves every ``auto`` once,
+keeping the reason it printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from xpukit.errors import XpukitError
+from xpukit.host import gpu, trust, ui
+
+PROFILE_CHOICES = ("auto", "cpu", "xpu")
+WHERE_CHOICES = ("auto", "container", "host")
+
+# setting -> (environment variable, default)
+SETTINGS = {
+    "profile": ("XPUKIT_PROFILE", "auto"),
+    "image": ("XPUKIT_IMAGE", "xpukit"),
+    "docker_cli": ("XPUKIT_DOCKER_CLI", "auto"),
+    "docker_host": ("DOCKER_HOST", ""),
+    "base_image": ("XPUKIT_BASE_IMAGE", ""),
+    "ca_bundle": ("XPUKIT_CA_BUNDLE", "auto"),
+    "cache_volume": ("XPUKIT_CACHE_VOLUME", "xpukit-cache"),
+    "base_suite": ("XPUKIT_BASE_SUITE", "bookworm"),
+    "base_mirror": ("XPUKIT_BASE_MIRROR", "http://deb.debian.org/debian"),
+}
+
+
+@dataclasses.dataclass
+class Settings:
+    profile: str = "auto"
+    image: str = "xpukit"
+    docker_cli: str = "auto"
+    docker_host: str = ""
+    base_image: str = ""
+    ca_bundle: str = "auto"
+    cache_volume: str = "xpukit-cache"
+    base_suite: str = "bookworm"
+    base_mirror: str = "http://deb.debian.org/debian"
+    dry_run: bool = False
+    debug: bool = False
+
+
+def resolve(
+    flags: Mapping[str, Any],
+    yaml_config: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Merge the sources; a flag left as None falls through to the next source."""
+    environ = os.environ if environ is None else environ
+    yaml_config = check_yaml_section(yaml_config)
+    values: dict[str, Any] = {}
+    for key, (env_name, default) in SETTINGS.items():
+        if flags.get(key) not in (None, ""):
+            values[key] = flags[key]
+        elif environ.get(env_name):
+            values[key] = environ[env_name]
+        elif yaml_config.get(key) not in (None, ""):
+            values[key] = yaml_config[key]
+        else:
+            values[key] = default
+    settings = Settings(**values, dry_run=bool(flags.get("dry_run")), debug=bool(flags.get("debug")))
+    check_choice("profile", settings.profile, PROFILE_CHOICES)
+    return settings
+
+
+def check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise XpukitError(
+            f"unknown {option} {value!r}",
+            f"use --{option.replace('_', '-')} with one of: {', '.join(choices)}",
+        )
+    return value
+
+
+def check_yaml_section(section: Any) -> Mapping[str, Any]:
+    """invoke.yaml's ``xpukit:`` section: a mapping of known settings to plain values."""
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise XpukitError(
+            f"invoke.yaml: xpukit: must be a mapping of settings, got {type(section).__name__}",
+            "write `xpukit:` followed by indented `key: value` lines (see invoke.yaml)",
+        )
+    for key, value in section.items():
+        if key not in SETTINGS:
+            raise XpukitError(f"invoke.yaml: unknown setting xpukit.{key}", f"use one of: {', '.join(SETTINGS)}")
+        if not isinstance(value, str | int | float | bool) and value is not None:
+            raise XpukitError(
+                f"invoke.yaml: xpukit.{key} must be a plain value, got {type(value).__name__}",
+                f"write xpukit.{key} as a string",
+            )
+    return {key: (None if value is None else str(value)) for key, value in section.items()}
+
+
+def check_project_yaml(folder: Path) -> None:
+    """invoke.yaml beside tasks.py, checked before invoke loads it (invoke would print a traceback)."""
+    path = folder / "invoke.yaml"
+    if not path.is_file():
+        return
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise XpukitError(f"{path}: not UTF-8 text", f"save {path.name} as UTF-8") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise XpukitError(f"{path}: not valid YAML{where} ({problem})", f"fix the syntax of {path.name}") from None
+    if data is None:
+        return
+    if not isinstance(data, Mapping):
+        raise XpukitError(
+            f"{path}: must be a mapping (e.g. `xpukit:` with settings under it), got {type(data).__name__}",
+            f"rewrite {path.name} as `key: value` lines",
+        )
+    check_yaml_section(data.get("xpukit"))
+
+
+@dataclasses.dataclass
+class Context:
+    """Settings plus every ``auto`` resolved once, on first use, with the reason printed once."""
+
+    settings: Settings
+    environ: Mapping[str, str] = dataclasses.field(default_factory=lambda: os.environ)
+    detect_gpu: Callable[[], tuple[bool, str]] = gpu.has_intel_gpu
+    say: Callable[[str], None] = ui.say
+
+    @property
+    def dry_run(self) -> bool:
+        return self.settings.dry_run
+
+    @property
+    def debug(self) -> bool:
+        return self.settings.debug
+
+    @functools.cached_property
+    def profile_choice(self) -> tuple[str, str]:
+        """(cpu | xpu, why)."""
+        choice = self.settings.profile
+        if choice != "auto":
+            return choice, "--profile / XPUKIT_PROFILE / invoke.yaml"
+        found, reason = self.detect_gpu()
+        chosen = "xpu" if found else "cpu"
+        self.say(f"profile auto -> {chosen} ({reason})")
+        return chosen, reason
+
+    @property
+    def profile(self) -> str:
+        return self.profile_choice[0]
+
+    @functools.cached_property
+    def ca_bundle(self) -> trust.CaBundle:
+        """The CA bundle the build (and the tests that fetch) trust, said in one line."""
+        bundle = trust.resolve_ca_bundle(self.settings.ca_bundle, self.environ)
+        self.say(bundle.describe())
+        return bundle
+
+
+def make_context(
+    flags: Mapping[str, Any], yaml_config: Any = None, environ: Mapping[str, str] | None = None
+) -> Context:
+    environ = os.environ if environ is None else environ
+    return Context(resolve(flags, yaml_config, environ), environ)

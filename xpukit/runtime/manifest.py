@@ -1,0 +1,180 @@
+"""The image's manifest: what is ACTUALLY installed, next to the pins it was built from.
+
+    python -m xpukit.runtime.manifest OUT.json     (the image build's last step)
+
+Versions come from the installed things themselves, through the kit's one UR loader search
+(``ur.loader.find_loader``) and one ocloc probe (``ocloc.find_ocloc``), never from the pins; the
+pins (the build args) ride along under "pins". :func:`mismatches` compares the two: the build
+fails on any difference, and ``invoke doctor`` reports the same list for an existing image.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from xpukit.errors import XpukitError
+from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.ur.loader import detect_release, find_loader
+
+MANIFEST_PATH = "/opt/xpukit/manifest.json"
+# build arg -> key under "pins"
+PIN_ARGS = {
+    "PYTHON_VERSION": "python",
+    "OCLOC_VERSION": "ocloc",
+    "OCLOC_PACKAGE": "ocloc_package",
+    "TRITON_SOURCE": "triton_source",
+    "TRITON_VERSION": "triton",
+    "TRITON_COMMIT": "triton_commit",
+    "TORCH_SOURCE": "torch_source",
+    "TORCH_COMMIT": "torch_commit",
+    "UR_SOURCE": "ur_source",
+    "UR_VERSION": "ur",
+    "PYPI_PINS": "pypi",
+    "XPUKIT_PINS": "fingerprint",
+}
+
+
+def dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def ocloc_info() -> dict[str, str]:
+    try:
+        tool = find_ocloc()
+    except XpukitError:
+        return {"path": "", "version": "", "package": "", "package_version": ""}
+    package = _run(["dpkg-query", "-S", tool.path]).split(":")[0]
+    package_version = _run(["dpkg-query", "-W", "-f=${Version}", package]) if package else ""
+    return {"path": tool.path, "version": tool.version, "package": package, "package_version": package_version}
+
+
+def ur_loader_info() -> dict[str, str]:
+    """The loader xpukit.runtime.ur loads, and its release."""
+    try:
+        location = find_loader()
+    except XpukitError:
+        return {"path": "", "api_version": "", "release": "", "source": ""}
+    try:
+        release = detect_release(location.path)
+        version, api = release.version, "" if release.api_minor is None else f"0.{release.api_minor}"
+    except XpukitError:
+        version, api = "", ""
+    return {
+        "path": str(location.path),
+        "api_version": api,
+        "release": version,
+        "source": location.source,
+    }
+
+
+def os_release() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return ""
+    match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.M)
+    return match.group(1) if match else ""
+
+
+def collect(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What is installed here, plus the pins from the build args in ``environ``."""
+    environ = os.environ if environ is None else environ
+    return {
+        "profile": environ.get("XPUKIT_PROFILE", ""),
+        "base_image": environ.get("BASE_IMAGE", ""),
+        "os": os_release(),
+        "python": platform.python_version(),
+        "triton": dist_version("triton-xpu") or dist_version("triton"),
+        "triton_commit": environ.get("TRITON_COMMIT", ""),
+        "torch": dist_version("torch"),
+        "numpy": dist_version("numpy"),
+        "ocloc": ocloc_info(),
+        "ur_loader": ur_loader_info(),
+        "intel_opencl_rt": dist_version("intel-opencl-rt"),
+        "pypi": {req.partition("==")[0]: dist_version(req.partition("==")[0]) for req in _pypi_pins(environ)},
+        "pins": {key: environ.get(arg, "") for arg, key in PIN_ARGS.items()},
+    }
+
+
+def _pypi_pins(environ: Mapping[str, str]) -> list[str]:
+    return [req for req in environ.get("PYPI_PINS", "").split() if "==" in req]
+
+
+def mismatches(manifest: Mapping[str, Any]) -> list[str]:
+    """Each way what the manifest says is installed differs from its pins ("" pins are not checked)."""
+    pins = manifest.get("pins") or {}
+    problems = []
+    for key in ("python", "triton"):
+        pin, have = str(pins.get(key, "")), str(manifest.get(key, ""))
+        if key == "triton" and pins.get("triton_source") != "pypi":
+            continue  # a git build's version carries the commit; checked below
+        if pin and pin != have:
+            problems.append(f"{key} pinned {pin}, installed {have or 'nothing'}")
+    ocloc = manifest.get("ocloc") if isinstance(manifest.get("ocloc"), Mapping) else {}
+    if pins.get("ocloc") and ocloc.get("package_version") and pins["ocloc"] != ocloc["package_version"]:
+        problems.append(f"ocloc pinned {pins['ocloc']}, installed {ocloc['package_version']}")
+    loader = manifest.get("ur_loader") if isinstance(manifest.get("ur_loader"), Mapping) else {}
+    if pins.get("ur_source") == "pypi" and pins.get("ur") and loader.get("release") != pins["ur"]:
+        problems.append(f"UR pinned {pins['ur']}, the loader found is {loader.get('release') or 'absent'}")
+    commit, triton = str(pins.get("triton_commit", "")), str(manifest.get("triton", ""))
+    if pins.get("triton_source") == "git" and commit and "+git" in triton and commit[:8] not in triton:
+        problems.append(f"triton_commit pinned {commit[:8]}, installed {triton}")
+    torch_commit, torch = str(pins.get("torch_commit", "")), str(manifest.get("torch", ""))
+    if pins.get("torch_source") == "source" and torch_commit and "+git" in torch and torch_commit[:7] not in torch:
+        problems.append(f"torch_commit pinned {torch_commit[:7]}, installed {torch}")
+    installed = manifest.get("pypi") or {}
+    for req in str(pins.get("pypi", "")).split():
+        name, _, version = req.partition("==")
+        if name in installed and installed[name] != version:
+            problems.append(f"{name} pinned {version}, installed {installed[name] or 'nothing'}")
+    return problems
+
+
+def missing(manifest: Mapping[str, Any]) -> list[str]:
+    """What an image must have and does not."""
+    absent = [key for key in ("python", "triton") if not manifest.get(key)]
+    if not (manifest.get("ocloc") or {}).get("version"):
+        absent.append("ocloc")
+    if not (manifest.get("ur_loader") or {}).get("path"):
+        absent.append("ur_loader")
+    return absent
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0] if argv else MANIFEST_PATH)
+    manifest = collect()
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    print(text, end="")
+    problems = [f"missing from the image: {', '.join(missing(manifest))}"] if missing(manifest) else []
+    problems += mismatches(manifest)
+    if problems:
+        for problem in problems:
+            print(f"manifest: {problem}", file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

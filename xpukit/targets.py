@@ -1,0 +1,98 @@
+"""Intel GPU compile targets: the presets the kit compiles for, their aliases, and --target lists.
+
+Ground level: imports nothing from xpukit but its error type, so the runtime (tritonc, ocloc,
+zebin_stage, compile, launch) and the host kit share one definition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from xpukit.errors import XpukitError
+
+# SYCL experimental architecture enum values (sycl::ext::oneapi::experimental::architecture).
+SYCL_ARCH = {
+    "pvc": 0x030F000700,
+    "acm-g10": 0x030DC00800,  # a.k.a. dg2-g10
+    "bmg": 0x0500400400,  # bmg-g21
+    "lnl": 0x0501000400,  # lnl-m
+    "mtl": 0x0311C00400,  # mtl-h
+}
+# Triton's backend names an architecture by a short name of its own: acm-g10 is "dg2" there.
+TRITON_ARCH_NAME = {
+    SYCL_ARCH["pvc"]: "pvc",
+    SYCL_ARCH["acm-g10"]: "dg2",
+    SYCL_ARCH["bmg"]: "bmg",
+    SYCL_ARCH["lnl"]: "lnl",
+    SYCL_ARCH["mtl"]: "mtl",
+}
+# Other names users (and ocloc) give the same parts; --target accepts them and means the preset.
+ALIASES = {"dg2": "acm-g10", "dg2-g10": "acm-g10", "bmg-g21": "bmg", "lnl-m": "lnl", "mtl-h": "mtl"}
+ALL = "all"  # --target all: every GPU preset the installed ocloc can build
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetPreset:
+    """Device properties Triton's Intel backend reads from ``GPUTarget.arch``."""
+
+    name: str
+    ocloc_device: str  # the -device name ocloc takes; "" for the CPU device
+    architecture: int
+    max_work_group_size: int
+    max_num_sub_groups: int
+    sub_group_sizes: tuple[int, ...]
+    has_fp64: bool
+    has_subgroup_matrix_multiply_accumulate: bool
+    has_subgroup_2d_block_io: bool
+    has_bfloat16_conversions: bool
+
+    def props(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("ocloc_device")
+        data["sub_group_sizes"] = list(self.sub_group_sizes)
+        return data
+
+
+# Presets for compiling without the device present. On a real device the session's properties
+# come from UR device info instead. The "cpu" preset has no matrix engine and no 2D block IO, so
+# tl.dot lowers to plain FMAs that Intel's CPU OpenCL runtime can run.
+PRESETS: dict[str, TargetPreset] = {
+    p.name: p
+    for p in (
+        TargetPreset("pvc", "pvc", SYCL_ARCH["pvc"], 1024, 64, (16, 32), True, True, True, True),
+        TargetPreset("acm-g10", "acm-g10", SYCL_ARCH["acm-g10"], 1024, 128, (8, 16, 32), False, True, False, True),
+        TargetPreset("bmg", "bmg", SYCL_ARCH["bmg"], 1024, 64, (16, 32), True, True, True, True),
+        TargetPreset("lnl", "lnl", SYCL_ARCH["lnl"], 1024, 64, (16, 32), True, True, True, True),
+        TargetPreset("mtl", "mtl", SYCL_ARCH["mtl"], 1024, 64, (8, 16, 32), False, False, False, True),
+        TargetPreset("cpu", "", 0, 8192, 1024, (8, 16, 32, 64), True, False, False, False),
+    )
+}
+GPU_PRESETS = tuple(name for name, p in PRESETS.items() if p.ocloc_device)
+
+
+def canonical(name: str) -> str:
+    """The preset name for a target or one of its aliases (unknown names pass through)."""
+    return ALIASES.get(name, name)
+
+
+def preset(name: str) -> TargetPreset:
+    """The preset for a target name or alias, or an error listing the known ones."""
+    try:
+        return PRESETS[canonical(name)]
+    except KeyError:
+        raise XpukitError(f"unknown target {name!r}", f"use one of: {', '.join(PRESETS)}") from None
+
+
+def preset_for_architecture(architecture: int | None) -> TargetPreset | None:
+    return next((p for p in PRESETS.values() if p.ocloc_device and p.architecture == architecture), None)
+
+
+def split_targets(targets: str | Iterable[str]) -> list[str]:
+    """``"pvc, dg2"`` or ``["pvc", "bmg,lnl"]`` -> preset names in order, aliases resolved, no repeats."""
+    items = [targets] if isinstance(targets, str) else list(targets)
+    names = [canonical(t.strip()) for item in items for t in item.split(",") if t.strip()]
+    if not names:
+        raise XpukitError("no target given", "pass --target pvc (comma-separated for several, or all)")
+    return list(dict.fromkeys(names))
