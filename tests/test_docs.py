@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import re
 import shlex
@@ -23,7 +24,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import tasks
 from xpukit.host import config, docs_tables, pins
 
 pytestmark = pytest.mark.unit
@@ -77,25 +77,33 @@ def invoke_lines() -> list[DocLine]:
     return found
 
 
-def task_flags() -> dict[str, set[str]]:
-    """task name -> every flag it accepts (long and short), from tasks.py itself."""
-    flags = {}
+@dataclasses.dataclass(frozen=True)
+class TaskInfo:
+    flags: frozenset[str]  # every flag the task accepts, long and short
+    switches: frozenset[str]  # the flags that take no value
+    positional: tuple[str, ...]
+
+
+@functools.cache
+def task_info() -> dict[str, TaskInfo]:
+    """What tasks.py itself declares. invoke is a host tool: the image has none, and runs no unit test."""
+    pytest.importorskip("invoke", reason="invoke is a host tool")
+    import tasks
+
+    info = {}
     for name, task in tasks.ns.tasks.items():
-        names = {"--help", "-h"}
+        flags, switches = {"--help", "-h"}, {"--help", "-h"}
         for argument in task.get_arguments():
             for flag in argument.names:
-                names.add(f"--{flag}" if len(flag) > 1 else f"-{flag}")
-        flags[name] = names
-    return flags
+                spelled = f"--{flag}" if len(flag) > 1 else f"-{flag}"
+                flags.add(spelled)
+                if argument.kind is bool:
+                    switches.add(spelled)
+        positional = tuple(a.name for a in task.get_arguments() if a.positional)
+        info[name] = TaskInfo(frozenset(flags), frozenset(switches), positional)
+    return info
 
 
-FLAGS = task_flags()
-SWITCHES = {
-    name: {f"--{n}" if len(n) > 1 else f"-{n}" for a in task.get_arguments() if a.kind is bool for n in a.names}
-    | {"--help", "-h"}
-    for name, task in tasks.ns.tasks.items()
-}
-POSITIONAL = {name: [a.name for a in task.get_arguments() if a.positional] for name, task in tasks.ns.tasks.items()}
 LINES = invoke_lines()
 
 
@@ -112,8 +120,8 @@ def test_invoke_line_names_a_task_and_its_options(doc_line):
     if words[1].startswith("-"):  # invoke's own options: --list, --help TASK
         assert words[1] in ("--list", "-l", "--help", "-h"), f"{doc_line.where()}: {doc_line.text}"
         return
-    task = words[1]
-    assert task in FLAGS, f"{doc_line.where()}: `{doc_line.text}`: no task {task!r} (tasks: {', '.join(FLAGS)})"
+    task, known = words[1], task_info()
+    assert task in known, f"{doc_line.where()}: `{doc_line.text}`: no task {task!r} (tasks: {', '.join(known)})"
     takes_value = False
     for word in words[2:]:
         if word == "--":
@@ -123,8 +131,10 @@ def test_invoke_line_names_a_task_and_its_options(doc_line):
             continue
         flag = word.split("=", 1)[0]
         if flag.startswith("-") and not PLACEHOLDER_RE.match(flag):
-            assert flag in FLAGS[task], f"{doc_line.where()}: `{doc_line.text}`: invoke {task} has no option {flag}"
-            takes_value = "=" not in word and flag not in SWITCHES[task]
+            assert flag in known[task].flags, (
+                f"{doc_line.where()}: `{doc_line.text}`: invoke {task} has no option {flag}"
+            )
+            takes_value = "=" not in word and flag not in known[task].switches
 
 
 def _command(doc_line: DocLine) -> list[str]:
@@ -132,12 +142,12 @@ def _command(doc_line: DocLine) -> list[str]:
     words = shlex.split(doc_line.text)[1:]
     if words[0].startswith("-"):  # invoke's own options; `invoke --help TASK` shows the help of every task
         return ["--list"] if any(PLACEHOLDER_RE.match(w) for w in words[1:]) else words
-    if words[0] not in FLAGS:  # invoke itself says it knows no such task
+    if words[0] not in task_info():  # invoke itself says it knows no such task
         return ["--help", words[0]]
-    task, flags = words[0], FLAGS[words[0]]
+    task, flags = words[0], task_info()[words[0]].flags
     template = any(PLACEHOLDER_RE.match(w) for w in words[1:] if not w.startswith("-"))
     # Prose names a task ("`invoke compile`") without the argument it needs: only its help can run.
-    needs_argument = POSITIONAL[task] and (len(words) == 1 or words[1].startswith("-"))
+    needs_argument = task_info()[task].positional and (len(words) == 1 or words[1].startswith("-"))
     # A positional path that does not exist (e.g. the zebin an earlier line writes) fails any dry run.
     missing_input = any(
         "/" in w and not w.startswith("-") and not (ROOT / w.split(":")[0]).exists()
