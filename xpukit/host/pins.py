@@ -224,7 +224,11 @@ def _type_name(value: Any) -> str:
 def _display(path: Path) -> str:
     """The path as the user would type it: relative to the working directory or the checkout."""
     resolved = path.resolve()
-    for root in (Path.cwd(), REPO_ROOT):
+    try:
+        roots = [Path.cwd(), REPO_ROOT]
+    except OSError:  # the working directory was removed
+        roots = [REPO_ROOT]
+    for root in roots:
         try:
             return str(resolved.relative_to(root))
         except ValueError:
