@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -222,3 +225,21 @@ def test_every_key_of_the_real_pins_is_in_the_schema():
             spec = pins.PROFILE_SCHEMA.keys[key]
             if isinstance(spec, pins.Table):
                 assert set(value) <= set(spec.keys), (name, key)
+
+
+@pytest.mark.parametrize("case", ["cpu = 1", "variants = zebin", "pyton", "tag digest", "non-UTF-8"])
+def test_task_prints_one_line_and_no_traceback(tmp_path, case):
+    """What a user sees from `invoke pins` with a broken pins file: one line of at most 200 characters."""
+    path = tmp_path / "pins.toml"
+    if case == "non-UTF-8":
+        path.write_bytes(REAL.encode().replace(b"Debian bookworm", b"Debian \xfe bookworm", 1))
+    else:
+        path.write_text(_strict_edit(case))
+    env = {**os.environ, "XPUKIT_PINS_FILE": str(path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "pins"], cwd=pins.REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xpukit: error: ") and "pins.toml: " in lines[0], result.stderr
+    assert len(lines[0]) - len("xpukit: error: ") <= 200, lines[0]
