@@ -245,7 +245,15 @@ def doctor(c, image="", profile=None, debug=False):
     _finish(commands.doctor_cmd(s, image))
 
 
-TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor)
+@task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
+def docs(c, check=False):
+    """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
+    from xpukit.host import docs_tables
+
+    _finish(docs_tables.main(["--check"] if check else []))
+
+
+TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs)
 for each in TASKS:
     each.body = interruptible(each.body)
 ns = Collection(*TASKS)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,8 +72,8 @@ def test_each_broken_rule_is_named(tmp_path, old, new, key, rule):
     path = write(tmp_path, REAL.replace(old, new, 1))
     with pytest.raises(pins.PinsError) as info:
         pins.load(path)
-    message = str(info.value)
-    assert str(path) in message and key in message and rule in message
+    message = info.value.one_line()
+    assert message.startswith(f"{path}: {key}: ") and rule in message and f"(fix: edit {key} there)" in message
 
 
 def test_missing_key_is_named(tmp_path):
@@ -89,7 +92,7 @@ def test_missing_profile_table_is_named(tmp_path):
 
 def test_unknown_profile_table_and_request(tmp_path):
     path = write(tmp_path, REAL + '\n[gpu]\ndescription = "x"\n')
-    with pytest.raises(pins.PinsError, match=r"gpu: unknown table"):
+    with pytest.raises(pins.PinsError, match=r"gpu: unknown key"):
         pins.load(path)
     with pytest.raises(pins.PinsError, match=r"no profile 'gpu'.*cpu, xpu"):
         pins.load().profile("gpu")
@@ -135,3 +138,126 @@ def test_versions_stated_in_code_agree_with_the_pins():
     matrix_lines = {".".join(v.split(".")[:2]) for v in ur["matrix"]}
     assert matrix_lines == set(_api.SUPPORTED_RELEASES), "every bound UR release is tested, and only those"
     assert ".".join(ur["version"].split(".")[:2]) in _api.SUPPORTED_RELEASES
+
+
+# Each bad input from issue 10, written the way a person would: (edit, key named, rule named, fix named).
+STRICT = [
+    ("cpu = 1", "cpu", "must be a table, got integer", "[cpu] table"),
+    ("variants = zebin", "xpu.triton.variants", "must be a table of", "[xpu.triton.variants]"),
+    ("pyton", "cpu.pyton", "unknown key", "did you mean 'python'"),
+    ("tag digest", "cpu.base.tag", "is a digest, not a tag", "cpu.base.digest"),
+    ("image with tag", "cpu.base.image", "not an image repository name", "cpu.base.tag"),
+    ("numpy = 2", "cpu.pypi.numpy", "must be a string, got integer", "quote it"),
+    ("matrix = string", "cpu.ur.matrix", "must be an array of strings", "cpu.ur.matrix = ["),
+    ("commit holds digest", "xpu.torch.commit", "is a digest, not a commit", "base.digest"),
+    ("unknown nested", "xpu.ocloc.verison", "unknown key", "did you mean 'version'"),
+    ("unknown far", "cpu.ur.zzz", "unknown key", "[cpu.ur] takes: source, version, packages, matrix"),
+    ("schema string", "schema", "must be the integer 1", "schema = 1"),
+    ("variant commit short", "xpu.triton.variants.blog", "40 lowercase hex", "edit"),
+]
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _strict_edit(case: str) -> str:
+    edits = {
+        "cpu = 1": (REAL[REAL.index("[cpu]") : REAL.index("[xpu]")], "cpu = 1\n"),
+        "variants = zebin": (
+            '[xpu.triton.variants]  # invoke build --triton NAME\nzebin = "9e237132e02d6e813836ad6a7137bd275fc0a7cd"\n'
+            'blog = "197f5f843fd17deab1de1df1c6f17e60978ecdce"  # the commit the original UR demo used\n',
+            "",
+        ),
+        "pyton": ('python = "3.11.2"', 'pyton = "3.11.2"'),
+        "tag digest": ('tag = "bookworm-slim"', f'tag = "{DIGEST}"'),
+        "image with tag": ('image = "debian"', 'image = "debian:bookworm-slim"'),
+        "numpy = 2": ('numpy = "2.4.6"\npyelftools', "numpy = 2\npyelftools"),
+        "matrix = string": ('matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3"]', 'matrix = "2025.3.3"'),
+        "commit holds digest": (
+            'commit = "a47976948863783de4a5b27dc9f05d8be916d559"',
+            f'commit = "{DIGEST}"',
+        ),
+        "unknown nested": ('package = "intel-ocloc"\n', 'package = "intel-ocloc"\nverison = "1"\n'),
+        "unknown far": ('packages = ["intel-cmplr-lib-ur"', 'zzz = "1"\npackages = ["intel-cmplr-lib-ur"'),
+        "schema string": ("schema = 1", 'schema = "1"'),
+        "variant commit short": ('blog = "197f5f843fd17deab1de1df1c6f17e60978ecdce"', 'blog = "197f5f8"'),
+    }
+    old, new = edits[case]
+    assert old in REAL, f"fixture out of date: {old!r}"
+    text = REAL.replace(old, new, 1)
+    if case == "variants = zebin":  # the table written as a plain string under [xpu.triton]
+        text = text.replace('llvm = "prebuilt"', 'llvm = "prebuilt"\nvariants = "zebin"', 1)
+    return text
+
+
+@pytest.mark.parametrize(("case", "key", "rule", "fix"), STRICT, ids=[c[0] for c in STRICT])
+def test_strict_rules_one_line_naming_file_key_rule_and_fix(tmp_path, monkeypatch, case, key, rule, fix):
+    """No traceback: a PinsError whose one line names the file, the key, the rule and the fix."""
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, _strict_edit(case))
+    with pytest.raises(pins.PinsError) as info:
+        pins.load(path)
+    line = info.value.one_line()
+    assert line.startswith(f"pins.toml: {key}: "), line
+    assert rule in line and "(fix: " in line and fix in line, line
+    assert "\n" not in line and len(line) <= 200, line
+
+
+def test_non_utf8_byte_names_the_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "pins.toml"
+    raw = REAL.encode().replace(b'description = "Debian', b'description = "Deb\xffian', 1)
+    path.write_bytes(raw)
+    line_no = raw[: raw.index(b"\xff")].count(b"\n") + 1
+    with pytest.raises(pins.PinsError) as info:
+        pins.load(path)
+    assert info.value.one_line() == f"pins.toml: line {line_no}: byte 0xff is not UTF-8 (fix: save pins.toml as UTF-8)"
+
+
+def test_unknown_key_without_close_match_lists_the_known_keys_within_200_chars(tmp_path):
+    """A long path still leaves a one-line message of at most 200 characters."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = write(deep, REAL.replace('python = "3.11.2"', 'python = "3.11.2"\nqqqqqqqqqqqq = "1"', 1))
+    with pytest.raises(pins.PinsError) as info:
+        pins.load(path)
+    line = info.value.one_line()
+    assert "cpu.qqqqqqqqqqqq: unknown key" in line and len(line) <= 200, line
+
+
+def test_unreadable_pins_path_is_one_line(tmp_path):
+    with pytest.raises(pins.PinsError, match="cannot be read"):
+        pins.load(tmp_path)  # a directory
+
+
+def test_optional_keys_may_be_absent(tmp_path):
+    """variants, ur.matrix, torch.wheel_version are optional: the cpu profile has no variants."""
+    text = REAL.replace('matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3"]\n', "", 1)
+    loaded = pins.load(write(tmp_path, text))
+    assert "matrix" not in loaded.profile("cpu")["ur"] and "variants" not in loaded.profile("cpu")["triton"]
+
+
+def test_every_key_of_the_real_pins_is_in_the_schema():
+    """The schema and env/pins.toml describe the same keys, so the strict check rejects nothing real."""
+    data = pins.tomllib.loads(REAL)
+    for name in pins.PROFILES:
+        for key, value in data[name].items():
+            spec = pins.PROFILE_SCHEMA.keys[key]
+            if isinstance(spec, pins.Table):
+                assert set(value) <= set(spec.keys), (name, key)
+
+
+@pytest.mark.parametrize("case", ["cpu = 1", "variants = zebin", "pyton", "tag digest", "non-UTF-8"])
+def test_task_prints_one_line_and_no_traceback(tmp_path, case):
+    """What a user sees from `invoke pins` with a broken pins file: one line of at most 200 characters."""
+    path = tmp_path / "pins.toml"
+    if case == "non-UTF-8":
+        path.write_bytes(REAL.encode().replace(b"Debian bookworm", b"Debian \xfe bookworm", 1))
+    else:
+        path.write_text(_strict_edit(case))
+    env = {**os.environ, "XPUKIT_PINS_FILE": str(path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "pins"], cwd=pins.REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xpukit: error: ") and "pins.toml: " in lines[0], result.stderr
+    assert len(lines[0]) - len("xpukit: error: ") <= 200, lines[0]

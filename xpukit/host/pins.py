@@ -8,6 +8,7 @@ is not.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import os
@@ -29,12 +30,6 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # nothing that widens it (no *, <, >, =, ^, ~= or spaces).
 EXACT_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~:-]*$")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
-TRITON_SOURCES = ("pypi", "git")
-TORCH_SOURCES = ("none", "wheel", "source")
-OCLOC_SOURCES = ("apt", "intel-gpu-repo")
-UR_SOURCES = ("pypi", "oneapi")
-LLVM_SOURCES = ("", "prebuilt", "source")
 
 
 class PinsError(XpukitError):
@@ -100,156 +95,319 @@ class Pins:
         return [f"{name}=={version}" for name, version in self.data.get("host", {}).items()]
 
 
+# ---------------------------------------------------------------- the schema
+#
+# Every table and key env/pins.toml may hold, in one place. A key not listed here is an error (with
+# a did-you-mean), so a typo never silently drops a pin. Rules that tie two keys together (a PyPI
+# Triton needs a version, ...) follow the schema in ``_cross_checks``.
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """One string value and the rule it follows.
+
+    kind: ``text`` (any string), ``name`` (a package name), ``version`` (exact or empty),
+    ``commit`` (40 hex), ``digest`` (``sha256:`` + 64 hex or empty), ``image`` (a repository without
+    tag or digest), ``tag`` (a tag, never a digest), ``choice`` (one of ``choices``).
+    """
+
+    kind: str
+    choices: tuple[str, ...] = ()
+    required: bool = True  # the key must be present
+    allow_empty: bool = True  # "" is accepted (an honest "unknown")
+    warn_empty: str | None = None  # when empty, warn "<key> is unpinned" with this note
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOf:
+    """An array of strings, each following ``item``."""
+
+    item: Value
+    required: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOf:
+    """A table whose keys are free names (packages, variants), each value following ``item``."""
+
+    item: Value
+    key_kind: str = "name"
+    required: bool = True
+    shape: str = 'NAME = "VALUE"'
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A table with a fixed set of keys."""
+
+    keys: Mapping[str, Value | ListOf | MapOf | Table]
+    required: bool = True
+
+
+TRITON_SOURCES = ("pypi", "git")
+TORCH_SOURCES = ("none", "wheel", "source")
+OCLOC_SOURCES = ("apt", "intel-gpu-repo")
+UR_SOURCES = ("pypi", "oneapi")
+LLVM_SOURCES = ("", "prebuilt", "source")
+
+_PACKAGES = MapOf(Value("version", warn_empty=""), shape='NAME = "EXACT VERSION"')
+_VARIANTS = MapOf(Value("commit", allow_empty=False), required=False, shape='NAME = "<40-hex commit>"')
+
+PROFILE_SCHEMA = Table(
+    {
+        "description": Value("text"),
+        "python": Value("version", warn_empty="the base image's python3"),
+        "base": Table(
+            {
+                "image": Value("image", allow_empty=False),
+                "tag": Value("tag", allow_empty=False),
+                "digest": Value("digest"),
+            }
+        ),
+        "apt": _PACKAGES,
+        "build_apt": _PACKAGES,
+        "pypi": _PACKAGES,
+        "ocloc": Table(
+            {
+                "source": Value("choice", OCLOC_SOURCES),
+                "package": Value("name", allow_empty=False),
+                "version": Value("version", warn_empty="matches the base image's compute runtime"),
+            }
+        ),
+        "triton": Table(
+            {
+                "source": Value("choice", TRITON_SOURCES),
+                "package": Value("name", allow_empty=False),
+                "version": Value("version"),
+                "repo": Value("text"),
+                "commit": Value("commit"),
+                "llvm": Value("choice", LLVM_SOURCES),
+                "variants": _VARIANTS,
+            }
+        ),
+        "torch": Table(
+            {
+                "source": Value("choice", TORCH_SOURCES),
+                "commit": Value("commit"),
+                "wheel_version": Value("version", required=False),
+                "wheel_index": Value("text"),
+                "xpu_arch_list": Value("text"),
+                "variants": _VARIANTS,
+            }
+        ),
+        "ur": Table(
+            {
+                "source": Value("choice", UR_SOURCES),
+                "version": Value("version"),
+                "packages": ListOf(Value("name", allow_empty=False), required=False),
+                "matrix": ListOf(Value("version", allow_empty=False), required=False),
+            }
+        ),
+    }
+)
+
+TOP_KEYS = ("schema", *PROFILES, "host")
+_TOML_TYPES = {str: "string", int: "integer", float: "float", bool: "boolean", list: "array", dict: "table"}
+_DIGEST_IN_TEXT = re.compile(r"sha256:[0-9a-fA-F]{6,}")
+# Docker's rules for a tag and for a repository path (lowercase components; a registry host may lead).
+TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+IMAGE_RE = re.compile(
+    r"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$"
+)
+MAX_LINE = 200
+
+
+def _type_name(value: Any) -> str:
+    return _TOML_TYPES.get(type(value), type(value).__name__)
+
+
+def _display(path: Path) -> str:
+    """The path as the user would type it: relative to the working directory or the checkout."""
+    resolved = path.resolve()
+    try:
+        roots = [Path.cwd(), REPO_ROOT]
+    except OSError:  # the working directory was removed
+        roots = [REPO_ROOT]
+    for root in roots:
+        try:
+            return str(resolved.relative_to(root))
+        except ValueError:
+            continue
+    # A very long path would crowd the key, the rule and the fix out of the one line.
+    return str(path) if len(str(path)) <= 80 else f".../{resolved.parent.name}/{resolved.name}"
+
+
+def _listing(keys: list[str], budget: int) -> str:
+    """``a, b, c`` cut to ``budget`` characters with ``...``."""
+    text = ", ".join(keys)
+    return text if len(text) <= budget else text[: max(budget - 4, 0)].rsplit(", ", 1)[0] + ", ..."
+
+
 class _Checker:
+    """Walks the data along the schema; the first broken rule raises one PinsError line."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.shown = _display(path)
         self.warnings: list[str] = []
 
-    def fail(self, key: str, rule: str) -> None:
-        raise PinsError(f"{self.path}: {key}: {rule}", f"edit {key} in {self.path}")
+    def fail(self, key: str, rule: str, fix: str = "") -> None:
+        head = f"{self.shown}: {key}: {rule}"
+        fix = fix or f"edit {key} there"
+        room = MAX_LINE - len(head) - len(" (fix: )")
+        if room < len(fix):  # keep the one line within MAX_LINE; the key and the rule come first
+            fix = fix[: max(room - 3, 0)] + "..."
+        raise PinsError(head, fix)
 
-    def table(self, parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-        value = parent.get(key)
-        if value is None:
-            self.fail(f"{where}.{key}", "missing table")
-        if not isinstance(value, Mapping):
-            self.fail(f"{where}.{key}", "must be a table")
-        return value
+    def unknown(self, key: str, where: str, known: list[str]) -> None:
+        full = f"{where}.{key}" if where else key
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        table = f"[{where}]" if where else "the top level"
+        if close:
+            self.fail(full, "unknown key", f"did you mean {close[0]!r}? rename it, or remove it")
+        budget = MAX_LINE - len(f"{self.shown}: {full}: unknown key (fix: remove it; {table} takes: )")
+        self.fail(full, "unknown key", f"remove it; {table} takes: {_listing(known, budget)}")
 
-    def string(self, parent: Mapping[str, Any], key: str, where: str) -> str:
-        if key not in parent:
-            self.fail(f"{where}.{key}", "missing key")
-        value = parent[key]
+    def walk(self, spec: Value | ListOf | MapOf | Table, value: Any, key: str) -> None:
+        if isinstance(spec, Table):
+            self.table(spec, value, key)
+        elif isinstance(spec, MapOf):
+            if not isinstance(value, dict):
+                self.fail(key, f"must be a table of {spec.shape}, got {_type_name(value)}", f"write it as [{key}]")
+            for name, item in value.items():
+                if spec.key_kind == "name" and not NAME_RE.match(name):
+                    self.fail(f"{key}.{name}", "not a valid package name")
+                self.value(spec.item, item, f"{key}.{name}")
+        elif isinstance(spec, ListOf):
+            if not isinstance(value, list):
+                self.fail(key, f"must be an array of strings, got {_type_name(value)}", f'write {key} = ["...", ...]')
+            for item in value:
+                self.value(spec.item, item, key)
+        else:
+            self.value(spec, value, key)
+
+    def table(self, spec: Table, value: Any, where: str) -> None:
+        if not isinstance(value, dict):
+            self.fail(where, f"must be a table, got {_type_name(value)}", f"write it as a [{where}] table")
+        for key in value:
+            if key not in spec.keys:
+                self.unknown(key, where, list(spec.keys))
+        for key, child in spec.keys.items():
+            if key not in value:
+                if child.required:
+                    self.fail(f"{where}.{key}", "missing key")
+                continue
+            self.walk(child, value[key], f"{where}.{key}")
+
+    def value(self, spec: Value, value: Any, key: str) -> None:
         if not isinstance(value, str):
-            self.fail(f"{where}.{key}", f"must be a string, got {type(value).__name__}")
-        return value
-
-    def version(self, parent: Mapping[str, Any], key: str, where: str, what: str = "") -> str:
-        value = self.string(parent, key, where)
+            self.fail(key, f"must be a string, got {_type_name(value)} {value!r}"[:80], f'quote it: "{value}"'[:60])
         if value == "":
-            self.warnings.append(f"{where}.{key} is unpinned{f' ({what})' if what else ''}")
-        elif not EXACT_VERSION_RE.match(value):
-            self.fail(f"{where}.{key}", f"version {value!r} is not exact (write one version, no ranges)")
-        return value
+            if not spec.allow_empty:
+                self.fail(key, "must not be empty")
+            if spec.warn_empty is not None:
+                self.warnings.append(f"{key} is unpinned{f' ({spec.warn_empty})' if spec.warn_empty else ''}")
+            return
+        if spec.kind != "digest" and _DIGEST_IN_TEXT.search(value):
+            where = key.rsplit(".", 1)[0]
+            fix = (
+                f"move the digest to {where}.digest and write a tag name here"
+                if spec.kind in ("tag", "image")
+                else "write the value this key names; a digest belongs only in <profile>.base.digest"
+            )
+            self.fail(key, f"{value[:24]!r}... is a digest, not a {spec.kind}", fix)
+        if spec.kind == "version" and not EXACT_VERSION_RE.match(value):
+            self.fail(key, f"version {value!r} is not exact (write one version, no ranges)"[:120])
+        elif spec.kind == "commit" and not COMMIT_RE.match(value):
+            self.fail(key, f"commit {value[:48]!r} must be 40 lowercase hex digits")
+        elif spec.kind == "digest" and not DIGEST_RE.match(value):
+            self.fail(key, f"{value[:48]!r} must be 'sha256:' followed by 64 hex digits or empty")
+        elif spec.kind == "choice" and value not in spec.choices:
+            self.fail(key, f"{value[:40]!r} is not one of {', '.join(repr(c) for c in spec.choices)}")
+        elif spec.kind == "name" and not NAME_RE.match(value):
+            self.fail(key, f"{value[:40]!r} is not a valid package name")
+        elif spec.kind == "tag" and not TAG_RE.match(value):
+            self.fail(key, f"{value[:40]!r} is not an image tag (letters, digits, _ . -)")
+        elif spec.kind == "image" and not IMAGE_RE.match(value):
+            self.fail(
+                key,
+                f"{value[:40]!r} is not an image repository name",
+                f"write the repository only (e.g. debian); the tag goes in {key.rsplit('.', 1)[0]}.tag",
+            )
 
-    def commit(self, parent: Mapping[str, Any], key: str, where: str, required: bool) -> str:
-        value = self.string(parent, key, where)
-        if value == "" and not required:
-            return value
-        if not COMMIT_RE.match(value):
-            self.fail(f"{where}.{key}", f"commit {value!r} must be 40 lowercase hex digits")
-        return value
-
-    def choice(self, parent: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...]) -> str:
-        value = self.string(parent, key, where)
-        if value not in choices:
-            self.fail(f"{where}.{key}", f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
-        return value
-
-    def packages(self, parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-        table = self.table(parent, key, where)
-        for name in table:
-            if not NAME_RE.match(name):
-                self.fail(f"{where}.{key}.{name}", "not a valid package name")
-            self.version(table, name, f"{where}.{key}")
-        return table
-
-    def profile(self, name: str, table: Mapping[str, Any]) -> Profile:
-        self.string(table, "description", name)
-        self.version(table, "python", name, "the base image's python3")
-        base = self.table(table, "base", name)
-        for key in ("image", "tag"):
-            if not self.string(base, key, f"{name}.base"):
-                self.fail(f"{name}.base.{key}", "must not be empty")
-        digest = self.string(base, "digest", f"{name}.base")
-        if digest == "":
+    def cross_checks(self, name: str, table: Mapping[str, Any]) -> None:
+        """Rules that tie two keys of one profile together."""
+        base, triton, torch, ur = table["base"], table["triton"], table["torch"], table["ur"]
+        if base["digest"] == "":
             self.warnings.append(
                 f"{name}.base: {base['image']}:{base['tag']} is not pinned by digest "
                 "(run `invoke pins --lock` where the registry is reachable)"
             )
-        elif not DIGEST_RE.match(digest):
-            self.fail(f"{name}.base.digest", f"{digest!r} must be 'sha256:' followed by 64 hex digits or empty")
-        self.packages(table, "apt", name)
-        self.packages(table, "build_apt", name)
-        self.packages(table, "pypi", name)
-
-        ocloc = self.table(table, "ocloc", name)
-        self.choice(ocloc, "source", f"{name}.ocloc", OCLOC_SOURCES)
-        self.string(ocloc, "package", f"{name}.ocloc")
-        self.version(ocloc, "version", f"{name}.ocloc", "matches the base image's compute runtime")
-
-        triton = self.table(table, "triton", name)
-        source = self.choice(triton, "source", f"{name}.triton", TRITON_SOURCES)
-        self.string(triton, "package", f"{name}.triton")
-        self.string(triton, "repo", f"{name}.triton")
-        self.choice(triton, "llvm", f"{name}.triton", LLVM_SOURCES)
-        if source == "pypi":
-            if not self.version(triton, "version", f"{name}.triton"):
-                self.fail(f"{name}.triton.version", "a PyPI Triton needs an exact version")
-            self.commit(triton, "commit", f"{name}.triton", required=False)
-        else:
-            self.string(triton, "version", f"{name}.triton")
-            self.commit(triton, "commit", f"{name}.triton", required=True)
+        if triton["source"] == "pypi" and not triton["version"]:
+            self.fail(f"{name}.triton.version", "a PyPI Triton needs an exact version")
+        if triton["source"] == "git":
+            if not triton["commit"]:
+                self.fail(f"{name}.triton.commit", "a git Triton needs a commit (40 lowercase hex digits)")
             if not triton["repo"]:
                 self.fail(f"{name}.triton.repo", "a git Triton needs a repository URL")
-        variants = triton.get("variants", {})
-        for variant in variants:
-            self.commit(variants, variant, f"{name}.triton.variants", required=True)
-
-        torch = self.table(table, "torch", name)
-        torch_source = self.choice(torch, "source", f"{name}.torch", TORCH_SOURCES)
-        self.commit(torch, "commit", f"{name}.torch", required=torch_source == "source")
-        if torch_source == "wheel" and not torch.get("wheel_version"):
+        if torch["source"] == "source" and not torch["commit"]:
+            self.fail(f"{name}.torch.commit", "a source PyTorch needs a commit (40 lowercase hex digits)")
+        if torch["source"] == "wheel" and not torch.get("wheel_version"):
             self.fail(f"{name}.torch.wheel_version", "the wheel source needs an exact version")
-        if torch.get("wheel_version"):
-            self.version(torch, "wheel_version", f"{name}.torch")
-        self.string(torch, "wheel_index", f"{name}.torch")
-        torch_variants = torch.get("variants", {})
-        for variant in torch_variants:
-            self.commit(torch_variants, variant, f"{name}.torch.variants", required=True)
-        self.string(torch, "xpu_arch_list", f"{name}.torch")
-
-        ur = self.table(table, "ur", name)
-        ur_source = self.choice(ur, "source", f"{name}.ur", UR_SOURCES)
-        if ur_source == "pypi":
-            if not self.version(ur, "version", f"{name}.ur"):
+        if ur["source"] == "pypi":
+            if not ur["version"]:
                 self.fail(f"{name}.ur.version", "PyPI Unified Runtime wheels need an exact version")
-            packages = ur.get("packages")
-            if not isinstance(packages, list) or not packages or not all(isinstance(p, str) for p in packages):
+            if not ur.get("packages"):
                 self.fail(f"{name}.ur.packages", "must list the UR wheels to install")
-        matrix = ur.get("matrix", [])
-        if not isinstance(matrix, list):
-            self.fail(f"{name}.ur.matrix", "must be a list of exact UR wheel versions")
-        for version in matrix:
-            if not isinstance(version, str) or not EXACT_VERSION_RE.match(version):
-                self.fail(f"{name}.ur.matrix", f"version {version!r} is not exact (write one version, no ranges)")
-        return Profile(name, table, ())
+
+    def top(self, data: Mapping[str, Any]) -> None:
+        for key in data:
+            if key not in TOP_KEYS:
+                self.unknown(key, "", list(TOP_KEYS))
+        schema = data.get("schema")
+        if schema != 1 or isinstance(schema, bool):
+            self.fail("schema", f"must be the integer 1, got {schema!r}"[:60], f"set schema = 1 in {self.shown}")
+        for name in PROFILES:
+            if name not in data:
+                self.fail(name, "missing profile table")
+
+    def profile(self, name: str, table: Any) -> Profile:
+        before = len(self.warnings)
+        self.table(PROFILE_SCHEMA, table, name)
+        self.cross_checks(name, table)
+        return Profile(name, table, tuple(self.warnings[before:]))
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        shown = _display(path)
+        raise PinsError(
+            f"{shown}: line {line}: byte 0x{raw[exc.start]:02x} is not UTF-8", f"save {shown} as UTF-8"
+        ) from None
 
 
 def load(path: Path | str | None = None) -> Pins:
     """Read and check a pins file (default: XPUKIT_PINS_FILE, else env/pins.toml of this checkout)."""
     path = Path(path or os.environ.get("XPUKIT_PINS_FILE") or DEFAULT_PINS)
+    shown = _display(path)
     try:
-        data = tomllib.loads(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
-        raise PinsError(f"{path}: no such pins file", "run from an xpukit checkout or pass --pins") from None
+        raise PinsError(f"{shown}: no such pins file", "run from an xpukit checkout or set XPUKIT_PINS_FILE") from None
+    except OSError as exc:
+        raise PinsError(f"{shown}: cannot be read ({exc.strerror})", f"make {shown} a readable file") from None
+    try:
+        data = tomllib.loads(_decode(path, raw))
     except tomllib.TOMLDecodeError as exc:
-        raise PinsError(f"{path}: not valid TOML ({exc})", f"fix the syntax of {path}") from None
-    if data.get("schema") != 1:
-        raise PinsError(f"{path}: schema: must be 1", f"set schema = 1 in {path}")
+        raise PinsError(f"{shown}: not valid TOML ({exc})"[:150], f"fix the syntax of {shown}") from None
     checker = _Checker(path)
-    profiles = {}
-    for name in PROFILES:
-        if name not in data:
-            checker.fail(name, "missing profile table")
-        before = len(checker.warnings)
-        checked = checker.profile(name, data[name])
-        profiles[name] = dataclasses.replace(checked, warnings=tuple(checker.warnings[before:]))
-    unknown = set(data) - set(PROFILES) - {"schema", "host"}
-    if unknown:
-        checker.fail(", ".join(sorted(unknown)), f"unknown table; profiles are {', '.join(PROFILES)}")
+    checker.top(data)
+    profiles = {name: checker.profile(name, data[name]) for name in PROFILES}
     if "host" in data:
-        checker.packages(data, "host", "host")
+        checker.walk(_PACKAGES, data["host"], "host")
     return Pins(path, data, profiles)
 
 

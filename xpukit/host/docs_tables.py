@@ -1,0 +1,208 @@
+"""The version and compatibility tables of README.md and docs/*.md, generated from env/pins.toml.
+
+A table lives between ``<!-- generated:NAME -->`` and ``<!-- end -->``; everything between the two
+markers belongs to this module. ``invoke docs`` (or ``python -m xpukit.host.docs_tables``) rewrites
+the regions; ``--check`` only reports the ones that differ (tests/test_docs.py runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from xpukit.errors import XpukitError
+from xpukit.host import pins as pins_mod
+from xpukit.targets import PRESETS
+
+# A marker counts only on a line of its own, so prose can mention one in backticks.
+REGION_RE = re.compile(r"^(<!-- generated:([a-z0-9-]+) -->\n)(.*?)^(<!-- end -->)$", re.DOTALL | re.MULTILINE)
+BEGIN_RE = re.compile(r"^<!-- generated:(\S*) -->$", re.MULTILINE)
+
+
+def doc_files(root: Path = pins_mod.REPO_ROOT) -> list[Path]:
+    """The files that may hold generated regions."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _base(profile: pins_mod.Profile) -> str:
+    digest = profile["base"]["digest"]
+    return _code(profile.base_name) + (f" @ {_code(digest[:19])}..." if digest else " (not pinned by digest)")
+
+
+def _ocloc(profile: pins_mod.Profile) -> str:
+    ocloc = profile["ocloc"]
+    where = {"apt": "Debian archive", "intel-gpu-repo": "Intel's GPU package repository"}[ocloc["source"]]
+    return f"{_code(ocloc['package'])} {ocloc['version'] or 'unpinned'} ({where})"
+
+
+def _triton(profile: pins_mod.Profile, commit: str = "") -> str:
+    triton = profile["triton"]
+    if triton["source"] == "pypi":
+        return f"{_code(triton['package'])} {triton['version']} (PyPI)"
+    llvm = {"prebuilt": "LLVM: Triton's prebuilt download", "source": "LLVM from source", "": ""}[triton["llvm"]]
+    return f"git {_code(commit or triton['commit'])}" + (f"; {llvm}" if llvm else "")
+
+
+def _torch(profile: pins_mod.Profile, commit: str = "") -> str:
+    torch = profile["torch"]
+    if torch["source"] == "none":
+        return "none"
+    if torch["source"] == "wheel":
+        return f"XPU wheel {torch['wheel_version']}"
+    return f"built from source at {_code(commit or torch['commit'])}"
+
+
+def _ur(profile: pins_mod.Profile) -> str:
+    ur = profile["ur"]
+    if ur["source"] == "oneapi":
+        return "the base image's oneAPI"
+    return f"{ur['version']} (PyPI: {', '.join(ur['packages'])})"
+
+
+def profiles_table(pins: pins_mod.Pins) -> str:
+    """One row per profile and Triton variant."""
+    rows = []
+    for name, profile in pins.profiles.items():
+        python = profile["python"] or "the base image's"
+        variants = profile["triton"].get("variants", {})
+        default = [v for v, commit in variants.items() if commit == profile["triton"]["commit"]]
+        label = _code(name) + (f" (default: `--triton {default[0]}`)" if default else "")
+        rows.append([label, _base(profile), python, _ocloc(profile), _triton(profile), _torch(profile), _ur(profile)])
+        torch_variants = profile["torch"].get("variants", {})
+        for variant, commit in variants.items():
+            if variant in default:
+                continue
+            torch_commit = torch_variants.get(variant, "")
+            rows.append(
+                [
+                    f"{_code(name)} `--triton {variant}`",
+                    "same",
+                    "same",
+                    "same",
+                    _triton(profile, commit),
+                    _torch(profile, torch_commit) if torch_commit else "same",
+                    "same",
+                ]
+            )
+    return _table(["profile", "base image", "Python", "ocloc", "Triton", "PyTorch", "Unified Runtime"], rows)
+
+
+def ur_matrix_table(pins: pins_mod.Pins) -> str:
+    """The UR releases the binding tests run against (cpu.ur.matrix)."""
+    rows = []
+    for name, profile in pins.profiles.items():
+        ur = profile["ur"]
+        for version in ur.get("matrix", []):
+            line = ".".join(version.split(".")[:2])
+            image = "yes" if version == ur["version"] else ""
+            rows.append([line, version, _code(name), image])
+    return _table(["UR release", "wheel version tested", "profile", "in the image"], rows)
+
+
+def packages_table(pins: pins_mod.Pins) -> str:
+    """Every exactly pinned package, per profile and kind."""
+    rows = []
+    for name, profile in pins.profiles.items():
+        for kind, label in (("apt", "apt"), ("build_apt", "apt, build stages only"), ("pypi", "PyPI")):
+            for package, version in profile[kind].items():
+                rows.append([_code(name), label, _code(package), version or "unpinned"])
+    for package, version in pins.data.get("host", {}).items():
+        rows.append(["host", "PyPI (env/lock/host.txt)", _code(package), version])
+    return _table(["profile", "from", "package", "version"], rows)
+
+
+def targets_table(_pins: pins_mod.Pins) -> str:
+    """The kit's target presets (`invoke compile --target`); `all` is those the installed ocloc builds."""
+    rows = []
+    for name, preset in PRESETS.items():
+        if not preset.ocloc_device:
+            continue
+        rows.append(
+            [
+                _code(name),
+                _code(preset.ocloc_device),
+                f"0x{preset.architecture:010X}",
+                ", ".join(str(s) for s in preset.sub_group_sizes),
+                "yes" if preset.has_subgroup_matrix_multiply_accumulate else "no",
+                "yes" if preset.has_subgroup_2d_block_io else "no",
+            ]
+        )
+    return _table(["--target", "ocloc -device", "SYCL architecture", "sub-group sizes", "DPAS", "2D block IO"], rows)
+
+
+GENERATORS: dict[str, Callable[[pins_mod.Pins], str]] = {
+    "profiles": profiles_table,
+    "ur-matrix": ur_matrix_table,
+    "packages": packages_table,
+    "targets": targets_table,
+}
+
+
+def render(text: str, pins: pins_mod.Pins, where: str = "") -> str:
+    """``text`` with every generated region rewritten; an unknown or unclosed region is an error."""
+    names = BEGIN_RE.findall(text)
+    closed = [m.group(2) for m in REGION_RE.finditer(text)]
+    for name in names:
+        if name not in GENERATORS:
+            raise XpukitError(f"{where}: unknown generated region {name!r}", f"use one of: {', '.join(GENERATORS)}")
+    if len(closed) != len(names):
+        raise XpukitError(f"{where}: a `<!-- generated:NAME -->` region has no `<!-- end -->`", "close it")
+
+    def replace(match: re.Match[str]) -> str:
+        return match.group(1) + GENERATORS[match.group(2)](pins) + match.group(4)
+
+    return REGION_RE.sub(replace, text)
+
+
+def update(files: Iterable[Path], check: bool, pins: pins_mod.Pins | None = None) -> list[Path]:
+    """Rewrite (or, with ``check``, only compare) the regions; returns the files that differ(ed)."""
+    pins = pins or pins_mod.load()
+    rendered = {}
+    for path in files:  # render every file before writing any: a bad region leaves all untouched
+        text = path.read_text(encoding="utf-8")
+        new = render(text, pins, str(path))
+        if new != text:
+            rendered[path] = new
+    if not check:
+        for path, new in rendered.items():
+            path.write_text(new, encoding="utf-8")
+    return list(rendered)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xpukit.host.docs_tables", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report the files whose tables differ")
+    args = parser.parse_args(argv)
+    try:
+        changed = update(doc_files(), args.check)
+    except XpukitError as exc:
+        print(f"xpukit: error: {exc.one_line()}", file=sys.stderr)
+        return 2
+    root = pins_mod.REPO_ROOT
+    for path in changed:
+        verb = "differs from env/pins.toml" if args.check else "updated"
+        print(f"xpukit: {path.relative_to(root)}: {verb}")
+    if args.check and changed:
+        print("xpukit: error: generated tables are stale (fix: run `invoke docs`)", file=sys.stderr)
+        return 1
+    if not changed:
+        print("xpukit: generated tables match env/pins.toml")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
