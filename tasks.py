@@ -82,6 +82,8 @@ def interruptible(func):
         llvm="xpu: build LLVM from source",
         torch_arch_list="xpu: TORCH_XPU_ARCH_LIST",
         github_token="file with a GitHub token (secret)",
+        registry="HOST[:PORT]/NAMESPACE to pull the image from when a teammate pushed it (XPUKIT_REGISTRY)",
+        rebuild="build even when the registry has this content",
     )
 )
 def build(
@@ -94,13 +96,18 @@ def build(
     llvm=False,
     torch_arch_list="",
     github_token="",
+    registry=None,
+    rebuild=False,
     dry_run=False,
     debug=False,
 ):
-    """Build the kit's image for a profile with BuildKit (tags xpukit:<profile>-<content> and xpukit:<profile>)."""
-    s = _settings(c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    """Build the kit's image for a profile with BuildKit (tags xpukit:<profile>-<content> and xpukit:<profile>),
+    or pull it when a teammate already pushed that content (env/lock/images.toml, --registry)."""
+    s = _settings(
+        c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, registry=registry, dry_run=dry_run, debug=debug
+    )
     variant = Variant(triton=triton, torch=torch, llvm="source" if llvm else "", torch_arch_list=torch_arch_list)
-    _finish(commands.build(s, variant, github_token))
+    _finish(commands.build(s, variant, github_token, rebuild))
 
 
 @task(
@@ -245,6 +252,36 @@ def doctor(c, image="", profile=None, debug=False):
     _finish(commands.doctor_cmd(s, image))
 
 
+@task(help=_help("profile", "ca-bundle", "dry-run", "debug", registry="HOST[:PORT]/NAMESPACE (XPUKIT_REGISTRY)"))
+def push(c, profile=None, registry=None, ca_bundle=None, dry_run=False, debug=False):
+    """Push the profile's image and record its digest in env/lock/images.toml (commit that file)."""
+    s = _settings(c, profile=profile, registry=registry, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    _finish(commands.push(s))
+
+
+@task(help=_help("profile", "dry-run", "debug"))
+def pull(c, profile=None, dry_run=False, debug=False):
+    """Pull the image digest env/lock/images.toml records for the profile, and check it."""
+    _finish(commands.pull(_settings(c, profile=profile, dry_run=dry_run, debug=debug)))
+
+
+@task(
+    help=_help(
+        "profile", "ca-bundle", "dry-run", "debug", out="the archive to write", format="oci-archive|docker-archive"
+    )
+)
+def export(c, out, format="oci-archive", profile=None, ca_bundle=None, dry_run=False, debug=False):
+    """Write the profile's image as one file for podman or Apptainer, with OUT.json and OUT.sha256."""
+    s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    _finish(commands.export(s, format, out))
+
+
+@task(help=_help("profile", "dry-run", "debug", out="where to write it (default .devcontainer/devcontainer.json)"))
+def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run=False, debug=False):
+    """Generate the devcontainer for editors: the kit's image, caches, user and GPU options."""
+    _finish(commands.devcontainer(_settings(c, profile=profile, dry_run=dry_run, debug=debug), out))
+
+
 @task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
 def docs(c, check=False):
     """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
@@ -253,7 +290,8 @@ def docs(c, check=False):
     _finish(docs_tables.main(["--check"] if check else []))
 
 
-TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs)
+TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs, push, pull, export)
+TASKS += (devcontainer,)
 for each in TASKS:
     each.body = interruptible(each.body)
 ns = Collection(*TASKS)

@@ -19,7 +19,9 @@ from typing import Any, TypeVar
 from xpukit.errors import XpukitError
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
-from xpukit.host import containers, doctor, engine, testing, ui
+from xpukit.host import containers, doctor, engine, gpu, registry, sharing, testing, ui
+from xpukit.host import devcontainer as devcontainer_mod
+from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
 from xpukit.host.plan import ImagePlan, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
@@ -82,8 +84,8 @@ def _plan_for_run(ctx: Context) -> tuple[ImagePlan, Any]:
             if sdk is not None:
                 sdk.close()
     sdk = engine.client(ctx.settings.docker_host)
-    plan = make_plan(ctx, sdk)
-    ensure_image(plan, sdk)
+    plan = make_plan(ctx, sdk, base_required=False)
+    ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
     return plan, sdk
 
 
@@ -101,7 +103,8 @@ def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], wha
 
 
 @guarded
-def build(ctx: Context, variant: build_mod.Variant, github_token: str = "") -> int:
+def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebuild: bool = False) -> int:
+    """Build the profile's image, unless a teammate already shared it (``rebuild`` builds anyway)."""
     if github_token and not Path(github_token).is_file():
         raise XpukitError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
     if ctx.dry_run:
@@ -109,11 +112,18 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "") -> i
         plan = make_plan(ctx, sdk, variant, github_token)
         if sdk is not None:
             sdk.close()
+        sharing.add_cache_source(ctx, plan)
         print(plan.build.printable())
         return 0
     engine.pick_cli(ctx.settings.docker_cli)  # no BuildKit, no build: say so before anything else
     sdk = engine.client(ctx.settings.docker_host)
-    run_build(make_plan(ctx, sdk, variant, github_token))
+    plan = make_plan(ctx, sdk, variant, github_token)
+    if not rebuild and not variant.triton and sharing.shared_image(ctx, plan, sdk):
+        return 0
+    source = sharing.add_cache_source(ctx, plan)
+    if source:
+        ui.say(f"build: layers from {source} are reused where they match (BuildKit inline cache)")
+    run_build(plan)
     return 0
 
 
@@ -362,3 +372,58 @@ def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False) -> in
     mounts = {} if inside.startswith(containers.WORKSPACE) else {str(file.parent): "ro"}
     options = containers.container_options(ctx, mounts=mounts, as_caller=True)
     return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+
+
+# ---------------------------------------------------------------- sharing: registry, archives, editors
+
+
+@guarded
+def push(ctx: Context) -> int:
+    """Push the profile's image (built when missing) and record its digest in env/lock/images.toml."""
+    plan, sdk = _plan_for_run(ctx)
+    if ctx.dry_run:
+        print(f"would push {plan.tag} to {ctx.settings.registry or '(no registry configured)'}")
+        return 0
+    sharing.push(ctx, plan, sdk)
+    return 0
+
+
+@guarded
+def pull(ctx: Context) -> int:
+    """Pull the digest env/lock/images.toml records for the profile, checked."""
+    if ctx.dry_run:
+        print(f"would pull the {ctx.profile} digest recorded in {sharing.LOCK_PATH.name}")
+        return 0
+    sdk = engine.client(ctx.settings.docker_host)
+    sharing.pull(ctx, make_plan(ctx, sdk, base_required=False), sdk)
+    return 0
+
+
+@guarded
+def export(ctx: Context, fmt: str, out: str) -> int:
+    """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
+    if fmt not in export_mod.FORMATS:
+        raise XpukitError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
+    plan, sdk = _plan_for_run(ctx)
+    if ctx.dry_run:
+        print(f"would write {plan.tag} as {fmt} to {Path(out).absolute()}")
+        return 0
+    export_mod.export_image(sdk, plan.tag, fmt, Path(out), ctx.settings.docker_host, ui.say)
+    return 0
+
+
+@guarded
+def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> int:
+    """Write the devcontainer for the profile: the recorded digest (else the profile's tag), the
+    cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
+    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
+    gpu_options = gpu.gpu_run_options() if ctx.profile == "xpu" else None
+    content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options)
+    path = Path(out) if Path(out).is_absolute() else ROOT / out
+    if ctx.dry_run:
+        print(devcontainer_mod.render(content), end="")
+        return 0
+    changed = devcontainer_mod.write(path, content)
+    ui.say(f"devcontainer: {path} {'written' if changed else 'unchanged'} (image {image})")
+    return 0

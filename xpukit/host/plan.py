@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from xpukit.errors import XpukitError
@@ -27,6 +28,7 @@ class ImagePlan:
     base: str
     build: build_mod.BuildPlan
     ca_description: str
+    base_missing: str = ""  # why the base is not on the engine (only a build needs it)
 
     @property
     def tag(self) -> str:
@@ -41,27 +43,38 @@ def load_profile(name: str) -> pins_mod.Profile:
     return profile
 
 
-def _base(ctx: Context, profile: pins_mod.Profile, sdk: Any | None) -> str:
-    """The base a build uses: asking the engine (pulling only in a real run), or as configured."""
+def _base(ctx: Context, profile: pins_mod.Profile, sdk: Any | None, required: bool = True) -> tuple[str, str]:
+    """(the base a build uses, why it is missing or ""): asking the engine (pulling only in a real
+    run that needs it), or as configured. ``required`` False: a run that only needs the base's
+    name for the content tag; a missing base is reported when a build is really needed."""
     requested = ctx.settings.base_image
     if sdk is not None:
-        pull = None if ctx.dry_run else functools.partial(build_mod.pull_with_progress, sdk, say=ui.say)
+        pull = (
+            None if (ctx.dry_run or not required) else functools.partial(build_mod.pull_with_progress, sdk, say=ui.say)
+        )
         exists = functools.partial(engine.image_exists, sdk)
         try:
-            return build_mod.choose_base(profile, requested, exists, pull, ui.say)
-        except XpukitError:
-            if not ctx.dry_run:
+            return build_mod.choose_base(profile, requested, exists, pull, ui.say), ""
+        except XpukitError as exc:
+            if required and not ctx.dry_run:
                 raise
-            ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
-    return requested or profile.base_reference
+            if ctx.dry_run:
+                ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
+            return requested or profile.base_reference, exc.one_line()
+    return requested or profile.base_reference, ""
 
 
 def make_plan(
-    ctx: Context, sdk: Any | None, variant: build_mod.Variant | None = None, github_token: str = ""
+    ctx: Context,
+    sdk: Any | None,
+    variant: build_mod.Variant | None = None,
+    github_token: str = "",
+    base_required: bool = True,
 ) -> ImagePlan:
-    """The plan for the context's profile. ``sdk`` None: no engine asked (a dry run without one)."""
+    """The plan for the context's profile. ``sdk`` None: no engine asked (a dry run without one).
+    ``base_required`` False: the base may be absent (a run that may find the image shared)."""
     profile = load_profile(ctx.profile)
-    base = _base(ctx, profile, sdk)
+    base, base_missing = _base(ctx, profile, sdk, base_required)
     try:
         cli: engine.DockerCli | None = engine.pick_cli(ctx.settings.docker_cli)
     except XpukitError:
@@ -75,7 +88,7 @@ def make_plan(
     )
     if ctx.settings.docker_host:  # the CLI must build on the engine the SDK talks to
         plan.env["DOCKER_HOST"] = ctx.settings.docker_host
-    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "))
+    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing)
 
 
 def dry_run_sdk(ctx: Context) -> Any | None:
@@ -99,9 +112,19 @@ def run_build(plan: ImagePlan) -> str:
     return plan.tag
 
 
-def ensure_image(plan: ImagePlan, sdk: Any) -> str:
-    """The plan's content tag, building the image first when it is missing."""
+def ensure_image(plan: ImagePlan, sdk: Any, shared: Callable[[], str | None] | None = None) -> str:
+    """The plan's content tag: on the engine, else from ``shared`` (a teammate's push, pulled by
+    digest), else built here."""
     if engine.image_exists(sdk, plan.tag):
         return plan.tag
+    if shared is not None:
+        found = shared()
+        if found:
+            return found
+    if plan.base_missing:
+        raise XpukitError(
+            f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}"[:200],
+            "build a local base with `invoke base`, or pull the image a teammate pushed (invoke pull)",
+        )
     ui.say(f"image {plan.tag} is missing; building it")
     return run_build(plan)

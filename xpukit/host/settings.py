@@ -35,6 +35,7 @@ SETTINGS = {
     "cache_volume": ("XPUKIT_CACHE_VOLUME", "xpukit-cache"),
     "base_suite": ("XPUKIT_BASE_SUITE", "bookworm"),
     "base_mirror": ("XPUKIT_BASE_MIRROR", "http://deb.debian.org/debian"),
+    "registry": ("XPUKIT_REGISTRY", ""),
 }
 
 
@@ -49,6 +50,7 @@ class Settings:
     cache_volume: str = "xpukit-cache"
     base_suite: str = "bookworm"
     base_mirror: str = "http://deb.debian.org/debian"
+    registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.sharing)
     dry_run: bool = False
     debug: bool = False
 

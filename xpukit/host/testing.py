@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shlex
 import shutil
@@ -12,7 +13,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from xpukit.host import containers, engine, ui
+from xpukit.host import containers, engine, sharing, ui
 from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
 from xpukit.host.settings import Context
 
@@ -101,8 +102,8 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str]) -> int
     sdk = engine.client(ctx.settings.docker_host) if (where == "container" or engine_ok) else None
     env: dict[str, str] = {}
     if sdk is not None:
-        plan = make_plan(ctx, sdk)
-        ensure_image(plan, sdk)
+        plan = make_plan(ctx, sdk, base_required=False)
+        ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
         env["XPUKIT_TEST_IMAGE"] = plan.tag
         env["XPUKIT_IMAGE"] = ctx.settings.image
         if ctx.settings.docker_host:

@@ -1,0 +1,62 @@
+"""Build once, share by digest, end to end: engine A (the one `invoke test` uses) pushes the
+checkout's image to a registry started here; engine B, a second and empty engine, finds it by the
+lock's digest, pulls instead of building, and runs the UR demo from it."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import docker
+import pytest
+from services import registry, second_engine
+
+from xpukit.host import containers, engine, settings, sharing
+from xpukit.host import registry as reg
+from xpukit.host.plan import ensure_image, make_plan
+
+pytestmark = pytest.mark.docker
+USERS = {"ci": "s3cret-for-tests"}
+
+
+def _context(docker_host: str, address: str) -> settings.Context:
+    flags = {"profile": "cpu", "registry": f"{address}/team", "base_image": "xpukit-base:bookworm-slim"}
+    return settings.make_context(flags, None, {"DOCKER_HOST": docker_host, "XPUKIT_CA_BUNDLE": "none"})
+
+
+def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
+    docker_client, test_image, tmp_path, monkeypatch, capfd
+):
+    password = tmp_path / "password"
+    password.write_text(USERS["ci"])
+    monkeypatch.setenv("XPUKIT_REGISTRY_USER", "ci")
+    monkeypatch.setenv("XPUKIT_REGISTRY_PASSWORD_FILE", str(password))
+    lock = tmp_path / "images.toml"
+    with registry(tmp_path / "registry", USERS) as address:
+        a = _context(os.environ.get("DOCKER_HOST", ""), address)
+        plan_a = make_plan(a, docker_client)
+        if plan_a.tag != test_image:
+            pytest.skip(f"this checkout's content tag {plan_a.tag} is not the tested image {test_image}")
+        digest = sharing.push(a, plan_a, docker_client, lock)
+        entry = reg.read_lock(lock)["cpu"]
+        assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
+        with second_engine(tmp_path / "engine-b") as host_b:
+            sdk_b = docker.DockerClient(base_url=host_b, timeout=600)
+            try:
+                b = _context(host_b, address)
+                plan_b = make_plan(b, sdk_b, base_required=False)  # B has no base: it must not need one
+                assert plan_b.tag == plan_a.tag and plan_b.base_missing
+                capfd.readouterr()
+                ensure_image(plan_b, sdk_b, functools.partial(sharing.shared_image, b, plan_b, sdk_b, lock))
+                said = capfd.readouterr().out
+                assert "pulled" in said and "building" not in said
+                image = sdk_b.images.get(plan_b.tag)
+                assert f"{entry['repository']}@{digest}" in image.attrs["RepoDigests"]
+                code = engine.run_container(
+                    sdk_b, plan_b.tag, ["python", "examples/xpu_triton_ur.py", "--n", "5000"],
+                    **containers.container_options(b),
+                )  # fmt: skip
+                assert code == 0
+                assert "OK" in capfd.readouterr().out
+            finally:
+                sdk_b.close()

@@ -1,0 +1,106 @@
+"""Build once, share by digest: the tasks' side of :mod:`xpukit.host.registry`.
+
+An image is found, in this order: on the engine by its content tag; by the digest
+``env/lock/images.toml`` records for that content tag; in the configured registry
+(``--registry`` / ``XPUKIT_REGISTRY`` / invoke.yaml ``registry``) under the content tag. Only when
+none has it does a task build. A registry that cannot be reached costs one warning, then the
+local build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from xpukit.errors import XpukitError
+from xpukit.host import pins as pins_mod
+from xpukit.host import registry, ui
+from xpukit.host.plan import ImagePlan
+from xpukit.host.settings import Context
+
+LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
+
+
+def _tag_part(plan: ImagePlan) -> str:
+    return plan.tag.rsplit(":", 1)[1]
+
+
+def _pull_as(sdk: Any, entry: dict[str, str], plan: ImagePlan, auth: dict[str, str] | None) -> str:
+    image = registry.pull(sdk, entry, auth)
+    repo, tag = plan.tag.rsplit(":", 1)
+    image.tag(repo, tag)
+    ui.say(f"image: pulled {entry['repository']}@{entry['digest']} as {plan.tag} (built once, shared; no build)")
+    return plan.tag
+
+
+def shared_image(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str | None:
+    """The plan's image from the lock's digest or the configured registry, pulled; None if nobody has it."""
+    tag = _tag_part(plan)
+    try:
+        auth = registry.credentials()
+        entry = registry.read_lock(lock_path).get(plan.profile.name)
+        if entry is not None and entry["tag"] == tag:
+            return _pull_as(sdk, entry, plan, auth)
+        if ctx.settings.registry:
+            where = registry.Registry.parse(ctx.settings.registry)
+            digest = registry.remote_digest(sdk, f"{where.repository()}:{tag}", auth, str(where))
+            if digest:
+                return _pull_as(sdk, registry.lock_entry(where, tag, digest, plan.profile.fingerprint()), plan, auth)
+    except registry.RegistryError as exc:
+        ui.warn(f"{exc.one_line()}; building locally instead")
+    return None
+
+
+def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str:
+    """Push the plan's image to the configured registry and record its digest in the lock."""
+    if not ctx.settings.registry:
+        raise XpukitError("no registry configured", "pass --registry HOST:PORT/NAMESPACE or set XPUKIT_REGISTRY")
+    where = registry.Registry.parse(ctx.settings.registry)
+    tag = _tag_part(plan)
+    entries = registry.read_lock(lock_path)  # a broken lock fails here, before anything is pushed
+    ui.say(f"push: {plan.tag} -> {where.repository()}:{tag}")
+    digest = registry.push(sdk, plan.tag, where, tag, registry.credentials())
+    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint())
+    registry.write_lock(lock_path, entries)
+    ui.say(f"push: {where.repository()}@{digest} recorded in {lock_path.name}")
+    return digest
+
+
+def pull(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str:
+    """Pull the digest the lock records for this profile (whatever the checkout's content tag)."""
+    entry = registry.read_lock(lock_path).get(plan.profile.name)
+    if entry is None:
+        raise XpukitError(
+            f"{lock_path.name} records no {plan.profile.name} image",
+            "run `invoke push` where the image was built, and commit env/lock/images.toml",
+        )
+    image = registry.pull(sdk, entry, registry.credentials())
+    repo = plan.tag.rsplit(":", 1)[0]
+    image.tag(repo, entry["tag"])
+    ui.say(f"pull: {entry['repository']}@{entry['digest']} as {repo}:{entry['tag']}")
+    if entry["tag"] != _tag_part(plan):
+        ui.warn(f"the lock's image ({entry['tag']}) was built from other inputs than this checkout ({_tag_part(plan)})")
+    return entry["digest"]
+
+
+def add_cache_source(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
+    """Make the build write BuildKit's inline cache into the image (so a push shares it) and read
+    the last shared image's layers as a cache source; returns that source ("" when none)."""
+    command = plan.build.command
+    context = command.pop()  # the build context stays last
+    command += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    source = ""
+    try:
+        entry = registry.read_lock(lock_path).get(plan.profile.name)
+    except registry.RegistryError as exc:
+        ui.warn(f"{exc.one_line()}; building without a shared cache")
+        entry = None
+    if entry is not None:
+        source = f"{entry['repository']}@{entry['digest']}"
+    elif ctx.settings.registry:
+        where = registry.Registry.parse(ctx.settings.registry)
+        source = f"{where.repository()}:{_tag_part(plan)}"
+    if source:
+        command += ["--cache-from", source]
+    command.append(context)
+    return source
