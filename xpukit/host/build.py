@@ -259,9 +259,13 @@ def plan(
 
 def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> bool:
     """Pull an image, printing one line per layer state change; False when it cannot be had."""
-    repository, _, tag = reference.partition("@")[0].rpartition(":")
+    name, _, digest = reference.partition("@")
+    repository, _, tag = name.rpartition(":")
+    if not repository:  # no tag: "image" or "image@sha256:..."
+        repository, tag = name, ""
     try:
-        for event in sdk.api.pull(repository or reference, tag=tag or None, stream=True, decode=True):
+        # A pinned digest is pulled as such: the content that was locked, whatever the tag holds now.
+        for event in sdk.api.pull(repository, tag=digest or tag or None, stream=True, decode=True):
             if "error" in event:
                 say(f"pull: {event['error']}")
                 return False

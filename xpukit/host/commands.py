@@ -24,7 +24,7 @@ from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
-from xpukit.host.plan import ImagePlan, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
+from xpukit.host.plan import ImagePlan, check_base, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
 
 ROOT = pins_mod.REPO_ROOT
@@ -120,6 +120,7 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebu
     plan = make_plan(ctx, sdk, variant, github_token)
     if not rebuild and not variant.triton and sharing.shared_image(ctx, plan, sdk):
         return 0
+    check_base(plan, sdk)
     source = sharing.add_cache_source(ctx, plan)
     if source:
         ui.say(f"build: layers from {source} are reused where they match (BuildKit inline cache)")

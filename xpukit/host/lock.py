@@ -166,3 +166,18 @@ def lock_all(
     if found and not dry_run:
         fill_digests(pins.path, found)
     return 0
+
+
+def check_base_not_moved(profile: pins_mod.Profile, registry_data: Callable[[str], str]) -> None:
+    """Refuse a pinned base whose tag now names other content in its registry (the pins were
+    reviewed against the locked digest, not against whatever the tag holds today). A registry
+    that does not answer is fine: the build uses the locked digest."""
+    locked = profile.table["base"]["digest"]
+    if not locked:
+        return
+    current = resolve_digest(profile.base_name, registry_data)
+    if current is not None and current != locked:
+        raise XpukitError(
+            f"base {profile.base_name} moved since it was locked ({locked[:19]}... -> {current[:19]}...)",
+            "review the new base, then `invoke pins --lock` and commit; or leave the tag alone upstream",
+        )

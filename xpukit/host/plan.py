@@ -16,6 +16,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import build as build_mod
 from xpukit.host import buildlog, engine, ui
+from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
 from xpukit.host.settings import Context
 
@@ -112,6 +113,12 @@ def run_build(plan: ImagePlan) -> str:
     return plan.tag
 
 
+def check_base(plan: ImagePlan, sdk: Any) -> None:
+    """A pinned base (with its digest) whose tag moved upstream is refused before a build."""
+    if plan.base == plan.profile.base_reference:
+        lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
+
+
 def ensure_image(plan: ImagePlan, sdk: Any, shared: Callable[[], str | None] | None = None) -> str:
     """The plan's content tag: on the engine, else from ``shared`` (a teammate's push, pulled by
     digest), else built here."""
@@ -121,6 +128,7 @@ def ensure_image(plan: ImagePlan, sdk: Any, shared: Callable[[], str | None] | N
         found = shared()
         if found:
             return found
+    check_base(plan, sdk)
     if plan.base_missing:
         raise XpukitError(
             f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}"[:200],
