@@ -4,6 +4,7 @@ refused with one line."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 
 import pytest
