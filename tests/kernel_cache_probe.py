@@ -18,7 +18,8 @@ from xpukit.runtime.triton_driver import URDriver, activate, empty, from_numpy
 
 def main() -> None:
     exact = []
-    with ur.Session("cpu") as s, activate(s, driver=URDriver(cache=False)):
+    drv = URDriver()  # the default program cache: shared through XPUKIT_KERNEL_CACHE when set
+    with ur.Session("cpu") as s, activate(s, driver=drv):
         x = np.arange(1000, dtype=np.float32)
         with from_numpy(x) as dx, empty(1000, np.float32) as out:
             for block in (64, 128, 256):  # three specializations: three kernels per name
@@ -29,7 +30,21 @@ def main() -> None:
                 s.finish()
                 exact.append(bool(np.array_equal(out.to_numpy(), x + x)))
     st = kernel_cache.stats()
-    print(json.dumps({"exact": exact, "hits": st.hits, "misses": st.misses, "stores": st.stores, "errors": st.errors}))
+    events = [e for e, _ in drv.cache.events]
+    print(
+        json.dumps(
+            {
+                "exact": exact,
+                "hits": st.hits,
+                "misses": st.misses,
+                "stores": st.stores,
+                "errors": st.errors,
+                "program_shared_hits": events.count("shared-hit"),
+                "program_builds": events.count("store"),
+                "program_cache": type(drv.cache).__name__,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

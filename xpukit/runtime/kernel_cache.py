@@ -1,8 +1,9 @@
 """A kernel cache shared between machines: ``XPUKIT_KERNEL_CACHE=redis://HOST:PORT[/DB]``.
 
 Triton's compiled kernels go through Triton's own remote-cache hook (``RemoteCacheManager`` with
-:class:`TritonRemote` as its backend): a kernel one machine compiled is a cache hit on every other
-machine that points at the same Redis. Counters (:func:`stats`) say how many files were hits,
+:class:`TritonRemote` as its backend), and the kit's native-binary program cache through
+:class:`SharedProgramCache`: a kernel one machine compiled (and a binary its driver built) is a
+cache hit on every other machine that points at the same Redis. Counters (:func:`stats`) say how many files were hits,
 misses and stores; ``XPUKIT_KERNEL_CACHE_DEBUG=1`` logs each lookup.
 
 Redis down or unreachable: one warning, then the local cache alone; nothing fails.
@@ -10,13 +11,16 @@ Redis down or unreachable: one warning, then the local cache alone; nothing fail
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import threading
 import urllib.parse
+from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.program_cache import ProgramCache
 
 log = logging.getLogger("xpukit.kernel_cache")
 ENV = "XPUKIT_KERNEL_CACHE"
@@ -150,3 +154,47 @@ def install() -> bool:
     os.environ["TRITON_CACHE_MANAGER"] = "triton.runtime.cache:RemoteCacheManager"
     os.environ["TRITON_REMOTE_CACHE_BACKEND"] = f"{__name__}:TritonRemote"
     return True
+
+
+class SharedProgramCache(ProgramCache):
+    """The native-binary program cache with a shared copy in the store: a local miss asks the store
+    for the entry (binary and its metadata), which then passes the very checks a local entry
+    passes (checksum, device, driver, SPIR-V); every new local entry is also shared. Keys already
+    name device, driver and UR release, so machines only ever share what they could load."""
+
+    def __init__(self, store: RemoteStore, directory: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(directory)
+        self.store = store
+
+    def read(self, key: str, device: Any, spirv_sha256: str) -> bytes | None:
+        data = super().read(key, device, spirv_sha256)
+        if data is not None:
+            return data
+        names = [f"program:{key}.bin", f"program:{key}.json"]
+        found = self.store.get(names)
+        if len(found) != 2:
+            return None
+        bin_path, meta_path = self._paths(key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            bin_path.write_bytes(found[names[0]])
+            meta_path.write_bytes(found[names[1]])
+        except OSError:
+            return None  # nowhere to materialise it: build from SPIR-V as without a store
+        self.events.append(("shared-hit", key))
+        return super().read(key, device, spirv_sha256)  # a bad shared entry is caught like a local one
+
+    def write(self, key: str, device: Any, spirv_sha256: str, data: bytes) -> bool:
+        stored = super().write(key, device, spirv_sha256, data)
+        if stored:
+            bin_path, meta_path = self._paths(key)
+            with contextlib.suppress(OSError):
+                self.store.put(f"program:{key}.json", meta_path.read_bytes())
+                self.store.put(f"program:{key}.bin", bin_path.read_bytes())
+        return stored
+
+
+def program_cache(directory: str | os.PathLike[str] | None = None) -> ProgramCache:
+    """The program cache to use: shared through XPUKIT_KERNEL_CACHE when set, else local only."""
+    store = remote_store()
+    return SharedProgramCache(store, directory) if store is not None else ProgramCache(directory)

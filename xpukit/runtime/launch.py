@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
+from xpukit.runtime import kernel_cache
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
@@ -355,7 +356,7 @@ class TritonKernel:
         self.constexprs = dict(constexprs or {})
         self.options = dict(options or {})
         self.cache: ProgramCache | None = (
-            None if cache is False else (cache if isinstance(cache, ProgramCache) else ProgramCache())
+            None if cache is False else (cache if isinstance(cache, ProgramCache) else kernel_cache.program_cache())
         )
         self._artifacts: dict[str, CompiledArtifact] = {}
         self._bound: weakref.WeakKeyDictionary[Session, BoundKernel] = weakref.WeakKeyDictionary()

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.runtime import kernel_cache
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
 from xpukit.runtime.tritonc import COMPILE_LOCK, xpu_backend
@@ -586,7 +587,7 @@ class URDriver:
 
     def __init__(self, cache: ProgramCache | bool | None = None) -> None:
         self.cache: ProgramCache | None = (
-            None if cache is False else (cache if isinstance(cache, ProgramCache) else ProgramCache())
+            None if cache is False else (cache if isinstance(cache, ProgramCache) else kernel_cache.program_cache())
         )
         self.stats = DriverStats()
         self.utils = _Utils(self)
