@@ -24,8 +24,14 @@ from typing import Any
 # Run from a checkout without installing: the repository root is this file's parent's parent.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import triton
-import triton.language as tl
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+try:  # importing Triton takes a while: Ctrl-C then is still one line, not a traceback
+    import triton
+    import triton.language as tl
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 @triton.jit
@@ -87,11 +93,16 @@ LOAD_FORMS = {
 
 
 def verify(label: str, got: Any, expected: Any, timings: str) -> bool:
-    """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings."""
+    """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings.
+
+    NaN where numpy has NaN (``--scale nan``) and equal infinities count as exact.
+    """
     import numpy as np
 
-    err = float(np.max(np.abs(got - expected))) if got.size else 0.0
-    match = bool(np.array_equal(got, expected))
+    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    with np.errstate(invalid="ignore"):
+        err = float(np.max(np.where(same, 0.0, np.abs(got - expected)))) if got.size else 0.0
+    match = bool(same.all())
     print(f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), {timings}")
     return match
 
@@ -209,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if args.debug:
             raise
