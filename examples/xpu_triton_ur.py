@@ -16,9 +16,11 @@ By default the launch is the blog's own call style through xpukit's UR-backed Tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 # Run from a checkout without installing: the repository root is this file's parent's parent.
@@ -92,6 +94,16 @@ LOAD_FORMS = {
 }
 
 
+@contextlib.contextmanager
+def drained(session: Any) -> Iterator[None]:
+    """Wait for the device on the way out, also on Ctrl-C: a kernel still in flight must finish
+    before the buffers it uses are freed (freeing them under it crashes or hangs the runtime)."""
+    try:
+        yield
+    finally:
+        session.queue.finish()
+
+
 def verify(label: str, got: Any, expected: Any, timings: str) -> bool:
     """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings.
 
@@ -128,7 +140,7 @@ def run_triton_style(args: argparse.Namespace) -> int:
         native = args.native == "on" or (args.native == "auto" and d.type == "gpu")
         if native:  # Triton's own switch for its zebin stage; the launch line stays the blog's
             os.environ["TRITON_XPU_GEN_NATIVE_CODE"] = "1"
-        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
+        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out, drained(s):
             grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - the blog's form
             variants = (
                 # Raw int64 addresses, cast to typed pointers inside the kernel (the blog's demo).
@@ -186,7 +198,7 @@ def run_explicit(args: argparse.Namespace) -> int:
         d = s.device
         print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}")
         print(f"versions: UR {d.ur_release}, Triton {triton.__version__}, numpy {np.__version__}")
-        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
+        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out, drained(s):
             for label, fn, sig in (
                 ("raw int64 addresses", triton_scale_kernel, RAW_SIGNATURE),
                 ("typed pointers", scale_typed_kernel, TYPED_SIGNATURE),
