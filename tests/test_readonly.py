@@ -169,3 +169,30 @@ def test_examples_run_in_a_read_only_container_without_a_cache_volume(docker_cli
         if status != 0 or "Traceback" in err or not fallbacks or len(fallbacks) != len(set(fallbacks)):
             failures.append(f"{label}: exit {status}\n{out[-800:]}\n{err[-1500:]}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.container  # in the image: its user is not root, so mode 555 really denies writes
+def test_no_writable_folder_at_all_is_one_clear_error(tmp_path, monkeypatch):
+    """A read-only cache folder and a read-only temp dir: an XpukitError naming both and the fix."""
+    import tempfile
+
+    from xpukit.errors import XpukitError
+    from xpukit.runtime import scratch
+
+    cache, tmp = read_only_dir(tmp_path / "cache"), read_only_dir(tmp_path / "tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(scratch, "_fallback_root", None)
+    with pytest.raises(XpukitError) as info:
+        scratch.writable_cache_dir(cache, "Triton cache")
+    line = info.value.one_line()
+    assert str(cache) in line and str(tmp) in line and "--tmpfs /tmp" in line
+    assert len(line) <= 400
+
+
+@pytest.mark.docker
+def test_read_only_root_without_a_writable_tmp_says_so_in_one_line(docker_client, test_image):
+    out = docker_client.containers.run(
+        test_image, ["true"], read_only=True, remove=True, stdout=False, stderr=True
+    ).decode()
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "/tmp is not writable" in lines[0] and "--tmpfs /tmp" in lines[0], out

@@ -19,6 +19,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from xpukit.errors import XpukitError
+
 log = logging.getLogger("xpukit.cache")
 
 # Folders kept on purpose (a failed ocloc run keeps its input for the repro command) hold this file.
@@ -122,8 +124,15 @@ def writable_cache_dir(path: str | os.PathLike[str], what: str) -> Path:
             _resolved[key] = wanted
             return wanted
         slug = re.sub(r"[^a-z0-9]+", "-", what.lower()).strip("-")
-        fallback = _private_root() / slug
-        fallback.mkdir(parents=True, exist_ok=True)
+        try:
+            fallback = _private_root() / slug
+            fallback.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise XpukitError(
+                f"{what} {wanted} is not writable ({problem}) and neither is the temporary folder "
+                f"{tempfile.gettempdir()} ({exc.strerror or exc})",
+                f"mount a writable folder at {wanted}, or a tmpfs at /tmp (docker run --tmpfs /tmp)",
+            ) from None
         _resolved[key] = fallback
     log.warning(
         "xpukit: %s %s is not writable (%s); this run uses %s (fix: mount a writable folder there)",
