@@ -23,6 +23,14 @@ def warnings_of(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("xpukit")]
 
 
+@pytest.fixture
+def fresh_fallback(monkeypatch) -> None:
+    """A new private fallback root for this test: entries other tests left there cannot answer."""
+    from xpukit.runtime import scratch
+
+    monkeypatch.setattr(scratch, "_fallback_root", None)
+
+
 def read_only_dir(path: Path) -> Path:
     path.mkdir(parents=True)
     path.chmod(0o555)
@@ -51,7 +59,7 @@ def run_typed(session, kernel) -> None:
 
 
 @pytest.mark.container
-def test_read_only_triton_cache_falls_back_with_one_warning(session, tmp_path, monkeypatch, caplog):
+def test_read_only_triton_cache_falls_back_with_one_warning(session, tmp_path, monkeypatch, caplog, fresh_fallback):
     from test_launch_kernels import scale_raw, scale_typed
 
     from xpukit.runtime.launch import TritonKernel
@@ -71,7 +79,7 @@ def test_read_only_triton_cache_falls_back_with_one_warning(session, tmp_path, m
 
 
 @pytest.mark.container
-def test_read_only_program_cache_falls_back_and_still_caches(session, tmp_path, monkeypatch, caplog):
+def test_read_only_program_cache_falls_back_and_still_caches(session, tmp_path, monkeypatch, caplog, fresh_fallback):
     from test_launch_kernels import scale_typed
 
     from xpukit.runtime.launch import ProgramCache, TritonKernel
