@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.runtime.scratch import KEEP_MARKER, remove_stale
+from xpukit.runtime.scratch import KEEP_MARKER, host_tag, remove_stale
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "xpu_triton_ur.py"
@@ -38,21 +38,25 @@ def dead_pid() -> int:
 
 @pytest.mark.unit
 def test_sweep_removes_only_folders_of_gone_processes(tmp_path):
-    gone = tmp_path / f"{PREFIX}{dead_pid()}-abc"
+    host = host_tag()
+    gone = tmp_path / f"{PREFIX}{dead_pid()}-{host}-abc"
     live_child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        live = tmp_path / f"{PREFIX}{live_child.pid}-def"
-        mine = tmp_path / f"{PREFIX}{os.getpid()}-ghi"
-        kept = tmp_path / f"{PREFIX}{dead_pid()}-kept"
+        live = tmp_path / f"{PREFIX}{live_child.pid}-{host}-def"
+        mine = tmp_path / f"{PREFIX}{os.getpid()}-{host}-ghi"
+        kept = tmp_path / f"{PREFIX}{dead_pid()}-{host}-kept"
+        # Another container sharing this temp dir: its pids mean nothing here.
+        other_host = tmp_path / f"{PREFIX}{dead_pid()}-{'0' * 8 if host != '0' * 8 else '1' * 8}-jkl"
         legacy = tmp_path / f"{PREFIX}x1y2z3"  # made before folders named their pid: owner unknown
         other = tmp_path / "something-else"
-        for folder in (gone, live, mine, kept, legacy, other):
+        survivors = (live, mine, kept, other_host, legacy, other)
+        for folder in (gone, *survivors):
             folder.mkdir()
             (folder / "kernel.spv").write_bytes(b"x")
         (kept / KEEP_MARKER).touch()
         removed = remove_stale(PREFIX, str(tmp_path))
         assert removed == [gone]
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, mine, kept, legacy, other))
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in survivors)
     finally:
         live_child.kill()
         live_child.wait()

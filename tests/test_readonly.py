@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -145,7 +146,8 @@ def test_driver_run_with_both_caches_read_only_in_a_fresh_process(tmp_path):
     lines = [ln for ln in p.stderr.splitlines() if "is not writable" in ln]
     assert len(lines) == 2, p.stderr
     assert any(str(triton_dir) in ln for ln in lines) and any(str(xpukit_dir) in ln for ln in lines)
-    assert all(len(ln) <= 300 for ln in lines)
+    # One short line apart from the two paths (whose length is the user's).
+    assert all(len(re.sub(r"/\S+", "PATH", ln)) <= 150 for ln in lines), lines
     assert not [d.name for d in scratch.iterdir() if d.name.startswith("xpukit-cache-")]
 
 

@@ -1,6 +1,7 @@
 """Private temporary folders that name their owner, and cache folders that may turn out unwritable.
 
-A scratch folder is ``<tmp>/<prefix><pid>-<random>``: the pid says which process owns it, so a later
+A scratch folder is ``<tmp>/<prefix><pid>-<host>-<random>``: pid and host (a hash of the host name,
+so containers sharing a temp dir leave each other's alone) say which process owns it, so a later
 run removes the folders of processes that are gone (killed with SIGKILL, say) and never those of a
 run still going. A cache folder that cannot be written (a read-only ``TRITON_CACHE_DIR``, ``docker
 run --read-only`` without a cache volume) is swapped for a private temporary one, with one warning.
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -32,6 +35,11 @@ _resolved: dict[str, Path] = {}
 _fallback_root: Path | None = None
 
 
+def host_tag() -> str:
+    """Eight hex digits naming this host (container): pids mean nothing across hosts."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -43,9 +51,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def remove_stale(prefix: str, directory: str | None = None) -> list[Path]:
-    """Remove ``<prefix><pid>-*`` folders of ours whose process is gone; returns what was removed."""
+    """Remove ``<prefix><pid>-<host>-*`` folders of this host and user whose process is gone."""
     base = Path(directory or tempfile.gettempdir())
-    pattern = re.compile(re.escape(prefix) + r"(\d+)-[^/]+")
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-" + re.escape(host_tag()) + r"-[^/]+")
     removed = []
     try:
         entries = list(base.iterdir())
@@ -69,12 +77,12 @@ def remove_stale(prefix: str, directory: str | None = None) -> list[Path]:
 
 
 def make_scratch_dir(prefix: str) -> Path:
-    """A new private folder ``<tmp>/<prefix><pid>-<random>``; stale ones are swept once per process."""
+    """A new private folder ``<tmp>/<prefix><pid>-<host>-<random>``; stale ones are swept once per process."""
     with _lock:
         if prefix not in _swept:
             _swept.add(prefix)
             remove_stale(prefix)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-{host_tag()}-"))
 
 
 @contextlib.contextmanager
