@@ -151,17 +151,35 @@ def test_intact_entry_is_served_from_the_cache(session, triton_dir, caplog):
 
 
 def test_dropping_a_corrupt_entry_touches_only_its_own_folder(tmp_path, monkeypatch):
-    """A group file naming a path outside its entry folder cannot make the cache delete that path."""
+    """A group file naming files outside its entry folder cannot make the cache read or delete them."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    bystander = tmp_path / "precious.spv"
-    bystander.write_bytes(b"not spir-v")
     manager = HealingCacheManager("K" * 52)
-    (Path(manager.cache_dir) / f"{GROUP_PREFIX}k.json").write_text(
-        json.dumps({"child_paths": {"k.json": str(bystander), "k.spv": str(bystander)}})
-    )
-    assert manager.get_group("k.json") is None
-    assert bystander.exists()
-    assert not (Path(manager.cache_dir) / f"{GROUP_PREFIX}k.json").exists()
+    bystander = Path(manager.cache_dir).parent / "precious.spv"
+    bystander.write_bytes(b"not spir-v")
+    group = Path(manager.cache_dir) / f"{GROUP_PREFIX}k.json"
+    for listed in ({"k.json": str(bystander), "../precious.spv": str(bystander)}, {"k.json": str(bystander)}):
+        group.write_text(json.dumps({"child_paths": listed}))
+        assert manager.get_group("k.json") is None
+        assert bystander.exists()
+        assert not group.exists()
+
+
+def test_moved_cache_is_read_where_it_now_lives(session, tmp_path, monkeypatch, caplog):
+    """Group files record absolute paths; a cache copied elsewhere is still served (no recompile)."""
+    import shutil
+
+    first = tmp_path / "first"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(first))
+    run_scale(session)
+    shutil.move(str(first), str(tmp_path / "moved"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "moved"))
+    spv = entry_file(tmp_path / "moved", "spv")
+    before = spv.stat().st_mtime_ns
+    caplog.clear()
+    run_scale(session)
+    assert warnings_of(caplog) == []
+    assert spv.stat().st_mtime_ns == before
+    assert not first.exists()
 
 
 @pytest.mark.parametrize(

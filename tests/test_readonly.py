@@ -20,6 +20,43 @@ ROOT = Path(__file__).resolve().parent.parent
 TYPED_SIG = "x_ptr:*fp32,y_ptr:*fp32,scale:fp32,n:i32"
 
 
+# kernel[grid](...) through the driver; says how many SPIR-V files were compiled into the fallback.
+DRIVER_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    import triton, triton.language as tl
+    from xpukit.runtime import ur
+    from xpukit.runtime.triton_driver import activate
+
+    @triton.jit
+    def add_one(a, b, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(b + offs, tl.load(a + offs, mask=offs < n) + 1, mask=offs < n)
+
+    with ur.Session("cpu") as s, activate(s):
+        from xpukit.runtime.triton_driver import DeviceArray
+        x = s.from_numpy(np.arange(300, dtype=np.float32))
+        y = s.alloc(1200)
+        for _ in range(2):
+            add_one[(3,)](DeviceArray(x, np.float32), DeviceArray(y, np.float32), 300, BLOCK=128)
+            s.synchronize()
+        assert (y.to_numpy(np.float32) == np.arange(300) + 1).all()
+    from xpukit.runtime import scratch
+    root = scratch._fallback_root
+    print("RESULT OK; compiled into the fallback:", len(list(root.rglob("*.spv"))) if root else 0)
+    """
+)
+
+
+def run_driver_script(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "driver_run.py"  # a file: Triton reads the kernel's source back
+    script.write_text(DRIVER_SCRIPT)
+    full_env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT), **env)
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=full_env, timeout=600, check=False
+    )
+
+
 def warnings_of(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("xpukit")]
 
@@ -103,45 +140,14 @@ def test_driver_run_with_both_caches_read_only_in_a_fresh_process(tmp_path):
     """kernel[grid](...) through the driver: two warnings (one per folder), exit 0, and the private
     folder is gone when the process ends."""
     pytest.importorskip("triton")
-    code = textwrap.dedent(
-        """
-        import numpy as np
-        import triton, triton.language as tl
-        from xpukit.runtime import ur
-        from xpukit.runtime.triton_driver import activate
-
-        @triton.jit
-        def add_one(a, b, n, BLOCK: tl.constexpr):
-            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            tl.store(b + offs, tl.load(a + offs, mask=offs < n) + 1, mask=offs < n)
-
-        with ur.Session("cpu") as s, activate(s):
-            from xpukit.runtime.triton_driver import DeviceArray
-            x = s.from_numpy(np.arange(300, dtype=np.float32))
-            y = s.alloc(1200)
-            for _ in range(2):
-                add_one[(3,)](DeviceArray(x, np.float32), DeviceArray(y, np.float32), 300, BLOCK=128)
-                s.synchronize()
-            assert (y.to_numpy(np.float32) == np.arange(300) + 1).all()
-        print("RESULT OK")
-        """
-    )
-    script = tmp_path / "ro.py"  # a file: Triton reads the kernel's source back
-    script.write_text(code)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     triton_dir, xpukit_dir = read_only_dir(tmp_path / "t"), read_only_dir(tmp_path / "x")
-    env = dict(
-        os.environ,
-        TRITON_CACHE_DIR=str(triton_dir),
-        XPUKIT_CACHE_DIR=str(xpukit_dir),
-        TMPDIR=str(scratch),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=str(ROOT),
+    p = run_driver_script(
+        tmp_path, TRITON_CACHE_DIR=str(triton_dir), XPUKIT_CACHE_DIR=str(xpukit_dir), TMPDIR=str(scratch)
     )
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600, check=False)
     assert p.returncode == 0, p.stderr
-    assert "RESULT OK" in p.stdout
+    assert "RESULT OK; compiled into the fallback: 1" in p.stdout
     assert "Traceback" not in p.stderr
     lines = [ln for ln in p.stderr.splitlines() if "is not writable" in ln]
     assert len(lines) == 2, p.stderr
@@ -149,6 +155,27 @@ def test_driver_run_with_both_caches_read_only_in_a_fresh_process(tmp_path):
     # One short line apart from the two paths (whose length is the user's).
     assert all(len(re.sub(r"/\S+", "PATH", ln)) <= 150 for ln in lines), lines
     assert not [d.name for d in scratch.iterdir() if d.name.startswith("xpukit-cache-")]
+
+
+@pytest.mark.container
+def test_read_only_prewarmed_triton_cache_is_still_read(tmp_path):
+    """A cache filled earlier and then made read-only (one baked into an image): one warning, and the
+    kernel comes from it; nothing is compiled into the fallback."""
+    pytest.importorskip("triton")
+    triton_dir = tmp_path / "t"
+    warm = run_driver_script(tmp_path, TRITON_CACHE_DIR=str(triton_dir), XPUKIT_CACHE_DIR=str(tmp_path / "x1"))
+    assert "compiled into the fallback: 0" in warm.stdout, warm.stderr
+    for path in sorted(triton_dir.rglob("*"), reverse=True):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    read_only_dir(triton_dir.parent / "probe")  # skips where modes do not bind (root)
+    triton_dir.chmod(0o555)
+    p = run_driver_script(tmp_path, TRITON_CACHE_DIR=str(triton_dir), XPUKIT_CACHE_DIR=str(tmp_path / "x2"))
+    assert p.returncode == 0, p.stderr
+    assert "compiled into the fallback: 0" in p.stdout, p.stdout + p.stderr
+    assert [ln for ln in p.stderr.splitlines() if ln.strip()] == [
+        ln for ln in p.stderr.splitlines() if "Triton cache" in ln and "is not writable" in ln
+    ]
+    assert p.stderr.count("is not writable") == 1
 
 
 EXAMPLE_RUNS = {

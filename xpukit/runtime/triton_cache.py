@@ -82,9 +82,12 @@ class HealingCacheManager(FileCacheManager):
         if override or dump:  # Triton's debugging folders: left exactly as Triton handles them
             super().__init__(key, override=override, dump=dump)
             return
-        root = os.getenv("TRITON_CACHE_DIR", "").strip() or default_cache_dir()
+        root = os.path.abspath(os.getenv("TRITON_CACHE_DIR", "").strip() or default_cache_dir())
+        usable = writable_cache_dir(root, "Triton cache")
         self.key = key
-        self.cache_dir = str(writable_cache_dir(root, "Triton cache") / key)
+        self.cache_dir = str(usable / key)
+        # A read-only cache (one baked into an image, say) is still read; new entries go to the fallback.
+        self.read_only_dir = None if str(usable) == root else os.path.join(root, key)
         self.lock_path = os.path.join(self.cache_dir, "lock")
         os.makedirs(self.cache_dir, exist_ok=True)
 
@@ -102,20 +105,25 @@ class HealingCacheManager(FileCacheManager):
         return self.put(contents, f"{GROUP_PREFIX}{filename}", binary=False)
 
     def get_group(self, filename: str) -> dict[str, str] | None:
-        group_path = Path(self._make_path(f"{GROUP_PREFIX}{filename}"))
-        if not group_path.exists():
-            return None
-        children: dict[str, str] = {}
-        try:
-            return self._checked_group(group_path, filename, children)
-        except CorruptEntry as exc:
-            log.warning(
-                "xpukit: Triton cache entry %s is corrupt (%s); dropped, the kernel is recompiled",
-                self.cache_dir,
-                exc,
-            )
-            self._drop(group_path, children)
-            return None
+        for folder in (self.cache_dir, self.read_only_dir):
+            group_path = Path(folder, f"{GROUP_PREFIX}{filename}") if folder else None
+            if group_path is None or not group_path.exists():
+                continue
+            children: dict[str, str] = {}
+            try:
+                return self._checked_group(group_path, filename, children)
+            except CorruptEntry as exc:
+                writable = folder == self.cache_dir
+                log.warning(
+                    "xpukit: Triton cache entry %s is corrupt (%s); %s, the kernel is recompiled",
+                    folder,
+                    exc,
+                    "dropped" if writable else "skipped (read-only)",
+                )
+                if writable:
+                    self._drop(group_path, children)
+                return None
+        return None
 
     def _checked_group(self, group_path: Path, filename: str, children: dict[str, str]) -> dict[str, str]:
         """The entry's files after every check; ``children`` is filled as soon as they are known."""
@@ -126,12 +134,16 @@ class HealingCacheManager(FileCacheManager):
         paths = group.get("child_paths") if isinstance(group, dict) else None
         if not isinstance(paths, dict) or not all(isinstance(p, str) for p in paths.values()):
             raise CorruptEntry(f"{group_path.name} has no child_paths object")
-        children.update(paths)
+        bad_names = [child for child in paths if Path(child).name != child or child in (".", "..")]
+        if bad_names:
+            raise CorruptEntry(f"{group_path.name} lists {bad_names[0]!r}, not a file name")
+        # Children live next to their group file; reading them there also serves a moved cache.
+        children.update({child: str(group_path.parent / child) for child in paths})
         if filename not in paths:
             raise CorruptEntry(f"{group_path.name} does not list {filename}")
         sums = group.get(CHECKSUMS_KEY)
         sums = sums if isinstance(sums, dict) else {}  # entries written by stock Triton have none
-        for child, path in paths.items():
+        for child, path in children.items():
             try:
                 data = Path(path).read_bytes()
             except OSError as exc:
@@ -140,7 +152,7 @@ class HealingCacheManager(FileCacheManager):
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
                 raise CorruptEntry(f"{child} fails its checksum")
             check_file(child, data, metadata=child == filename)
-        return dict(paths)
+        return dict(children)
 
     def _drop(self, group_path: Path, children: dict[str, str]) -> None:
         """Remove the entry's files; only those inside this entry's folder, whatever the group says."""
