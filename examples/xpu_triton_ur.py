@@ -16,16 +16,24 @@ By default the launch is the blog's own call style through xpukit's UR-backed Tr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 # Run from a checkout without installing: the repository root is this file's parent's parent.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import triton
-import triton.language as tl
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+try:  # importing Triton takes a while: Ctrl-C then is still one line, not a traceback
+    import triton
+    import triton.language as tl
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 @triton.jit
@@ -86,12 +94,27 @@ LOAD_FORMS = {
 }
 
 
+@contextlib.contextmanager
+def drained(session: Any) -> Iterator[None]:
+    """Wait for the device on the way out, also on Ctrl-C: a kernel still in flight must finish
+    before the buffers it uses are freed (freeing them under it crashes or hangs the runtime)."""
+    try:
+        yield
+    finally:
+        session.queue.finish()
+
+
 def verify(label: str, got: Any, expected: Any, timings: str) -> bool:
-    """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings."""
+    """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings.
+
+    NaN where numpy has NaN (``--scale nan``) and equal infinities count as exact.
+    """
     import numpy as np
 
-    err = float(np.max(np.abs(got - expected))) if got.size else 0.0
-    match = bool(np.array_equal(got, expected))
+    same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+    with np.errstate(invalid="ignore"):
+        err = float(np.max(np.where(same, 0.0, np.abs(got - expected)))) if got.size else 0.0
+    match = bool(same.all())
     print(f"{label:>20}: max abs error {err:.3g} ({'exact' if match else 'MISMATCH'}), {timings}")
     return match
 
@@ -117,7 +140,7 @@ def run_triton_style(args: argparse.Namespace) -> int:
         native = args.native == "on" or (args.native == "auto" and d.type == "gpu")
         if native:  # Triton's own switch for its zebin stage; the launch line stays the blog's
             os.environ["TRITON_XPU_GEN_NATIVE_CODE"] = "1"
-        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
+        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out, drained(s):
             grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - the blog's form
             variants = (
                 # Raw int64 addresses, cast to typed pointers inside the kernel (the blog's demo).
@@ -175,7 +198,7 @@ def run_explicit(args: argparse.Namespace) -> int:
         d = s.device
         print(f"device: {d.name} [{d.type}, {d.backend}] driver {d.driver_version}")
         print(f"versions: UR {d.ur_release}, Triton {triton.__version__}, numpy {np.__version__}")
-        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out:
+        with s.from_numpy(host_in) as d_in, s.alloc(host_in.nbytes) as d_out, drained(s):
             for label, fn, sig in (
                 ("raw int64 addresses", triton_scale_kernel, RAW_SIGNATURE),
                 ("typed pointers", scale_typed_kernel, TYPED_SIGNATURE),
@@ -209,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if args.debug:
             raise

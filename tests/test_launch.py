@@ -223,11 +223,13 @@ def test_program_cache_read_raises_named_error(session, tmp_path):
 
 
 def test_program_cache_unwritable_dir_still_runs(session, tmp_path):
+    """A cache folder that cannot be created falls back to a private temporary one (tests/test_readonly.py)."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
     k = TritonKernel(scale_typed, TYPED_SIG, {"BLOCK": BLOCK}, cache=ProgramCache(blocker / "sub"))
     bound = k.bind(session)
-    assert "store-failed" in [e for e, _ in k.cache.events]
+    assert [e for e, _ in k.cache.events][-1] in ("store", "hit")
+    assert blocker.read_text() == "x"
     _check_runs(session, bound)
     bound.close()
 

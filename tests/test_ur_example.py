@@ -55,3 +55,12 @@ def test_demo_debug_shows_traceback():
 def test_demo_rejects_bad_flags():
     p = run("--n", "0")
     assert p.returncode == 2 and "--n and --iters must be >= 1" in p.stderr
+
+
+@pytest.mark.parametrize("scale", ["nan", "inf"])
+@pytest.mark.parametrize("launch", ["triton", "explicit"])
+def test_demo_accepts_correct_nan_and_inf_results(scale, launch):
+    """x * nan is NaN everywhere and x * inf is +-inf: a correct result is exact, not a MISMATCH."""
+    p = run("--n", "3000", "--scale", scale, "--device", "cpu", "--launch", launch)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count("max abs error 0 (exact)") == 2, p.stdout

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m xpukit")
@@ -47,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"xpukit: error: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("xpukit: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

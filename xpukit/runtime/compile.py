@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -101,6 +102,16 @@ def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def _write_whole(path: Path, data: bytes) -> None:
+    """Write through a temporary file and rename: an interrupt (Ctrl-C) never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return dataclasses.asdict(value)
@@ -172,8 +183,8 @@ def run_compile(
             layout, layout_error, status = [], exc.one_line(), 1
         target_dir = out_dir / target
         target_dir.mkdir(parents=True, exist_ok=True)
-        (target_dir / f"{spec.name}.spv").write_bytes(compiled.asm["spv"])
-        (target_dir / f"{spec.name}.zebin").write_bytes(zebin_bytes)
+        _write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
+        _write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
         meta = compiled.metadata._asdict()
         record = {
             "kernel": spec.name,
@@ -189,7 +200,7 @@ def run_compile(
             "metadata": meta,
         }
         text = json.dumps(record, indent=2, default=_json_default)
-        (target_dir / f"{spec.name}.json").write_text(text + "\n")
+        _write_whole(target_dir / f"{spec.name}.json", (text + "\n").encode())
         rows.append((target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size))
         if layout_error:
             print(f"{target}: {layout_error}", file=sys.stderr)

@@ -1,10 +1,10 @@
 """A kernel cache shared between machines: ``XPUKIT_KERNEL_CACHE=redis://HOST:PORT[/DB]``.
 
-Triton's compiled kernels go through Triton's own remote-cache hook (``RemoteCacheManager`` with
-:class:`TritonRemote` as its backend), and the kit's native-binary program cache through
-:class:`SharedProgramCache`: a kernel one machine compiled (and a binary its driver built) is a
-cache hit on every other machine that points at the same Redis. Counters (:func:`stats`) say how many files were hits,
-misses and stores; ``XPUKIT_KERNEL_CACHE_DEBUG=1`` logs each lookup.
+Triton's compiled kernels go through the kit's cache manager (``xpukit.runtime.triton_cache``,
+selected with Triton's ``TRITON_CACHE_MANAGER`` hook) and the kit's native binaries through
+:class:`SharedProgramCache`: what one machine compiled is a cache hit on every other machine that
+points at the same Redis, after the same checks as a local entry. Counters (:func:`stats`) say how
+many files were hits, misses and stores; ``XPUKIT_KERNEL_CACHE_DEBUG=1`` logs each lookup.
 
 Redis down or unreachable: one warning, then the local cache alone; nothing fails.
 """
@@ -128,32 +128,11 @@ def stats() -> Stats:
     return dataclasses.replace(store.stats) if store is not None else Stats()
 
 
-class TritonRemote:
-    """Triton's ``RemoteCacheBackend`` interface on the kit's store: ``(key)``, ``get``, ``put``."""
-
-    def __init__(self, key: str) -> None:
-        self._key = key
-        self._store = remote_store()
-
-    def get(self, filenames: list[str]) -> dict[str, bytes]:
-        if self._store is None:
-            return {}
-        found = self._store.get([f"triton:{self._key}:{f}" for f in filenames])
-        return {f: found[f"triton:{self._key}:{f}"] for f in filenames if f"triton:{self._key}:{f}" in found}
-
-    def put(self, filename: str, data: bytes) -> None:
-        if self._store is not None:
-            self._store.put(f"triton:{self._key}:{filename}", bytes(data))
-
-
 def install() -> bool:
-    """Route Triton's cache through the shared store when XPUKIT_KERNEL_CACHE is set (checked
-    here, so a bad URL is one clear error before anything compiles). Returns whether it is on."""
-    if remote_store() is None:
-        return False
-    os.environ["TRITON_CACHE_MANAGER"] = "triton.runtime.cache:RemoteCacheManager"
-    os.environ["TRITON_REMOTE_CACHE_BACKEND"] = f"{__name__}:TritonRemote"
-    return True
+    """Check XPUKIT_KERNEL_CACHE now (a bad URL is one clear error before anything compiles);
+    Triton's cache manager (xpukit.runtime.triton_cache) and the program cache then share through
+    it. Returns whether sharing is on."""
+    return remote_store() is not None
 
 
 class SharedProgramCache(ProgramCache):

@@ -20,16 +20,17 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
 from xpukit.targets import GPU_PRESETS, PRESETS, canonical
 
 # Upstream (make_spv in triton-xpu 3.3, make_zebin at 9e23713) retries once with this flag when
 # IGC's log says the kernel spilled registers.
 LARGE_GRF_FLAG = "-cl-intel-256-GRF-per-thread"
 _TIMEOUT_S = 600
+SCRATCH_PREFIX = "xpukit-ocloc-"
 
 
 class OclocError(XpukitError):
@@ -130,19 +131,28 @@ class Ocloc:
                 f"{self.describe()} cannot target device {device!r}",
                 "install Intel's current intel-ocloc (the xpu profile has it)",
             )
-        # A work directory that survives failures, so the repro command points at a real file.
-        work = Path(tempfile.mkdtemp(prefix="xpukit-ocloc-"))
-        spv = work / "kernel.spv"
-        spv.write_bytes(spirv)
-        flags = options.strip()
-        retried = False
-        log, zebin, cmd = self._run(spv, device, flags, work)
-        if retry_on_spill and "spilled" in log and LARGE_GRF_FLAG not in flags:
-            flags = f"{flags} {LARGE_GRF_FLAG}".strip()
-            retried = True
-            log2, zebin, cmd = self._run(spv, device, flags, work)
-            log = f"{log}\n--- retry with {LARGE_GRF_FLAG} ---\n{log2}"
-        shutil.rmtree(work, ignore_errors=True)
+        # <tmp>/xpukit-ocloc-<pid>-*: removed on success and on interrupt; a later run removes those
+        # of killed runs. A failed build keeps its folder (marked) so the repro command has its input.
+        work = make_scratch_dir(SCRATCH_PREFIX)
+        keep = False
+        try:
+            spv = work / "kernel.spv"
+            spv.write_bytes(spirv)
+            flags = options.strip()
+            retried = False
+            log, zebin, cmd = self._run(spv, device, flags, work)
+            if retry_on_spill and "spilled" in log and LARGE_GRF_FLAG not in flags:
+                flags = f"{flags} {LARGE_GRF_FLAG}".strip()
+                retried = True
+                log2, zebin, cmd = self._run(spv, device, flags, work)
+                log = f"{log}\n--- retry with {LARGE_GRF_FLAG} ---\n{log2}"
+        except OclocError:
+            keep = True
+            (work / KEEP_MARKER).touch()
+            raise
+        finally:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
         return CompileResult(zebin, log, flags, retried, shlex.join(cmd))
 
     def _run(self, spv: Path, device: str, flags: str, work: Path) -> tuple[str, bytes, list[str]]:
@@ -191,7 +201,7 @@ def _help_text(path: str) -> str:
 def _query_version(path: str) -> str:
     # ``ocloc query OCL_DRIVER_VERSION`` writes a file named after the query into the cwd (and newer
     # releases also print it): run it in a scratch directory.
-    with tempfile.TemporaryDirectory(prefix="xpukit-ocloc-q-") as tmp:
+    with scratch_dir(SCRATCH_PREFIX) as tmp:
         try:
             proc = subprocess.run(
                 [path, "query", "OCL_DRIVER_VERSION"],

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from xpukit.runtime.scratch import writable_cache_dir
 from xpukit.runtime.ur.core import Program, Session
 from xpukit.runtime.ur.errors import ProgramCacheCorrupt, UrError
 
@@ -42,8 +43,13 @@ class ProgramCache:
         text = f"{CACHE_FORMAT}|{device.cache_key()}|{device.ur_release}|{options}|{spirv_sha256}"
         return hashlib.sha256(text.encode()).hexdigest()[:40]
 
+    def _usable_directory(self) -> Path:
+        # A read-only folder (docker run --read-only) means a private temporary one, with one warning.
+        return writable_cache_dir(self.directory, "program cache")
+
     def _paths(self, key: str) -> tuple[Path, Path]:
-        return self.directory / f"{key}.bin", self.directory / f"{key}.json"
+        directory = self._usable_directory()
+        return directory / f"{key}.bin", directory / f"{key}.json"
 
     def read(self, key: str, device: Any, spirv_sha256: str) -> bytes | None:
         """The cached binary, None when absent; :class:`ProgramCacheCorrupt` when it fails a check."""
@@ -55,6 +61,11 @@ class ProgramCache:
             data = bin_path.read_bytes()
         except (OSError, ValueError) as exc:
             raise ProgramCacheCorrupt(f"program cache entry {key} unreadable: {exc}", "it is rebuilt") from None
+        if not isinstance(meta, dict):
+            raise ProgramCacheCorrupt(
+                f"program cache entry {key}: {meta_path.name} holds a JSON {type(meta).__name__}, not an object",
+                "it is rebuilt from SPIR-V",
+            )
         problems = []
         if meta.get("format") != CACHE_FORMAT:
             problems.append("format")
@@ -79,15 +90,21 @@ class ProgramCache:
             "ur_release": device.ur_release,
             "spirv_sha256": spirv_sha256,
         }
+        directory = bin_path.parent
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(parents=True, exist_ok=True)
             for path, payload in ((bin_path, data), (meta_path, json.dumps(meta).encode())):
-                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
-                with os.fdopen(fd, "wb") as f:
-                    f.write(payload)
-                os.replace(tmp, path)  # atomic: readers see the old entry or the new one
+                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(payload)
+                    os.replace(tmp, path)  # atomic: readers see the old entry or the new one
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
         except OSError as exc:
-            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", self.directory, exc)
+            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", directory, exc)
             self.events.append(("store-failed", key))
             return False
         self.events.append(("store", key))

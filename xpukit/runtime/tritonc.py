@@ -48,6 +48,9 @@ def xpu_backend() -> type:
             "the installed Triton has no Intel (xpu) backend",
             "install triton-xpu (cpu profile) or Intel's Triton build (xpu profile)",
         )
+    from xpukit.runtime import triton_cache
+
+    triton_cache.install()  # Triton's cache checks its entries and survives a read-only folder
     backend = backends["intel"].compiler
     init_globals = backend.__init__.__globals__
     original = init_globals["compile_module_from_src"]

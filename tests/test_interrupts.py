@@ -1,0 +1,242 @@
+"""Ctrl-C and kills: the demo and ``python -m xpukit`` stop with one line and exit 130, and ocloc's
+scratch folders never outlive their run (stale ones from a killed run go at the next run).
+
+To interrupt a real ocloc build at a known moment, XPUKIT_OCLOC points at a small wrapper that
+waits before handing a build over to the real ocloc (queries pass straight through): the build
+itself is still the real ocloc's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xpukit.runtime.scratch import KEEP_MARKER, host_tag, remove_stale
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "examples" / "xpu_triton_ur.py"
+KERNELS = ROOT / "examples" / "kernels.py"
+PREFIX = "xpukit-ocloc-"
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+# --- the stale sweep, on plain folders --------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_sweep_removes_only_folders_of_gone_processes(tmp_path):
+    host = host_tag()
+    gone = tmp_path / f"{PREFIX}{dead_pid()}-{host}-abc"
+    live_child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f"{PREFIX}{live_child.pid}-{host}-def"
+        mine = tmp_path / f"{PREFIX}{os.getpid()}-{host}-ghi"
+        kept = tmp_path / f"{PREFIX}{dead_pid()}-{host}-kept"
+        # Another container sharing this temp dir: its pids mean nothing here.
+        other_host = tmp_path / f"{PREFIX}{dead_pid()}-{'0' * 8 if host != '0' * 8 else '1' * 8}-jkl"
+        legacy = tmp_path / f"{PREFIX}x1y2z3"  # made before folders named their pid: owner unknown
+        other = tmp_path / "something-else"
+        survivors = (live, mine, kept, other_host, legacy, other)
+        for folder in (gone, *survivors):
+            folder.mkdir()
+            (folder / "kernel.spv").write_bytes(b"x")
+        (kept / KEEP_MARKER).touch()
+        removed = remove_stale(PREFIX, str(tmp_path))
+        assert removed == [gone]
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in survivors)
+    finally:
+        live_child.kill()
+        live_child.wait()
+
+
+# --- the demo ---------------------------------------------------------------------------------
+
+
+def start(cmd: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+
+
+def demo_env(tmp_path: Path) -> dict[str, str]:
+    return dict(
+        os.environ,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),
+        XPUKIT_CACHE_DIR=str(tmp_path / "xpukit"),
+    )
+
+
+def assert_one_line_130(p: subprocess.Popen, stderr: str, line: str) -> None:
+    assert p.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert [ln for ln in stderr.splitlines() if ln.strip()] == [line], stderr
+
+
+@pytest.mark.container
+@pytest.mark.parametrize("delay", [0.3, 2.5])
+@pytest.mark.parametrize("launch", ["triton", "explicit"])
+def test_ctrl_c_in_the_demo_while_it_works(tmp_path, launch, delay):
+    """SIGINT once the demo has its device (while it compiles, then while it launches): one line,
+    exit 130, no traceback, and no crash from freeing buffers under a running kernel."""
+    pytest.importorskip("triton")
+    cmd = [sys.executable, str(DEMO), "--device", "cpu", "--n", "65536", "--iters", "1000000", "--launch", launch]
+    p = start(cmd, demo_env(tmp_path))
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("device:"):
+            p.kill()
+            pytest.fail(f"the demo did not start: {line}{p.communicate(timeout=60)[1]}")
+        while not line.startswith("versions:"):
+            line = p.stdout.readline()
+            assert line, p.communicate(timeout=60)[1]
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert_one_line_130(p, stderr, "interrupted")
+
+
+@pytest.mark.container
+def test_ctrl_c_while_the_demo_starts_up(tmp_path):
+    """SIGINT a quarter second in, while Python imports Triton and numpy (at start-up, mostly; on a
+    warm machine the device may be open already): the same one line and 130."""
+    pytest.importorskip("triton")
+    cmd = [sys.executable, str(DEMO), "--device", "cpu", "--n", "4096", "--iters", "1000000"]
+    p = start(cmd, demo_env(tmp_path))
+    time.sleep(0.25)
+    p.send_signal(signal.SIGINT)
+    try:
+        _, stderr = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert_one_line_130(p, stderr, "interrupted")
+
+
+# --- python -m xpukit compile, with ocloc mid-build ---------------------------------------------
+
+
+@pytest.fixture
+def slow_ocloc(tmp_path) -> Path:
+    """A wrapper that says (by a file in its working folder) that a build has started, waits, then
+    runs the real ocloc."""
+    real = shutil.which("ocloc")
+    if real is None:
+        from runtime_required import skip_unless_in_image
+
+        skip_unless_in_image("ocloc is not installed here")
+    wrapper = tmp_path / "bin" / "ocloc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        "if '-file' in sys.argv:\n"
+        "    open('build-started', 'w').close()\n"
+        "    time.sleep(120)\n"
+        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def compile_env(tmp_path: Path, scratch: Path, ocloc: Path | None = None) -> dict[str, str]:
+    env = dict(
+        os.environ,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONPATH=str(ROOT),
+        TMPDIR=str(scratch),
+        TRITON_CACHE_DIR=str(tmp_path / "triton"),  # fresh: the kernel really goes through ocloc
+    )
+    if ocloc is not None:
+        env["XPUKIT_OCLOC"] = str(ocloc)
+    return env
+
+
+def compile_cmd(out: Path) -> list[str]:
+    return [sys.executable, "-m", "xpukit", "compile", f"{KERNELS}:scale_kernel", "--target", "pvc", "--out", str(out)]
+
+
+def wait_for_build(scratch: Path, p: subprocess.Popen, timeout: float = 300) -> Path:
+    """The scratch folder of ``p``'s ocloc build once the (slow) ocloc has started on it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for folder in scratch.glob(f"{PREFIX}{p.pid}-*"):
+            if (folder / "build-started").exists():
+                return folder
+        if p.poll() is not None:
+            pytest.fail(f"compile ended early: {p.communicate()[1]}")
+        time.sleep(0.05)
+    pytest.fail("ocloc never started")
+
+
+@pytest.mark.container
+def test_ctrl_c_during_ocloc_removes_its_folder(tmp_path, slow_ocloc):
+    pytest.importorskip("triton")
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir()
+    p = start(compile_cmd(out), compile_env(tmp_path, scratch, slow_ocloc), cwd=tmp_path)
+    try:
+        folder = wait_for_build(scratch, p)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert_one_line_130(p, stderr, "xpukit: interrupted")
+    assert not folder.exists()
+    assert not list(scratch.glob(f"{PREFIX}*"))
+    assert not out.exists() or not [f for f in out.rglob("*") if f.is_file()]
+
+
+@pytest.mark.container
+def test_killed_run_folder_is_removed_by_the_next_run_and_a_live_one_is_not(tmp_path, slow_ocloc):
+    """SIGKILL leaves the folder behind; the next run removes it, but never that of a run still going."""
+    pytest.importorskip("triton")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = compile_env(tmp_path, scratch, slow_ocloc)
+    killed = start(compile_cmd(tmp_path / "out1"), env, cwd=tmp_path, start_new_session=True)
+    running = start(compile_cmd(tmp_path / "out2"), env, cwd=tmp_path, start_new_session=True)
+    try:
+        stale = wait_for_build(scratch, killed)
+        live = wait_for_build(scratch, running)
+        os.killpg(killed.pid, signal.SIGKILL)  # the run and its ocloc, as the OOM killer would
+        killed.wait(timeout=60)
+        assert stale.exists()
+        # The next run (real ocloc, no wait) sweeps the dead run's folder and leaves the live one.
+        p = subprocess.run(
+            compile_cmd(tmp_path / "out3"),
+            env=compile_env(tmp_path, scratch),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert p.returncode == 0, p.stderr
+        assert not stale.exists()
+        assert live.exists()
+        assert (tmp_path / "out3" / "pvc" / "scale_kernel.zebin").read_bytes()[:4] == b"\x7fELF"
+    finally:
+        for proc in (killed, running):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
