@@ -175,6 +175,7 @@ def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
         signature="e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
         constexpr="NAME=VALUE, repeatable",
         num_warps="Triton num_warps",
+        asm="also write <kernel>.isa (Xe ISA from ocloc disasm)",
     ),
     iterable=["constexpr"],
 )
@@ -186,6 +187,7 @@ def compile(
     signature=None,
     constexpr=None,
     num_warps=None,
+    asm=False,
     where="auto",
     profile=None,
     dry_run=False,
@@ -203,15 +205,52 @@ def compile(
         signature=signature,
         constexprs=list(constexpr or []),
         num_warps=int(num_warps) if num_warps else None,
+        asm=asm,
     )
     _finish(code)
 
 
-@task(help=_help("where", "profile", "dry-run", "debug", file="a .zebin file", json="print JSON"))
-def zebin_info(c, file, json=False, where="auto", profile=None, dry_run=False, debug=False):
-    """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments."""
+@task(help=_help("where", "profile", "dry-run", "debug", file="a .zebin file", json="print JSON", asm="print the ISA"))
+def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_run=False, debug=False):
+    """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments (--asm: ISA)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(cli.zebin_info(s, where, file, as_json=json))
+    _finish(cli.zebin_info(s, where, file, as_json=json, asm=asm))
+
+
+@task(
+    help=_help(
+        "where",
+        "profile",
+        "dry-run",
+        "debug",
+        kernel="path.py:function",
+        target="targets, comma-separated",
+        config="NAME=VALUE,... (constexprs, num_warps, num_stages, grf_mode); repeatable; "
+        "default: the kernel's triton.autotune configs",
+        format="md|json",
+        signature="as for compile",
+        constexpr="NAME=VALUE for every config, repeatable",
+    ),
+    iterable=["config", "constexpr"],
+)
+def kernel_report(
+    c,
+    kernel,
+    target="pvc",
+    config=None,
+    format="md",
+    signature=None,
+    constexpr=None,
+    where="auto",
+    profile=None,
+    dry_run=False,
+    debug=False,
+):
+    """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, spills, GRF...)."""
+    from xpukit.host.kernel_report import kernel_report as run
+
+    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    _finish(run(s, where, kernel, [target], list(config or []), format, signature, list(constexpr or [])))
 
 
 @task(help=_help("profile", "debug", image="image to check inside (default: xpukit:<profile> when built)"))
@@ -221,5 +260,5 @@ def doctor(c, image="", profile=None, debug=False):
     _finish(cli.doctor(s, image))
 
 
-ns = Collection(build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor)
+ns = Collection(build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, kernel_report, doctor)
 ns.configure({"xpukit": {}})

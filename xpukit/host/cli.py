@@ -425,6 +425,7 @@ def compile_kernel(
     signature: str | None,
     constexprs: list[str],
     num_warps: int | None,
+    asm: bool = False,
 ) -> int:
     where, why = resolve_where(where, settings.docker_host)
     if where == "host":
@@ -438,6 +439,7 @@ def compile_kernel(
             signature=signature,
             constexprs=constexprs,
             num_warps=num_warps,
+            asm=asm,
         )
     path, sep, function = kernel.rpartition(":")
     if not sep or not Path(path).is_file():
@@ -458,20 +460,21 @@ def compile_kernel(
         args += ["--constexpr", item]
     if num_warps:
         args += ["--num-warps", str(num_warps)]
+    args += ["--asm"] if asm else []
     say(f"compiling in the image ({why})")
     return _in_container(settings, args, mounts)
 
 
 @guarded
-def zebin_info(settings: config.Settings, where: str, path: str, as_json: bool = False) -> int:
+def zebin_info(settings: config.Settings, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
     where, _ = resolve_where(where, settings.docker_host)
     if where == "host":
         from xpukit.runtime.compile import run_zebin_info
 
-        return run_zebin_info(Path(path), as_json=as_json)
+        return run_zebin_info(Path(path), as_json=as_json, asm=asm)
     if not Path(path).is_file():
         raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
     file = Path(path).resolve()
-    args = ["zebin-info", _container_path(file), *(["--json"] if as_json else [])]
+    args = ["zebin-info", _container_path(file), *(["--json"] if as_json else []), *(["--asm"] if asm else [])]
     mounts = {} if _container_path(file).startswith(WORKSPACE) else {str(file.parent): "ro"}
     return _in_container(settings, args, mounts)

@@ -131,6 +131,7 @@ def _wrap_compiled_kernel() -> None:
         rest = {k: v for k, v in metadata_group.items() if k not in zebin_keys}
         original(self, src, rest, hash, *args, **kwargs)
         data = Path(metadata_group[zebin_keys[0]]).read_bytes()
+        self.asm = IsaOnDemand(self.asm)
         self.asm["zebin"] = data
         self.metadata_group = metadata_group
         if getattr(self.metadata, "binary_ext", None) == "zebin":
@@ -138,6 +139,25 @@ def _wrap_compiled_kernel() -> None:
 
     setattr(__init__, _MARK, True)
     cls.__init__ = __init__
+
+
+class IsaOnDemand(dict):
+    """``CompiledKernel.asm`` with ``asm["isa"]``: the zebin's Xe ISA (all kernels), disassembled on
+    first access so loading a kernel from the cache costs no ocloc run. Like Triton's
+    ``asm["sass"]`` it is text; ``"isa" in asm`` is False until it has been read once."""
+
+    def __missing__(self, key: str) -> str:
+        if key != "isa" or "zebin" not in self:
+            raise KeyError(key)
+        from xpukit.runtime.isa import disassemble
+
+        kernels = disassemble(self["zebin"]).kernels
+        self["isa"] = (
+            "\n".join(kernels.values())
+            if len(kernels) == 1
+            else "\n".join(f"// kernel {name}\n{text}" for name, text in kernels.items())
+        )
+        return self["isa"]
 
 
 def ocloc_device_for(backend: Any) -> str:
