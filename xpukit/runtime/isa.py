@@ -142,7 +142,7 @@ def disassemble(
     tool = ocloc or find_ocloc()
     library = iga_library or find_iga_library()
     if library is None:
-        raise IgaMissingError(f"{tool.describe()} cannot disassemble: no {IGA_NAME}[.N] found", _IGA_FIX)
+        raise IgaMissingError(f"ocloc cannot disassemble: no {IGA_NAME}[.N] found", _IGA_FIX)
     work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
     try:
         libdir, dump = work / "lib", work / "dump"
@@ -161,7 +161,7 @@ def disassemble(
             raise IsaError(f"could not run {tool.describe()} disasm: {exc}") from None
         log = (proc.stdout + proc.stderr).strip()
         if "couldn't load iga" in log.lower():
-            raise IgaMissingError(f"{tool.describe()} could not load IGA from {library}", _IGA_FIX)
+            raise IgaMissingError(f"ocloc could not load IGA from {library}", _IGA_FIX)
         if proc.returncode != 0 or "error while disassembling" in log.lower():
             detail = " | ".join(line.strip() for line in log.splitlines()[:3] if line.strip())
             raise IsaError(
