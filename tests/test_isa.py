@@ -263,3 +263,44 @@ def test_not_a_zebin_is_one_line(tmp_path):
     bogus.write_bytes(b"hello")
     with pytest.raises(ZebinError):
         isa.disassemble(bogus)
+
+
+@pytest.mark.container
+def test_compile_asm_writes_isa_and_zebin_info_prints_it(runtime, tmp_path):
+    """`python -m xpukit compile --asm` then `zebin-info --asm`, as `invoke` runs them in the image."""
+    import subprocess
+    import sys
+
+    environ = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent.parent)}
+    out = tmp_path / "build"
+    cmd = [sys.executable, "-m", "xpukit", "compile", f"{EXAMPLES}:add_kernel", "--target", "pvc,acm-g10"]
+    proc = subprocess.run([*cmd, "--out", str(out), "--asm"], capture_output=True, text=True, env=environ)
+    assert proc.returncode == 0, proc.stderr
+    for target in ("pvc", "acm-g10"):
+        isa_text = (out / target / "add_kernel.isa").read_text()
+        assert independent_counts(isa_text)["sends"] > 0
+        zebin = out / target / "add_kernel.zebin"
+        info = subprocess.run(
+            [sys.executable, "-m", "xpukit", "zebin-info", "--asm", str(zebin)],
+            capture_output=True,
+            text=True,
+            env=environ,
+        )
+        assert info.returncode == 0, info.stderr
+        assert isa_text.rstrip() in info.stdout and f"ISA of add_kernel for {target}" in info.stdout
+    wrong = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xpukit",
+            "zebin-info",
+            "--asm",
+            str(out / "pvc" / "add_kernel.zebin"),
+            "--target",
+            "acm-g10",
+        ],
+        capture_output=True,
+        text=True,
+        env=environ,
+    )
+    assert wrong.returncode != 0 and wrong.stderr.count("\n") == 1 and "built for pvc, not acm-g10" in wrong.stderr

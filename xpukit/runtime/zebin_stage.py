@@ -33,6 +33,7 @@ from xpukit.runtime.tritonc import PRESETS
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"
 _MARK = "_xpukit_zebin_stage"
+_ISA_MARK = "_xpukit_isa_on_demand"
 
 
 def native_stage_present(backend_cls: type) -> bool:
@@ -66,6 +67,7 @@ def install(backend_cls: type | None = None) -> str:
     if installed(backend_cls):
         return "xpukit"
     if native_stage_present(backend_cls):
+        _wrap_isa_on_demand()
         return "native"
     _wrap_add_stages(backend_cls)
     _wrap_options(backend_cls)
@@ -138,6 +140,27 @@ def _wrap_compiled_kernel() -> None:
             self.kernel = data
 
     setattr(__init__, _MARK, True)
+    cls.__init__ = __init__
+
+
+def _wrap_isa_on_demand() -> None:
+    """With upstream's native stage, only add ``asm["isa"]`` to kernels that carry a zebin."""
+    try:
+        from triton.compiler import compiler
+    except ImportError:  # no Triton here: nothing to wrap
+        return
+    cls = compiler.CompiledKernel
+    if getattr(cls.__init__, _ISA_MARK, False):
+        return
+    original = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if isinstance(self.asm.get("zebin"), bytes):
+            self.asm = IsaOnDemand(self.asm)
+
+    # Its own mark: _wrap_compiled_kernel must still install itself over this wrapper.
+    setattr(__init__, _ISA_MARK, True)
     cls.__init__ = __init__
 
 
