@@ -27,7 +27,7 @@ from elftools.elf.elffile import ELFFile
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.ocloc import Ocloc, find_ocloc
-from xpukit.runtime.zebin import ZebinError, read_zebin
+from xpukit.runtime.zebin import read_zebin
 
 IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
 IGA_NAME = "libiga64.so"
@@ -278,12 +278,3 @@ def count_isa(text: str) -> IsaCounts:
         elif op == "sync.bar" or base == "wait":
             barriers += 1
     return IsaCounts(total, sends, dpas, math, moves, control, barriers)
-
-
-def isa_for(zebin: bytes, kernel: str, device: str) -> str:
-    """One kernel's ISA text (a convenience for callers that hold a single kernel)."""
-    result = disassemble(zebin, device)
-    try:
-        return result.kernels[kernel]
-    except KeyError:
-        raise ZebinError(f"zebin has no kernel {kernel!r}", f"it has: {', '.join(result.kernels)}") from None

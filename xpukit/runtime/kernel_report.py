@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,11 +138,7 @@ def _report_cell(
         row.error = exc.one_line()
         return row
     except Exception as exc:
-        lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-        row.error = (
-            f"failed to compile: {type(exc).__name__}: {(lines[-1] if lines else '')[:100]} "
-            "(fix: change this config (smaller BLOCK, other num_warps) or the kernel)"
-        )
+        row.error = f"failed to compile: {_root_cause(exc)[:100]} (fix: change this config or the kernel)"
         return row
     zebin = compiled.asm["zebin"]
     info = read_zebin(zebin).kernel(compiled.metadata.name)
@@ -154,6 +151,20 @@ def _report_cell(
     except IsaError as exc:
         row.error = exc.one_line()
     return row
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost cause in one line. Triton's CompilationError text is the source with a caret;
+    the reason ("arange's range must be a power of 2") is its __cause__."""
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [ln.strip() for ln in str(inner).splitlines() if ln.strip()]
+    text = f"{type(inner).__name__}: {lines[0] if lines else ''}"
+    outer = str(exc).strip().splitlines()
+    if inner is not exc and outer:
+        text += f" ({type(exc).__name__} {outer[0]})"  # e.g. "CompilationError at 2:38:"
+    return text
 
 
 _COLUMNS = (
@@ -189,7 +200,7 @@ def format_markdown(report: dict[str, Any]) -> str:
     ]
     for row in report["rows"]:
         if row["counts"] is None:
-            cells = [row["target"], row["config"], f"failed: {row['error']}"] + [""] * (len(header) - 3)
+            cells = [row["target"], row["config"], row["error"]] + [""] * (len(header) - 3)
         else:
             cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in _COLUMNS]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -205,8 +216,6 @@ def run_kernel_report(
     constexprs: Sequence[str] = (),
 ) -> int:
     """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr)."""
-    import sys
-
     if output_format not in ("md", "json"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
     report = build_report(kernel, targets, configs, signature, constexprs)
