@@ -149,3 +149,47 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
         assert proc.returncode != 0, proc.stdout
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "fix:" in lines[0] and "Traceback" not in proc.stderr
+
+
+def _invoke(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XPUKIT_PROFILE": ""}
+    env.pop("CI", None)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.unit
+def test_invoke_routes_the_report_to_the_image():
+    result = _invoke(
+        "kernel-report",
+        "examples/kernels.py:row_sum_kernel",
+        "--target",
+        "pvc,acm-g10",
+        "--config",
+        "BLOCK=256,num_warps=4",
+        "--config",
+        "BLOCK=1024,num_warps=8",
+        "--where",
+        "container",
+        "--dry-run",
+    )
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if " run " in ln)
+    expected = (
+        "python -m xpukit kernel-report /workspace/examples/kernels.py:row_sum_kernel --format md "
+        "--target pvc,acm-g10 --config BLOCK=256,num_warps=4 --config BLOCK=1024,num_warps=8"
+    )
+    assert line.endswith(expected), line
+
+
+@pytest.mark.unit
+def test_invoke_bad_format_and_missing_file_are_one_line():
+    for args, needle in (
+        (["examples/kernels.py:row_sum_kernel", "--format", "xml"], "unknown format 'xml'"),
+        (["examples/nope.py:k", "--where", "container", "--dry-run"], "is not path.py:function of an existing file"),
+    ):
+        result = _invoke("kernel-report", *args)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
+        assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr
