@@ -207,6 +207,7 @@ def clean(c, volumes=False, build_cache=False, dry_run=False, debug=False):
         signature="e.g. 'x_ptr:*fp32,n:i32' (default: declared next to the kernel)",
         constexpr="NAME=VALUE, repeatable",
         num_warps="Triton num_warps",
+        asm="also write <kernel>.isa (Xe ISA from ocloc disasm)",
     ),
     iterable=["constexpr", "target"],
 )
@@ -218,6 +219,7 @@ def compile(
     signature=None,
     constexpr=None,
     num_warps=None,
+    asm=False,
     where="auto",
     profile=None,
     dry_run=False,
@@ -234,15 +236,61 @@ def compile(
         signature=signature,
         constexprs=list(constexpr or []),
         num_warps=num_warps,
+        asm=asm,
     )
     _finish(code)
 
 
-@task(help=_help("where", "profile", "dry-run", "debug", file="a .zebin file", json="print JSON"))
-def zebin_info(c, file, json=False, where="auto", profile=None, dry_run=False, debug=False):
-    """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments."""
+@task(help=_help("where", "profile", "dry-run", "debug", file="a .zebin file", json="print JSON", asm="print the ISA"))
+def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_run=False, debug=False):
+    """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments (--asm: ISA)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(commands.zebin_info(s, where, file, as_json=json))
+    _finish(commands.zebin_info(s, where, file, as_json=json, asm=asm))
+
+
+@task(
+    help=_help(
+        "where",
+        "profile",
+        "dry-run",
+        "debug",
+        kernel="path.py:function",
+        target="targets, comma-separated or repeated (aliases as for compile)",
+        config="NAME=VALUE,... (constexprs, num_warps, num_stages, grf_mode); repeatable; "
+        "default: the kernel's triton.autotune configs",
+        format="md|json",
+        signature="as for compile",
+        constexpr="NAME=VALUE for every config, repeatable",
+    ),
+    iterable=["config", "constexpr", "target"],
+)
+def kernel_report(
+    c,
+    kernel,
+    target=None,
+    config=None,
+    format="md",
+    signature=None,
+    constexpr=None,
+    where="auto",
+    profile=None,
+    dry_run=False,
+    debug=False,
+):
+    """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, spills, GRF...)."""
+    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    _finish(
+        commands.kernel_report(
+            s,
+            where,
+            kernel,
+            split_targets(target or ["pvc"]),
+            list(config or []),
+            format,
+            signature,
+            list(constexpr or []),
+        )
+    )
 
 
 @task(help=_help("profile", "debug", image="image to check inside (default: xpukit:<profile> when built)"))
@@ -291,7 +339,7 @@ def docs(c, check=False):
 
 
 TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs, push, pull, export)
-TASKS += (devcontainer,)
+TASKS += (devcontainer, kernel_report)
 for each in TASKS:
     each.body = interruptible(each.body)
 ns = Collection(*TASKS)

@@ -1,4 +1,4 @@
-"""`python -m xpukit compile|zebin-info ...`: the zebin commands where no invoke is installed.
+"""`python -m xpukit compile|zebin-info|kernel-report ...`: the zebin commands where no invoke is installed.
 
 `invoke compile` and `invoke zebin-info` run this inside the image; it also works in `invoke shell`.
 """
@@ -25,9 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--signature", default=None, help="e.g. 'x_ptr:*fp32,n:i32'")
     comp.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE, repeatable")
     comp.add_argument("--num-warps", type=int, default=None)
+    comp.add_argument("--asm", action="store_true", help="also write <kernel>.isa (ocloc disasm)")
     info = commands.add_parser("zebin-info", help="print what the zebin reader finds")
     info.add_argument("file")
     info.add_argument("--json", action="store_true")
+    info.add_argument("--asm", action="store_true", help="also print the ISA (ocloc disasm)")
+    info.add_argument("--target", default=None, help="device to decode for (default: the one the zebin names)")
+    report = commands.add_parser("kernel-report", help="compile target x config, one table of ISA counts")
+    report.add_argument("kernel", help="path.py:function")
+    report.add_argument("--target", action="append", default=[], help="target(s), comma-separated")
+    report.add_argument("--config", action="append", default=[], help="NAME=VALUE,...; repeatable")
+    report.add_argument("--format", default="md", choices=["md", "json"])
+    report.add_argument("--signature", default=None)
+    report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
     args = parser.parse_args(argv)
     try:
         if args.command == "compile":
@@ -40,10 +50,17 @@ def main(argv: list[str] | None = None) -> int:
                 signature=args.signature,
                 constexprs=args.constexpr,
                 num_warps=args.num_warps,
+                asm=args.asm,
+            )
+        if args.command == "kernel-report":
+            from xpukit.runtime.kernel_report import run_kernel_report
+
+            return run_kernel_report(
+                args.kernel, args.target or ["pvc"], args.config, args.format, args.signature, args.constexpr
             )
         from xpukit.runtime.compile import run_zebin_info
 
-        return run_zebin_info(Path(args.file), as_json=args.json)
+        return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
     except XpukitError as exc:
         if args.debug:
             raise

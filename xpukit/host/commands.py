@@ -332,6 +332,7 @@ def compile_kernel(
     signature: str | None,
     constexprs: list[str],
     num_warps: str | int | None,
+    asm: bool = False,
 ) -> int:
     warps = parse_num_warps(num_warps)
     path, function = _kernel_file(kernel)
@@ -346,6 +347,8 @@ def compile_kernel(
         args += ["--constexpr", item]
     if warps:
         args += ["--num-warps", str(warps)]
+    if asm:
+        args.append("--asm")
     if ctx.debug:
         args.insert(0, "--debug")
     if on_host:
@@ -360,18 +363,55 @@ def compile_kernel(
 
 
 @guarded
-def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False) -> int:
+def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
     if not Path(path).is_file():
         raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
     where, _ = resolve_where(where, ctx.settings.docker_host)
     file = Path(path).resolve()
-    flags = ["--json"] if as_json else []
+    flags = (["--json"] if as_json else []) + (["--asm"] if asm else [])
     if where == "host":
         return _run_on_host(ctx, ["zebin-info", str(file), *flags])
     inside = containers.container_path(file)
     args = ["zebin-info", inside, *flags]
     mounts = {} if inside.startswith(containers.WORKSPACE) else {str(file.parent): "ro"}
     options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+
+
+@guarded
+def kernel_report(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    configs: list[str],
+    output_format: str = "md",
+    signature: str | None = None,
+    constexprs: list[str] | None = None,
+) -> int:
+    """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout."""
+    if output_format not in ("md", "json"):
+        raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
+    path, function = _kernel_file(kernel)
+    where, why = resolve_where(where, ctx.settings.docker_host)
+    on_host = where == "host"
+    kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
+    args = ["kernel-report", kernel_ref, "--format", output_format, "--target", ",".join(targets)]
+    for item in configs:
+        args += ["--config", item]
+    if signature:
+        args += ["--signature", signature]
+    for item in constexprs or []:
+        args += ["--constexpr", item]
+    if on_host:
+        require_host_runtime()
+        return _run_on_host(ctx, args)
+    mounts = {}
+    if not containers.container_path(path).startswith(containers.WORKSPACE):
+        mounts[str(path.resolve().parent)] = "ro"
+    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    if output_format != "json":  # JSON stays machine-readable on stdout
+        ui.say(f"compiling every target x config in the image ({why})")
     return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.isa import disassemble
 from xpukit.runtime.ocloc import find_ocloc
 from xpukit.runtime.tritonc import compile_kernel, parse_signature
 from xpukit.runtime.zebin import ZebinError, check_layout, read_zebin
@@ -129,6 +130,7 @@ def run_compile(
     num_warps: int | None = None,
     grf_mode: str | None = None,
     ocloc: str | None = None,
+    asm: bool = False,
 ) -> int:
     """Compile ``kernel`` for every target; print a table. Returns 0, or 1 if a payload layout
     disagrees with the signature. Usage and compile errors raise ``XpukitError`` subclasses."""
@@ -185,6 +187,9 @@ def run_compile(
         target_dir.mkdir(parents=True, exist_ok=True)
         _write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
         _write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
+        if asm:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
+            isa_text = disassemble(zebin_bytes, devices[target]).kernels[info.name]
+            _write_whole(target_dir / f"{spec.name}.isa", isa_text.encode())
         meta = compiled.metadata._asdict()
         record = {
             "kernel": spec.name,
@@ -205,7 +210,8 @@ def run_compile(
         if layout_error:
             print(f"{target}: {layout_error}", file=sys.stderr)
 
-    print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{spv,zebin,json}}  ({tool.describe()})")
+    exts = "spv,zebin,json" + (",isa" if asm else "")
+    print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{{exts}}}  ({tool.describe()})")
     print(_table(["target", "size", "SIMD", "GRF", "spills"], rows))
     return status
 
@@ -216,11 +222,18 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
 
 
-def run_zebin_info(path: Path, as_json: bool = False) -> int:
-    """Print what the reader finds in a zebin. Returns 0; unreadable input raises ``ZebinError``."""
+def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target: str | None = None) -> int:
+    """Print what the reader finds in a zebin (and its ISA with ``asm``). Returns 0; unreadable input
+    raises ``ZebinError``, a zebin for another device than ``target`` an ``IsaError``."""
     zebin = read_zebin(Path(path))
+    isa = None
+    if asm:
+        isa = disassemble(Path(path), target)
     if as_json:
-        print(json.dumps(zebin.to_dict(), indent=2))
+        data = zebin.to_dict()
+        if isa is not None:
+            data["isa"] = {"device": isa.device, "tool": isa.tool, "kernels": isa.kernels}
+        print(json.dumps(data, indent=2))
         return 0
     print(
         f"{path}: {zebin.size} bytes, ELF64 EM_INTELGT {zebin.elf_type}, "
@@ -246,6 +259,9 @@ def run_zebin_info(path: Path, as_json: bool = False) -> int:
         ]
         header = ["arg", "kind", "offset", "size", "addrmode", "addrspace", "access"]
         print(_indent(_table(header, rows)))
+        if isa is not None:
+            print(f"--- ISA of {k.name} for {isa.device} ({isa.tool}) ---")
+            print(isa.kernels[k.name].rstrip())
     return 0
 
 

@@ -33,6 +33,7 @@ from xpukit.targets import preset_for_architecture
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"
 _MARK = "_xpukit_zebin_stage"
+_ISA_MARK = "_xpukit_isa_on_demand"
 
 
 def native_stage_present(backend_cls: type) -> bool:
@@ -62,6 +63,7 @@ def install(backend_cls: type) -> str:
     if installed(backend_cls):
         return "xpukit"
     if native_stage_present(backend_cls):
+        _wrap_isa_on_demand()
         return "native"
     _wrap_add_stages(backend_cls)
     _wrap_options(backend_cls)
@@ -127,6 +129,7 @@ def _wrap_compiled_kernel() -> None:
         rest = {k: v for k, v in metadata_group.items() if k not in zebin_keys}
         original(self, src, rest, hash, *args, **kwargs)
         data = Path(metadata_group[zebin_keys[0]]).read_bytes()
+        self.asm = IsaOnDemand(self.asm)
         self.asm["zebin"] = data
         self.metadata_group = metadata_group
         if getattr(self.metadata, "binary_ext", None) == "zebin":
@@ -134,6 +137,46 @@ def _wrap_compiled_kernel() -> None:
 
     setattr(__init__, _MARK, True)
     cls.__init__ = __init__
+
+
+def _wrap_isa_on_demand() -> None:
+    """With upstream's native stage, only add ``asm["isa"]`` to kernels that carry a zebin."""
+    try:
+        from triton.compiler import compiler
+    except ImportError:  # no Triton here: nothing to wrap
+        return
+    cls = compiler.CompiledKernel
+    if getattr(cls.__init__, _ISA_MARK, False):
+        return
+    original = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if isinstance(self.asm.get("zebin"), bytes):
+            self.asm = IsaOnDemand(self.asm)
+
+    # Its own mark: _wrap_compiled_kernel must still install itself over this wrapper.
+    setattr(__init__, _ISA_MARK, True)
+    cls.__init__ = __init__
+
+
+class IsaOnDemand(dict):
+    """``CompiledKernel.asm`` with ``asm["isa"]``: the zebin's Xe ISA (all kernels), disassembled on
+    first access so loading a kernel from the cache costs no ocloc run. Like Triton's
+    ``asm["sass"]`` it is text; ``"isa" in asm`` is False until it has been read once."""
+
+    def __missing__(self, key: str) -> str:
+        if key != "isa" or "zebin" not in self:
+            raise KeyError(key)
+        from xpukit.runtime.isa import disassemble
+
+        kernels = disassemble(self["zebin"]).kernels
+        self["isa"] = (
+            "\n".join(kernels.values())
+            if len(kernels) == 1
+            else "\n".join(f"// kernel {name}\n{text}" for name, text in kernels.items())
+        )
+        return self["isa"]
 
 
 def ocloc_device_for(backend: Any) -> str:

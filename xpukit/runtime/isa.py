@@ -1,0 +1,280 @@
+"""Xe ISA from a zebin, with no GPU: disassemble with ``ocloc disasm`` and count what matters.
+
+ocloc disassembles through Intel's IGA library, which it loads by the unversioned name
+``libiga64.so``. Debian's ``libigc1`` ships only ``libiga64.so.1``; without the plain name ocloc
+prints "couldn't load iga", exits 0 and writes nothing. So at disassembly time we find the library
+ourselves, link it under the plain name in a private temporary folder and put that folder first on
+the subprocess's ``LD_LIBRARY_PATH``. Where IGA cannot be found the caller gets one line with the fix.
+
+``count_isa`` turns the text into counts: instructions, sends by kind (global, SLM, 2D block,
+atomics, scratch spill/fill, ...), DPAS, math, moves, control flow and barriers. Send kinds come from
+the message IGA decodes into the comment after each send (``// wr:1+0, rd:2; load.ugm.d32...``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
+
+from elftools.elf.elffile import ELFFile
+
+from xpukit.errors import XpukitError
+from xpukit.runtime.ocloc import Ocloc, find_ocloc
+from xpukit.runtime.zebin import read_zebin
+
+IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
+IGA_NAME = "libiga64.so"
+TEMP_PREFIX = "xpukit-isa-"  # distinct from ocloc.py's xpukit-ocloc-* work folders
+_TIMEOUT_S = 300
+_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib")
+
+# PRODUCT_FAMILY values (Intel's igfxfmid.h) stored in a zebin's .note.intelgt.compat, for the
+# devices whose presets the kit has; anything else is reported by number.
+_PRODUCT_FAMILY = {1270: "acm-g10", 1271: "pvc", 1272: "mtl", 1274: "bmg", 1275: "lnl"}
+_NOTE_PRODUCT_FAMILY = 1
+
+
+class IsaError(XpukitError):
+    """Disassembly is impossible here (no IGA) or failed (wrong device, corrupt code)."""
+
+
+class IgaMissingError(IsaError):
+    """ocloc cannot disassemble: the IGA library is missing or unloadable."""
+
+
+_IGA_FIX = f"apt-get install libigc1 (it ships libiga64.so.1; the kit links it) or set {IGA_ENV}=/path/to/libiga64.so"
+
+
+def find_iga_library(search_dirs: list[str] | None = None) -> Path | None:
+    """``$XPUKIT_IGA_LIBRARY``, else libiga64.so[.N] from ldconfig, LD_LIBRARY_PATH, known library
+    folders, or next to ocloc's own libraries. None when there is none."""
+    explicit = os.environ.get(IGA_ENV)
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    dirs = list(search_dirs) if search_dirs is not None else _default_search_dirs()
+    for folder in dict.fromkeys(dirs):
+        base = Path(folder)
+        if not base.is_dir():
+            continue
+        # The unversioned name first, then the highest soname version.
+        candidates = sorted(base.glob(f"{IGA_NAME}*"), key=lambda p: (p.name != IGA_NAME, p.name))
+        for candidate in candidates:
+            if candidate.is_file() and re.fullmatch(rf"{re.escape(IGA_NAME)}(\.\d+)*", candidate.name):
+                return candidate
+    return None
+
+
+def _default_search_dirs() -> list[str]:
+    dirs: list[str] = []
+    try:
+        proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30)
+        for line in proc.stdout.splitlines():
+            if IGA_NAME in line and "=>" in line:
+                dirs.append(str(Path(line.split("=>", 1)[1].strip()).parent))
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # no ldconfig (a minimal image): the folders below still apply
+    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    dirs += _LIB_DIRS
+    ocloc = shutil.which(os.environ.get("XPUKIT_OCLOC") or "ocloc")
+    if ocloc:
+        real = Path(os.path.realpath(ocloc))
+        dirs += [str(real.parent), str(real.parent.parent / "lib"), str(real.parent.parent / "lib64")]
+    return dirs
+
+
+def zebin_device(zebin: bytes) -> str | None:
+    """The device a zebin was built for, from its ``.note.intelgt.compat`` product family."""
+    try:
+        elf = ELFFile(io.BytesIO(zebin))
+        section = elf.get_section_by_name(".note.intelgt.compat")
+        data = section.data() if section is not None else b""
+    except Exception:
+        return None
+    offset = 0
+    # ELF notes: namesz, descsz, type, then name and desc, each padded to 4 bytes. pyelftools
+    # cannot decode these notes' binary descriptors, so they are read here.
+    while offset + 12 <= len(data):
+        namesz, descsz, note_type = struct.unpack_from("<III", data, offset)
+        desc_at = offset + 12 + (namesz + 3) // 4 * 4
+        if note_type == _NOTE_PRODUCT_FAMILY and descsz >= 4 and desc_at + 4 <= len(data):
+            (family,) = struct.unpack_from("<I", data, desc_at)
+            return _PRODUCT_FAMILY.get(family, f"product family {family}")
+        offset = desc_at + (descsz + 3) // 4 * 4
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Disassembly:
+    device: str
+    kernels: dict[str, str]  # kernel name -> ISA text
+    tool: str  # which ocloc and IGA produced it
+
+
+def disassemble(
+    zebin: bytes | Path,
+    device: str | None = None,
+    *,
+    ocloc: Ocloc | None = None,
+    iga_library: Path | None = None,
+) -> Disassembly:
+    """ISA text per kernel of a zebin. ``device`` defaults to the one the zebin names.
+
+    Raises ``IsaError`` (one line each): zebin built for another device, no IGA, IGA decode error.
+    """
+    data = Path(zebin).read_bytes() if isinstance(zebin, Path) else bytes(zebin)
+    where = str(zebin) if isinstance(zebin, Path) else "zebin"
+    info = read_zebin(data)  # a ZebinError for anything that is not a zebin
+    built_for = zebin_device(data)
+    if device is None:
+        device = built_for or "pvc"
+    elif built_for and built_for != device:
+        raise IsaError(
+            f"{where} was built for {built_for}, not {device}: its ISA would be decoded wrongly",
+            f"disassemble it for {built_for} (--target {built_for}) or recompile for {device}",
+        )
+    tool = ocloc or find_ocloc()
+    library = iga_library or find_iga_library()
+    if library is None:
+        raise IgaMissingError(f"ocloc cannot disassemble: no {IGA_NAME}[.N] found", _IGA_FIX)
+    work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
+    try:
+        libdir, dump = work / "lib", work / "dump"
+        libdir.mkdir()
+        dump.mkdir()  # ocloc 22.43 writes nothing into a folder that does not exist
+        (libdir / IGA_NAME).symlink_to(Path(library).resolve())
+        (work / "k.zebin").write_bytes(data)
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libdir), env.get("LD_LIBRARY_PATH", "")]))
+        cmd = [tool.path, "disasm", "-file", str(work / "k.zebin"), "-device", device, "-dump", f"{dump}/"]
+        try:
+            proc = subprocess.run(
+                cmd, cwd=work, env=env, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise IsaError(f"could not run {tool.describe()} disasm: {exc}") from None
+        log = (proc.stdout + proc.stderr).strip()
+        if "couldn't load iga" in log.lower():
+            raise IgaMissingError(f"ocloc could not load IGA from {library}", _IGA_FIX)
+        if proc.returncode != 0 or "error while disassembling" in log.lower():
+            detail = " | ".join(line.strip() for line in log.splitlines()[:3] if line.strip())
+            raise IsaError(
+                f"{tool.describe()} disasm failed for {device}: {detail or f'exit {proc.returncode}'}",
+                "check that the zebin was built for this device",
+            )
+        kernels = {}
+        for kernel in info.kernels:
+            asm = dump / f".text.{kernel.name}.asm"
+            if not asm.is_file():
+                raise IsaError(f"{tool.describe()} disasm wrote no ISA for kernel {kernel.name}", _IGA_FIX)
+            kernels[kernel.name] = asm.read_text(errors="replace")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Disassembly(device=device, kernels=kernels, tool=f"{tool.describe()}, IGA {Path(library).resolve()}")
+
+
+# --------------------------------------------------------------------------- counting
+
+SEND_KINDS = (
+    "global_load",
+    "global_store",
+    "slm_load",
+    "slm_store",
+    "block2d_load",
+    "block2d_store",
+    "atomic",
+    "scratch_fill",
+    "scratch_spill",
+    "barrier",
+    "fence",
+    "eot",
+    "other",
+)
+CONTROL_FLOW = frozenset(
+    ("jmpi", "goto", "join", "if", "else", "endif", "while", "break", "cont", "call", "calla", "ret", "brd", "brc")
+)
+MOVES = frozenset(("mov", "movi", "smov"))
+# One instruction: an optional predicate in parentheses, then the opcode with its modifiers.
+_INSTRUCTION = re.compile(r"^\s*(?:\([^)]*\)\s+)?(?P<op>[a-z][a-z0-9_]*(?:\.[\w]+)*)\s*(?P<rest>.*)$")
+_LABEL = re.compile(r"^\s*[A-Za-z_][\w]*:\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class IsaCounts:
+    instructions: int  # excluding labels and the "illegal" padding IGA decodes after the last one
+    sends: dict[str, int]  # by kind (SEND_KINDS)
+    dpas: int
+    math: int
+    moves: int
+    control_flow: int
+    barriers: int  # barrier waits (sync.bar / wait)
+
+    @property
+    def send_total(self) -> int:
+        return sum(self.sends.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {**dataclasses.asdict(self), "send_total": self.send_total}
+
+
+def send_kind(sfid: str, message: str) -> str:
+    """The kind of a send from its shared function (``send.ugm`` -> ugm) and IGA's decoded message."""
+    msg = message.strip().lower()
+    reads = msg.startswith("load") or " read" in msg
+    writes = msg.startswith("store") or " write" in msg
+    # Scratch: the legacy dataport says so; LSC reaches scratch through a surface-state address.
+    if "scratch" in msg or re.search(r"\.b?ss\[", msg):
+        return "scratch_spill" if writes else "scratch_fill"
+    if "barrier" in msg:
+        return "barrier"
+    if "end of thread" in msg:
+        return "eot"
+    if msg.startswith("fence"):
+        return "fence"
+    if "atomic" in msg:
+        return "atomic"
+    if "block2d" in msg:
+        return "block2d_store" if writes else "block2d_load"
+    slm = sfid == "slm" or ".slm" in msg
+    if reads:
+        return "slm_load" if slm else "global_load"
+    if writes:
+        return "slm_store" if slm else "global_store"
+    return "other"
+
+
+def count_isa(text: str) -> IsaCounts:
+    """Count one kernel's ISA text as ``ocloc disasm`` writes it."""
+    sends = dict.fromkeys(SEND_KINDS, 0)
+    total = dpas = math = moves = control = barriers = 0
+    for line in text.splitlines():
+        code, _, comment = line.partition("//")
+        if not code.strip() or _LABEL.match(code):
+            continue
+        match = _INSTRUCTION.match(code)
+        if match is None:
+            continue
+        op = match.group("op")
+        base, _, modifier = op.partition(".")
+        if base == "illegal":
+            continue
+        total += 1
+        if base in ("send", "sendc", "sends", "sendsc"):
+            sends[send_kind(modifier, comment.rpartition(";")[2])] += 1
+        elif base in ("dpas", "dpasw"):
+            dpas += 1
+        elif base == "math":
+            math += 1
+        elif base in MOVES:
+            moves += 1
+        elif base in CONTROL_FLOW:
+            control += 1
+        elif op == "sync.bar" or base == "wait":
+            barriers += 1
+    return IsaCounts(total, sends, dpas, math, moves, control, barriers)
