@@ -33,6 +33,20 @@ from xpukit.targets import PRESETS, split_targets
 DECLARATIONS = "XPUKIT_KERNELS"
 
 
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause in one line. Triton's CompilationError text is the source with a caret;
+    the reason ("arange's range must be a power of 2") is its __cause__."""
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [ln.strip() for ln in str(inner).splitlines() if ln.strip()]
+    text = f"{type(inner).__name__}: {lines[0] if lines else ''}"
+    outer = str(exc).strip().splitlines()
+    if inner is not exc and outer:
+        text += f" ({type(exc).__name__} {outer[0]})"  # e.g. "CompilationError at 2:38:"
+    return text
+
+
 class KernelCompileError(XpukitError):
     """Triton could not compile the kernel (front end or backend)."""
 
@@ -170,12 +184,11 @@ def run_compile(
         except XpukitError:
             raise
         except Exception as exc:
-            first = str(exc).strip().splitlines()
+            # Triton's own reason in one line; the whole text stays chained for --debug.
             raise KernelCompileError(
-                f"{spec.name} failed to compile for {target}: {type(exc).__name__}: "
-                + " | ".join(line.strip() for line in first[:6] if line.strip()),
-                "fix the kernel or its signature/constexprs",
-            ) from None
+                f"{spec.name} failed to compile for {target}: {root_cause(exc)[:120]}",
+                "fix the kernel or its signature/constexprs (--debug shows Triton's full message)",
+            ) from exc
         zebin_bytes = compiled.asm["zebin"]
         info = read_zebin(zebin_bytes).kernel(compiled.metadata.name)
         try:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.compile import load_kernel, parse_constexprs
+from xpukit.runtime.compile import load_kernel, parse_constexprs, root_cause
 from xpukit.runtime.isa import IsaCounts, IsaError, count_isa, disassemble
 from xpukit.runtime.ocloc import find_ocloc
 from xpukit.runtime.tritonc import compile_kernel, parse_signature
@@ -138,7 +138,7 @@ def _report_cell(
         row.error = exc.one_line()
         return row
     except Exception as exc:
-        row.error = f"failed to compile: {_root_cause(exc)[:100]} (fix: change this config or the kernel)"
+        row.error = f"failed to compile: {root_cause(exc)[:100]} (fix: change this config or the kernel)"
         return row
     zebin = compiled.asm["zebin"]
     info = read_zebin(zebin).kernel(compiled.metadata.name)
@@ -151,20 +151,6 @@ def _report_cell(
     except IsaError as exc:
         row.error = exc.one_line()
     return row
-
-
-def _root_cause(exc: BaseException) -> str:
-    """The innermost cause in one line. Triton's CompilationError text is the source with a caret;
-    the reason ("arange's range must be a power of 2") is its __cause__."""
-    inner = exc
-    while inner.__cause__ is not None:
-        inner = inner.__cause__
-    lines = [ln.strip() for ln in str(inner).splitlines() if ln.strip()]
-    text = f"{type(inner).__name__}: {lines[0] if lines else ''}"
-    outer = str(exc).strip().splitlines()
-    if inner is not exc and outer:
-        text += f" ({type(exc).__name__} {outer[0]})"  # e.g. "CompilationError at 2:38:"
-    return text
 
 
 _COLUMNS = (
