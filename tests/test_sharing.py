@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import os
 
-import docker
 import pytest
 from services import registry, second_engine
 
@@ -40,6 +39,8 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
         digest = sharing.push(a, plan_a, docker_client, lock)
         entry = reg.read_lock(lock)["cpu"]
         assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
+        import docker  # the host's SDK (the image, which also collects this file, has none)
+
         with second_engine(tmp_path / "engine-b") as host_b:
             sdk_b = docker.DockerClient(base_url=host_b, timeout=600)
             try:
