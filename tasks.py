@@ -15,7 +15,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from xpukit.errors import XpukitError
-from xpukit.host import commands, settings, ui
+from xpukit.host import commands, docs_tables, settings, ui
 from xpukit.host.build import Variant
 from xpukit.targets import split_targets
 
@@ -333,8 +333,6 @@ def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run
 @task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
 def docs(c, check=False):
     """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
-    from xpukit.host import docs_tables
-
     _finish(docs_tables.main(["--check"] if check else []))
 
 

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.compile import run_compile, run_zebin_info
+from xpukit.runtime.kernel_report import run_kernel_report
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
@@ -41,8 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "compile":
-            from xpukit.runtime.compile import run_compile
-
             return run_compile(
                 kernel=args.kernel,
                 targets=[args.target],  # run_compile splits the list (xpukit.targets.split_targets)
@@ -53,13 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                 asm=args.asm,
             )
         if args.command == "kernel-report":
-            from xpukit.runtime.kernel_report import run_kernel_report
-
             return run_kernel_report(
                 args.kernel, args.target or ["pvc"], args.config, args.format, args.signature, args.constexpr
             )
-        from xpukit.runtime.compile import run_zebin_info
-
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
     except XpukitError as exc:
         if args.debug:

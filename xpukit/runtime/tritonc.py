@@ -48,6 +48,8 @@ def xpu_backend() -> type:
             "the installed Triton has no Intel (xpu) backend",
             "install triton-xpu (cpu profile) or Intel's Triton build (xpu profile)",
         )
+    # Not a cycle: triton_cache imports triton at module level, and this module must stay
+    # importable where Triton is not installed (the host's unit tests read its presets).
     from xpukit.runtime import triton_cache
 
     triton_cache.install()  # Triton's cache checks its entries and survives a read-only folder

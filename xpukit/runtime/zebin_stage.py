@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.isa import disassemble
 from xpukit.runtime.ocloc import find_ocloc
 from xpukit.targets import preset_for_architecture
 
@@ -168,8 +169,6 @@ class IsaOnDemand(dict):
     def __missing__(self, key: str) -> str:
         if key != "isa" or "zebin" not in self:
             raise KeyError(key)
-        from xpukit.runtime.isa import disassemble
-
         kernels = disassemble(self["zebin"]).kernels
         self["isa"] = (
             "\n".join(kernels.values())
