@@ -26,7 +26,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2 cores skew timings
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from benchmarks.common import machine, per_call_us, pyopencl_on  # noqa: E402
+from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from examples.kernels import scale_kernel as scale  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.launch import TritonKernel  # noqa: E402
@@ -196,10 +195,7 @@ def main() -> int:
         "reps": args.reps,
         "cases": rows,
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    report(result, args.json)
     return 0
 
 

@@ -17,7 +17,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # BLAS threads spinning on 2
 
 import argparse
 import ctypes
-import json
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from benchmarks.common import machine, per_call_us, pyopencl_on  # noqa: E402
+from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
 
@@ -186,10 +185,7 @@ def main() -> int:
     if not args.skip_demo:
         with tempfile.TemporaryDirectory() as td:
             result["demo"] = bench_demo(Path(td))
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    report(result, args.json)
     return 0
 
 

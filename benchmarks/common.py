@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import time
@@ -50,3 +51,11 @@ def machine() -> dict[str, Any]:
         "pyopencl": pyopencl.VERSION_TEXT,
         "numpy": np.__version__,
     }
+
+
+def report(result: dict[str, Any], path: Path | None) -> None:
+    """Print the result as JSON, and write it to ``path`` too when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        path.write_text(text + "\n")
