@@ -19,9 +19,8 @@ ARG OCLOC_VERSION
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
-COPY scripts/install-apt.sh scripts/install-ocloc.sh /opt/xpukit/scripts/
-RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked \
-    --mount=type=cache,id=xpukit-apt-lists,target=/var/lib/apt/lists,sharing=locked \
+COPY scripts/apt-env.sh scripts/install-apt.sh scripts/install-ocloc.sh /opt/xpukit/scripts/
+RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     /opt/xpukit/scripts/install-apt.sh ${APT_PACKAGES} \
  && /opt/xpukit/scripts/install-ocloc.sh \
@@ -31,9 +30,8 @@ RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked 
 # ---- the compiled launch path (xpukit/runtime/ur/_launcher.c); the compiler stays in this stage
 FROM system AS launcher
 ARG BUILD_APT_PACKAGES
-COPY scripts/install-apt.sh scripts/build-launcher.sh /opt/xpukit/scripts/
-RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked \
-    --mount=type=cache,id=xpukit-apt-lists,target=/var/lib/apt/lists,sharing=locked \
+COPY scripts/apt-env.sh scripts/install-apt.sh scripts/build-launcher.sh /opt/xpukit/scripts/
+RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES}
 COPY xpukit/runtime/ur/_launcher.c /opt/xpukit/csrc/
@@ -44,8 +42,7 @@ FROM system AS builder
 ARG BUILD_APT_PACKAGES
 COPY scripts/xpu-common.sh scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
 # Ubuntu 24.04's python3 refuses pip installs (PEP 668): the builds use their own venv.
-RUN --mount=type=cache,id=xpukit-apt-cache,target=/var/cache/apt,sharing=locked \
-    --mount=type=cache,id=xpukit-apt-lists,target=/var/lib/apt/lists,sharing=locked \
+RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES} \
  && python3 -m venv /opt/build-venv

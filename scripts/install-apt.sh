@@ -9,17 +9,14 @@ if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
 if [[ "${1:-}" == "--help" ]]; then sed -n '2,4p' "$0"; exit 0; fi
 if [[ $# -eq 0 ]]; then echo "install-apt.sh: no packages requested; nothing to do"; exit 0; fi
 
-apt_opts=(-o Dpkg::Use-Pty=0)
-# A CA bundle given as a BuildKit secret (invoke build --ca-bundle) lets apt reach https mirrors
-# behind TLS-intercepting proxies; it is read in place and never copied into the image.
-if [[ -s /run/secrets/ca_bundle ]]; then
-  apt_opts+=(-o "Acquire::https::CAInfo=/run/secrets/ca_bundle")
-fi
+# shellcheck source=scripts/apt-env.sh
+. "$(dirname "$0")/apt-env.sh"
 
 run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
 
-# Debian's docker-clean hook empties /var/cache/apt after every install, defeating the cache mount.
+# Debian's docker-clean hook empties apt's cache after every install, defeating the cache mount.
 run rm -f /etc/apt/apt.conf.d/docker-clean
+run mkdir -p "${apt_cache_dirs[@]}"
 if [[ $dry_run -eq 0 ]]; then
   echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache
 fi

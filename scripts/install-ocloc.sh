@@ -18,10 +18,10 @@ OCLOC_VERSION="${OCLOC_VERSION:-}"
 INTEL_GPU_REPO_URL="${INTEL_GPU_REPO_URL:-https://repositories.intel.com/gpu/ubuntu}"
 INTEL_GPU_REPO_KEY="${INTEL_GPU_REPO_KEY:-https://repositories.intel.com/gpu/intel-graphics.key}"
 
-apt_opts=(-o Dpkg::Use-Pty=0)
+# shellcheck source=scripts/apt-env.sh
+. "$(dirname "$0")/apt-env.sh"
 curl_opts=(-fsSL)
 if [[ -s /run/secrets/ca_bundle ]]; then
-  apt_opts+=(-o "Acquire::https::CAInfo=/run/secrets/ca_bundle")
   curl_opts+=(--cacert /run/secrets/ca_bundle)
 fi
 run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }

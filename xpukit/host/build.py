@@ -228,6 +228,7 @@ def plan(
     github_token_file: str = "",
     variant: Variant = Variant(),
     progress: str = "auto",
+    network: str = "",
 ) -> BuildPlan:
     """The exact BuildKit command for a profile, with its tags."""
     args = build_args(profile, base_image, variant)
@@ -236,6 +237,8 @@ def plan(
     tags = (f"{image}:{profile.name}-{tag}", f"{image}:{profile.name}")
     cmd = [cli.path if cli else "docker", "build", "--progress", progress, "--target", "runtime"]
     cmd += ["-f", str(root / "Dockerfile")]
+    if network:
+        cmd += ["--network", network]
     for key, value in args.items():
         cmd += ["--build-arg", f"{key}={value}"]
     for name in PROXY_ARGS:

@@ -85,7 +85,16 @@ def make_plan(
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
     ca = ctx.ca_bundle
     plan = build_mod.plan(
-        ROOT, profile, base, ctx.settings.image, cli, ca.path, github_token, variant or build_mod.Variant(), progress
+        ROOT,
+        profile,
+        base,
+        ctx.settings.image,
+        cli,
+        ca.path,
+        github_token,
+        variant or build_mod.Variant(),
+        progress,
+        ctx.settings.build_network,
     )
     if ctx.settings.docker_host:  # the CLI must build on the engine the SDK talks to
         plan.env["DOCKER_HOST"] = ctx.settings.docker_host

@@ -10,6 +10,7 @@ keeping the reason it printed.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import os
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ SETTINGS = {
     "base_suite": ("XPUKIT_BASE_SUITE", "bookworm"),
     "base_mirror": ("XPUKIT_BASE_MIRROR", "http://deb.debian.org/debian"),
     "registry": ("XPUKIT_REGISTRY", ""),
+    "build_network": ("XPUKIT_BUILD_NETWORK", ""),
 }
 
 
@@ -51,6 +53,7 @@ class Settings:
     base_suite: str = "bookworm"
     base_mirror: str = "http://deb.debian.org/debian"
     registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.sharing)
+    build_network: str = ""  # the build's RUN steps' network (`host` where the engine's bridge has no route out)
     dry_run: bool = False
     debug: bool = False
 
@@ -98,7 +101,11 @@ def check_yaml_section(section: Any) -> Mapping[str, Any]:
         )
     for key, value in section.items():
         if key not in SETTINGS:
-            raise XpukitError(f"invoke.yaml: unknown setting xpukit.{key}", f"use one of: {', '.join(SETTINGS)}")
+            close = difflib.get_close_matches(str(key), SETTINGS, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise XpukitError(
+                f"invoke.yaml: unknown setting xpukit.{key}", f"{hint}the settings are listed in docs/settings.md"
+            )
         if not isinstance(value, str | int | float | bool) and value is not None:
             raise XpukitError(
                 f"invoke.yaml: xpukit.{key} must be a plain value, got {type(value).__name__}",
