@@ -148,11 +148,21 @@ def demo_ur(
     _finish(commands.demo_ur(s, where, demo_args + shlex.split(args)))
 
 
-@task(help=_help("where", "profile", "ca-bundle", "dry-run", "debug", pytest_args="extra pytest arguments, quoted"))
-def test(c, where="auto", profile=None, ca_bundle=None, pytest_args="", dry_run=False, debug=False):
+@task(
+    help=_help(
+        "where",
+        "profile",
+        "ca-bundle",
+        "dry-run",
+        "debug",
+        pytest_args="extra pytest arguments, quoted",
+        phase="all|host|container: run only the host tests or only the tests in the image (default all)",
+    )
+)
+def test(c, where="auto", profile=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False):
     """Run the tests: host tests, then the tests inside the image (building it when missing)."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(commands.test(s, where, shlex.split(pytest_args)))
+    _finish(commands.test(s, where, shlex.split(pytest_args), phase))
 
 
 @task(help=_help("profile", "dry-run", "debug", command="run this instead of an interactive shell"))

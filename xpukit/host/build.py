@@ -223,7 +223,7 @@ def plan(
     profile: pins_mod.Profile,
     base_image: str,
     image: str,
-    cli: engine.DockerCli | None,
+    cli: engine.BuildCli | None,
     ca_bundle: str = "",
     github_token_file: str = "",
     variant: Variant = Variant(),
@@ -235,7 +235,8 @@ def plan(
     args.update(meta_args(root))
     tag = content_hash(root, args)
     tags = (f"{image}:{profile.name}-{tag}", f"{image}:{profile.name}")
-    cmd = [cli.path if cli else "docker", "build", "--progress", progress, "--target", "runtime"]
+    start = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
+    cmd = [*start, "--target", "runtime"]
     cmd += ["-f", str(root / "Dockerfile")]
     if network:
         cmd += ["--network", network]

@@ -54,13 +54,13 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def resolve_where(where: str, docker_host: str) -> tuple[str, str]:
+def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
     """auto: container where an engine answers, otherwise host. Returns (where, why)."""
     check_choice("where", where, WHERE_CHOICES)
     if where != "auto":
         return where, "--where " + where
-    ok, why = engine.engine_answers(docker_host)
-    return ("container", "an engine answers") if ok else ("host", why)
+    ok, why = ctx.engine.answers()
+    return ("container", f"{ctx.engine.kind} answers") if ok else ("host", why)
 
 
 def require_host_runtime() -> None:
@@ -83,7 +83,7 @@ def _plan_for_run(ctx: Context) -> tuple[ImagePlan, Any]:
         finally:
             if sdk is not None:
                 sdk.close()
-    sdk = engine.client(ctx.settings.docker_host)
+    sdk = ctx.engine.client()
     plan = make_plan(ctx, sdk, base_required=False)
     ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
     return plan, sdk
@@ -92,7 +92,7 @@ def _plan_for_run(ctx: Context) -> tuple[ImagePlan, Any]:
 def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
     plan, sdk = _plan_for_run(ctx)
     if ctx.dry_run:
-        print(shlex.join(engine.format_run_cli("docker", plan.tag, command, options)))
+        print(shlex.join(engine.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
         return 0
     if what:
         ui.say(f"{what} in {plan.tag}")
@@ -115,8 +115,8 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebu
         sharing.add_cache_source(ctx, plan)
         print(plan.build.printable())
         return 0
-    engine.pick_cli(ctx.settings.docker_cli)  # no BuildKit, no build: say so before anything else
-    sdk = engine.client(ctx.settings.docker_host)
+    ctx.engine.build_cli()  # no BuildKit (or no podman), no build: say so before anything else
+    sdk = ctx.engine.client()
     plan = make_plan(ctx, sdk, variant, github_token)
     if not rebuild and not variant.triton and sharing.shared_image(ctx, plan, sdk):
         return 0
@@ -136,9 +136,12 @@ def base(ctx: Context) -> int:
     """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled)."""
     profile = load_profile("cpu")
     tag = build_mod.local_base_name(profile)
-    cli = ctx.settings.docker_cli if ctx.settings.docker_cli != "auto" else "docker"
-    if not ctx.dry_run:
-        engine.client(ctx.settings.docker_host).close()
+    if ctx.dry_run:
+        custom_cli = ctx.engine.kind == "docker" and ctx.settings.docker_cli != "auto"
+        cli = ctx.settings.docker_cli if custom_cli else ctx.engine.cli_name
+    else:
+        ctx.engine.client().close()
+        cli = ctx.engine.build_cli().path
     s = ctx.settings
     return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
 
@@ -151,7 +154,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
         registry = None
         if not ctx.dry_run:
             try:
-                sdk = engine.client(ctx.settings.docker_host, timeout=30)
+                sdk = ctx.engine.client(timeout=30)
                 registry = lambda ref: sdk.images.get_registry_data(ref).id  # noqa: E731
             except XpukitError as exc:
                 ui.warn(f"{exc.message}; digests cannot be looked up and stay empty")
@@ -178,7 +181,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
 @guarded
 def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int:
     s = ctx.settings
-    sdk = None if ctx.dry_run else engine.client(s.docker_host)
+    sdk = None if ctx.dry_run else ctx.engine.client()
     images = [] if sdk is None else sdk.images.list(name=s.image)
     for image in images:
         for tag in image.tags:
@@ -192,7 +195,7 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
         else:
             ui.say(engine.remove_volume(sdk, s.cache_volume))
     if build_cache:
-        cmd = [engine.pick_cli(s.docker_cli).path if sdk else "docker", "builder", "prune", "-f"]
+        cmd = [ctx.engine.build_cli().path if sdk else ctx.engine.cli_name, "builder", "prune", "-f"]
         if ctx.dry_run:
             print(shlex.join(cmd))
         else:
@@ -205,7 +208,7 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
 
 @guarded
 def demo_ur(ctx: Context, where: str, demo_args: list[str]) -> int:
-    where, why = resolve_where(where, ctx.settings.docker_host)
+    where, why = resolve_where(where, ctx)
     script = "examples/xpu_triton_ur.py"
     if where == "host":
         ui.say(f"running the UR demo on the host ({why})")
@@ -238,9 +241,12 @@ def shell(ctx: Context, command: str = "") -> int:
 
 
 @guarded
-def test(ctx: Context, where: str, pytest_args: list[str]) -> int:
-    where, why = resolve_where(where, ctx.settings.docker_host)
-    return testing.run_tests(ctx, where, why, pytest_args)
+def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all") -> int:
+    check_choice("phase", phase, testing.PHASES)
+    where, why = resolve_where(where, ctx)
+    if phase == "container" and where != "container":
+        raise XpukitError(f"--phase container runs the tests in the image, but {why}", engine.START_ENGINE_FIX)
+    return testing.run_tests(ctx, where, why, pytest_args, phase)
 
 
 @guarded
@@ -249,7 +255,7 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
     profile = load_profile(ctx.profile)
     if not image:
         try:
-            sdk = engine.client(ctx.settings.docker_host, timeout=30)
+            sdk = ctx.engine.client(timeout=30)
             tag = f"{ctx.settings.image}:{profile.name}"
             image = tag if engine.image_exists(sdk, tag) else ""
             if not image:
@@ -258,7 +264,7 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
             image = ""
     return doctor.run_doctor(
         image or None,
-        lambda: engine.client(ctx.settings.docker_host),
+        lambda: ctx.engine.client(),
         expected_pins={"fingerprint": profile.fingerprint()},
         need_gib=doctor.disk_budget_gib(profile.name),
     )
@@ -337,7 +343,7 @@ def compile_kernel(
     warps = parse_num_warps(num_warps)
     path, function = _kernel_file(kernel)
     out = check_out_dir(out_dir, create=not ctx.dry_run)
-    where, why = resolve_where(where, ctx.settings.docker_host)
+    where, why = resolve_where(where, ctx)
     on_host = where == "host"
     kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
     args = ["compile", kernel_ref, "--target", ",".join(targets), "--out", str(out)]
@@ -366,7 +372,7 @@ def compile_kernel(
 def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
     if not Path(path).is_file():
         raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
-    where, _ = resolve_where(where, ctx.settings.docker_host)
+    where, _ = resolve_where(where, ctx)
     file = Path(path).resolve()
     flags = (["--json"] if as_json else []) + (["--asm"] if asm else [])
     if where == "host":
@@ -393,7 +399,7 @@ def kernel_report(
     if output_format not in ("md", "json"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
     path, function = _kernel_file(kernel)
-    where, why = resolve_where(where, ctx.settings.docker_host)
+    where, why = resolve_where(where, ctx)
     on_host = where == "host"
     kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
     args = ["kernel-report", kernel_ref, "--format", output_format, "--target", ",".join(targets)]
@@ -435,7 +441,7 @@ def pull(ctx: Context) -> int:
     if ctx.dry_run:
         print(f"would pull the {ctx.profile} digest recorded in {sharing.LOCK_PATH.name}")
         return 0
-    sdk = engine.client(ctx.settings.docker_host)
+    sdk = ctx.engine.client()
     sharing.pull(ctx, make_plan(ctx, sdk, base_required=False), sdk)
     return 0
 
@@ -449,7 +455,7 @@ def export(ctx: Context, fmt: str, out: str) -> int:
     if ctx.dry_run:
         print(f"would write {plan.tag} as {fmt} to {Path(out).absolute()}")
         return 0
-    export_mod.export_image(sdk, plan.tag, fmt, Path(out), ctx.settings.docker_host, ui.say)
+    export_mod.export_image(sdk, plan.tag, fmt, Path(out), ctx.engine.api, ui.say, ctx.engine.kind)
     return 0
 
 

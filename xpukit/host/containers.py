@@ -32,6 +32,7 @@ def container_options(
         },
         "working_dir": WORKSPACE,
         "environment": {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1", **(extra_env or {})},
+        **ctx.engine.run_options(start=not ctx.dry_run),
     }
     for host_path, mode in (mounts or {}).items():
         options["volumes"][host_path] = {"bind": host_path, "mode": mode}
@@ -40,7 +41,7 @@ def container_options(
         # No home for an arbitrary uid in the image: Triton's cache goes to /tmp.
         options["environment"].update({"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
     if ctx.profile == "xpu":
-        found = gpu.gpu_run_options()
+        found = gpu.gpu_run_options().for_engine(ctx.engine.kind, ctx.engine.rootless)
         for note in found.notes:
             ui.say(f"gpu: {note}")
         for key, value in found.docker_kwargs().items():

@@ -1,4 +1,9 @@
-"""The Docker engine (through the docker SDK) and the docker CLI that drives BuildKit builds."""
+"""The container engine (Docker or podman, both through the docker SDK) and the CLI that builds.
+
+:class:`Engine` is resolved once per task from the ``engine`` setting (``auto``: Docker where
+``DOCKER_HOST`` is set or Docker's socket answers, else podman where it is installed). Docker
+builds go through a docker CLI with BuildKit, podman builds through ``podman build``.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +20,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.host import podman as podman_mod
 
 START_ENGINE_FIX = "start one (`sudo systemctl start docker` or `sudo dockerd &`) or set DOCKER_HOST"
+ENGINE_CHOICES = ("auto", "docker", "podman")
+DOCKER_DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
 class EngineError(XpukitError):
@@ -24,7 +32,7 @@ class EngineError(XpukitError):
 
 
 def client(docker_host: str = "", timeout: int = 600) -> Any:
-    """A docker SDK client that has answered a ping."""
+    """A docker SDK client that has answered a ping (Docker's API, or podman's compatible one)."""
     try:
         import docker
     except ImportError:
@@ -32,7 +40,7 @@ def client(docker_host: str = "", timeout: int = 600) -> Any:
             "the docker SDK for Python is not installed",
             "pip install --require-hashes -r env/lock/host.txt",
         ) from None
-    where = docker_host or os.environ.get("DOCKER_HOST", "") or "unix:///var/run/docker.sock"
+    where = docker_host or os.environ.get("DOCKER_HOST", "") or DOCKER_DEFAULT_SOCKET
     try:
         sdk = docker.DockerClient(base_url=where, timeout=timeout)
         sdk.ping()
@@ -63,15 +71,23 @@ def short_reason(exc: BaseException, limit: int = 160) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class DockerCli:
-    """A docker CLI able to run BuildKit builds, and how."""
+class BuildCli:
+    """A CLI that builds the Dockerfile: docker with BuildKit, or podman (buildah)."""
 
     path: str
     version: str
-    via_buildx: bool  # CLI >= 23 builds through its buildx plugin; older ones take DOCKER_BUILDKIT=1
+    via_buildx: bool = False  # docker CLI >= 23 builds through its buildx plugin; older ones take DOCKER_BUILDKIT=1
+    kind: str = "docker"
 
     def build_env(self) -> dict[str, str]:
-        return {"DOCKER_BUILDKIT": "1"}
+        return {"DOCKER_BUILDKIT": "1"} if self.kind == "docker" else {}
+
+    def build_command(self, progress: str) -> list[str]:
+        """The start of a build command line. podman has no --progress; --layers keeps each
+        step's layer as build cache (buildah's equivalent of BuildKit's cache)."""
+        if self.kind == "podman":
+            return [self.path, "build", "--layers"]
+        return [self.path, "build", "--progress", progress]
 
 
 def _cli_version(path: str) -> str | None:
@@ -91,7 +107,7 @@ def _has_buildx(path: str) -> bool:
     return out.returncode == 0
 
 
-def probe_cli(path: str) -> tuple[DockerCli | None, str]:
+def probe_cli(path: str) -> tuple[BuildCli | None, str]:
     """Check one CLI: (the CLI, "") when it can build with BuildKit, else (None, why not)."""
     resolved = shutil.which(path) or (path if os.path.isfile(path) else None)
     if not resolved:
@@ -101,14 +117,14 @@ def probe_cli(path: str) -> tuple[DockerCli | None, str]:
         return None, f"{resolved}: does not answer --version"
     major = int(version.split(".")[0])
     if major < 23:
-        return DockerCli(resolved, version, via_buildx=False), ""
+        return BuildCli(resolved, version, via_buildx=False), ""
     if _has_buildx(resolved):
-        return DockerCli(resolved, version, via_buildx=True), ""
+        return BuildCli(resolved, version, via_buildx=True), ""
     return None, f"{resolved} {version}: BuildKit needs its buildx plugin, which is missing"
 
 
 @functools.cache
-def pick_cli(setting: str = "auto") -> DockerCli:
+def pick_cli(setting: str = "auto") -> BuildCli:
     """The configured CLI, or the first one found that can build with BuildKit (probed once per run)."""
     if setting and setting != "auto":
         candidates: Iterable[str] = [setting]
@@ -172,9 +188,17 @@ def run_container(sdk: Any, image: str, command: list[str], **options: Any) -> i
     """Run a container, stream its output as it comes, remove it, return its exit code.
 
     Ctrl-C stops and removes the container before the interrupt goes on: nothing keeps running."""
+    import docker
+
     container = sdk.containers.create(image, command, detach=True, **options)
     try:
-        container.start()
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            explained = podman_mod.explain_start_failure(str(exc))
+            if explained is None:
+                raise
+            raise explained from None
         for chunk in container.logs(stream=True, follow=True):
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
@@ -208,6 +232,8 @@ def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[st
         args += ["--group-add", str(gid)]
     if options.get("shm_size"):
         args += ["--shm-size", str(options["shm_size"])]
+    for limit in options.get("ulimits") or []:
+        args += ["--ulimit", f"{limit['name']}={limit['soft']}:{limit['hard']}"]
     if options.get("tty"):
         args += ["-it"]
     return [*args, image, *command]
@@ -222,3 +248,119 @@ def remove_volume(sdk: Any, name: str) -> str:
     except docker.errors.NotFound:
         return f"no volume {name}"
     return f"removed volume {name}"
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        client(endpoint, timeout=5).close()
+    except EngineError:
+        return False
+    return True
+
+
+def _served_by_podman(sdk: Any) -> bool:
+    """Whether the API behind a client is podman's (its version lists a "Podman Engine")."""
+    try:
+        components = sdk.version().get("Components") or []
+    except Exception:
+        return False
+    return any("podman" in str(c.get("Name", "")).lower() for c in components)
+
+
+@dataclasses.dataclass
+class Engine:
+    """The engine a task uses: its kind, the API endpoint the SDK talks to, the CLI that builds."""
+
+    kind: str  # docker | podman
+    api: str = ""  # the Docker-compatible API endpoint; "" for podman: found or started on first use
+    why: str = ""
+    docker_cli: str = "auto"
+    say: Any = print
+    _service: podman_mod.Service | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def cli_name(self) -> str:
+        """The command a user types for this engine (dry-run lines)."""
+        return self.kind
+
+    @property
+    def rootless(self) -> bool:
+        return self.kind == "podman" and podman_mod.rootless()
+
+    def endpoint(self, start: bool = True) -> str:
+        """The API endpoint; for podman with no running service, one is started when ``start``."""
+        if self.api or self.kind == "docker":
+            return self.api
+        for candidate in podman_mod.socket_candidates(os.environ):
+            if _answers(candidate):
+                self.api = candidate
+                return candidate
+        if not start:
+            return ""
+        podman = podman_mod.find_podman()
+        if podman is None:
+            raise EngineError("podman is not installed", podman_mod.INSTALL_FIX)
+        self._service = podman_mod.Service(podman, self.say)
+        self._service.wait_ready(_answers)
+        self.api = self._service.endpoint
+        return self.api
+
+    def client(self, timeout: int = 600, start: bool = True) -> Any:
+        """A docker SDK client for this engine that has answered a ping."""
+        where = self.endpoint(start)
+        if self.kind == "podman" and not where:
+            raise EngineError("podman's API service is not running", podman_mod.KEEP_SERVICE_FIX)
+        return client(where, timeout)
+
+    def answers(self) -> tuple[bool, str]:
+        try:
+            self.client(timeout=10).close()
+        except XpukitError as exc:
+            return False, exc.message
+        return True, f"{self.kind} answers"
+
+    def build_cli(self) -> BuildCli:
+        if self.kind == "podman":
+            path = podman_mod.find_podman()
+            if path is None:
+                raise EngineError("podman is not installed", podman_mod.INSTALL_FIX)
+            return BuildCli(path, _cli_version(path) or "?", kind="podman")
+        return pick_cli(self.docker_cli)
+
+    def build_env(self) -> dict[str, str]:
+        """Environment for the build CLI, so it builds where the SDK looks."""
+        if self.kind == "docker" and self.api:
+            return {"DOCKER_HOST": self.api}
+        return {}
+
+    def run_options(self, start: bool = True) -> dict[str, Any]:
+        """Options every container of this engine needs: under a podman service the kit started,
+        that service's own limits (see :func:`xpukit.host.podman.process_ulimits`). ``start``:
+        find or start podman's service first (False in a dry run)."""
+        if self.kind == "podman":
+            self.endpoint(start)
+        return {"ulimits": self._service.ulimits()} if self._service is not None else {}
+
+
+def resolve_engine(
+    setting: str, docker_host: str, docker_cli: str = "auto", say: Any = print, which: Any = shutil.which
+) -> Engine:
+    """The engine for ``setting`` (auto | docker | podman), with the reason it was chosen."""
+    if setting not in ENGINE_CHOICES:
+        raise XpukitError(f"unknown engine {setting!r}", f"set XPUKIT_ENGINE to one of: {', '.join(ENGINE_CHOICES)}")
+    if setting == "docker":
+        return Engine("docker", docker_host, "XPUKIT_ENGINE=docker", docker_cli, say)
+    if setting == "podman":
+        # DOCKER_HOST may name podman's socket; otherwise the service is found or started.
+        return Engine("podman", docker_host, "XPUKIT_ENGINE=podman", docker_cli, say)
+    if docker_host:
+        try:
+            sdk = client(docker_host, timeout=10)
+        except EngineError:
+            return Engine("docker", docker_host, "DOCKER_HOST is set", docker_cli, say)
+        kind = "podman" if _served_by_podman(sdk) else "docker"
+        sdk.close()
+        return Engine(kind, docker_host, f"DOCKER_HOST serves {kind}'s API", docker_cli, say)
+    if _answers(DOCKER_DEFAULT_SOCKET) or not which("podman"):
+        return Engine("docker", "", "Docker's socket", docker_cli, say)
+    return Engine("podman", "", "no Docker engine answers and podman is installed", docker_cli, say)

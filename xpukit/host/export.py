@@ -67,14 +67,18 @@ def _save_docker_archive(image: Any, reference: str, tmp: Path, say: Callable[[s
                 say(f"export: {written >> 20} MiB written")
 
 
-def _save_oci_archive(reference: str, tmp: Path, docker_host: str) -> str:
+def _skopeo_source(reference: str, image_id: str, kind: str, docker_host: str) -> list[str]:
+    """skopeo's arguments naming the image in the engine's store."""
+    if kind == "podman":  # podman's own store, by image id (short names resolve differently there)
+        return [f"containers-storage:{image_id.removeprefix('sha256:')}"]
+    return [*(["--src-daemon-host", docker_host] if docker_host else []), f"docker-daemon:{reference}"]
+
+
+def _save_oci_archive(reference: str, tmp: Path, source: list[str]) -> str:
     skopeo = shutil.which("skopeo")
     if skopeo is None:
         raise ExportError("--format oci-archive needs skopeo", "apt-get install skopeo, or use --format docker-archive")
-    cmd = [skopeo, "copy", "--quiet"]
-    if docker_host:
-        cmd += ["--src-daemon-host", docker_host]
-    cmd += [f"docker-daemon:{reference}", f"oci-archive:{tmp}:{reference}"]
+    cmd = [skopeo, "copy", "--quiet", *source, f"oci-archive:{tmp}:{reference}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -97,8 +101,10 @@ def export_image(
     out: Path,
     docker_host: str = "",
     say: Callable[[str], None] = print,
+    kind: str = "docker",
 ) -> dict[str, Any]:
-    """Write ``reference`` as ``fmt`` to ``out``; returns what ``OUT.json`` holds."""
+    """Write ``reference`` as ``fmt`` to ``out``; returns what ``OUT.json`` holds. ``kind``: the
+    engine (docker | podman) whose image store skopeo reads for an oci-archive."""
     import docker.errors
 
     if fmt not in FORMATS:
@@ -117,7 +123,8 @@ def export_image(
         if fmt == "docker-archive":
             _save_docker_archive(image, reference, tmp, say)
         else:
-            manifest_digest = _save_oci_archive(reference, tmp, docker_host)
+            source = _skopeo_source(reference, image.id, kind, docker_host)
+            manifest_digest = _save_oci_archive(reference, tmp, source)
         digest = _sha256(tmp)
         info = {
             "image": reference,

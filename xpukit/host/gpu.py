@@ -242,6 +242,15 @@ class GpuRunOptions:
             kwargs["group_add"] = list(self.group_add)
         return kwargs
 
+    def for_engine(self, kind: str, rootless: bool) -> GpuRunOptions:
+        """The options as ``kind`` takes them. Rootless podman cannot add a host group by number
+        (the container's groups are mapped ones): ``keep-groups`` keeps the caller's own groups,
+        the render group among them, instead (it needs the crun runtime)."""
+        if kind == "podman" and rootless and self.group_add:
+            note = "rootless podman: --group-add keep-groups (the caller's own groups) instead of the render gid"
+            return dataclasses.replace(self, group_add=("keep-groups",), notes=(*self.notes, note))
+        return self
+
     def cli_flags(self) -> list[str]:
         """The same options as `docker run` flags."""
         flags: list[str] = []

@@ -77,7 +77,7 @@ def make_plan(
     profile = load_profile(ctx.profile)
     base, base_missing = _base(ctx, profile, sdk, base_required)
     try:
-        cli: engine.DockerCli | None = engine.pick_cli(ctx.settings.docker_cli)
+        cli: engine.BuildCli | None = ctx.engine.build_cli()
     except XpukitError:
         if not ctx.dry_run:
             raise
@@ -96,15 +96,14 @@ def make_plan(
         progress,
         ctx.settings.build_network,
     )
-    if ctx.settings.docker_host:  # the CLI must build on the engine the SDK talks to
-        plan.env["DOCKER_HOST"] = ctx.settings.docker_host
+    plan.env.update(ctx.engine.build_env())  # the CLI must build on the engine the SDK talks to
     return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing)
 
 
 def dry_run_sdk(ctx: Context) -> Any | None:
     """An engine to ask read-only questions in a dry run, or None when none answers."""
     try:
-        return engine.client(ctx.settings.docker_host, timeout=5)
+        return ctx.engine.client(timeout=5, start=False)
     except XpukitError:
         return None
 

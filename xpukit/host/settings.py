@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from xpukit.errors import XpukitError
+from xpukit.host import engine as engine_mod
 from xpukit.host import gpu, trust, ui
 
 PROFILE_CHOICES = ("auto", "cpu", "xpu")
@@ -29,6 +30,7 @@ WHERE_CHOICES = ("auto", "container", "host")
 SETTINGS = {
     "profile": ("XPUKIT_PROFILE", "auto"),
     "image": ("XPUKIT_IMAGE", "xpukit"),
+    "engine": ("XPUKIT_ENGINE", "auto"),
     "docker_cli": ("XPUKIT_DOCKER_CLI", "auto"),
     "docker_host": ("DOCKER_HOST", ""),
     "base_image": ("XPUKIT_BASE_IMAGE", ""),
@@ -45,6 +47,7 @@ SETTINGS = {
 class Settings:
     profile: str = "auto"
     image: str = "xpukit"
+    engine: str = "auto"  # auto | docker | podman (xpukit.host.engine.resolve_engine)
     docker_cli: str = "auto"
     docker_host: str = ""
     base_image: str = ""
@@ -78,6 +81,11 @@ def resolve(
             values[key] = default
     settings = Settings(**values, dry_run=bool(flags.get("dry_run")), debug=bool(flags.get("debug")))
     check_choice("profile", settings.profile, PROFILE_CHOICES)
+    if settings.engine not in engine_mod.ENGINE_CHOICES:
+        raise XpukitError(
+            f"unknown engine {settings.engine!r}",
+            f"set XPUKIT_ENGINE (or invoke.yaml engine:) to one of: {', '.join(engine_mod.ENGINE_CHOICES)}",
+        )
     return settings
 
 
@@ -169,6 +177,15 @@ class Context:
     @property
     def profile(self) -> str:
         return self.profile_choice[0]
+
+    @functools.cached_property
+    def engine(self) -> engine_mod.Engine:
+        """The container engine (Docker or podman), chosen once; ``auto``'s choice is said once."""
+        s = self.settings
+        found = engine_mod.resolve_engine(s.engine, s.docker_host, s.docker_cli, self.say)
+        if s.engine == "auto" and found.kind == "podman":
+            self.say(f"engine auto -> podman ({found.why})")
+        return found
 
     @functools.cached_property
     def ca_bundle(self) -> trust.CaBundle:

@@ -85,8 +85,14 @@ def pull(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
 
 def add_cache_source(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
     """Make the build write BuildKit's inline cache into the image (so a push shares it) and read
-    the last shared image's layers as a cache source; returns that source ("" when none)."""
+    the last shared image's layers as a cache source; returns that source ("" when none).
+
+    podman builds have no inline cache: said in one line when a shared source exists, and skipped."""
     command = plan.build.command
+    if ctx.engine.kind == "podman":
+        if ctx.settings.registry or registry.read_lock(lock_path).get(plan.profile.name):
+            ui.say("build: a registry build cache is BuildKit-only; podman reuses only this machine's layers")
+        return ""
     context = command.pop()  # the build context stays last
     command += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
     source = ""

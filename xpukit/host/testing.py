@@ -17,6 +17,7 @@ from xpukit.host import containers, engine, sharing, ui
 from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
 from xpukit.host.settings import Context
 
+PHASES = ("all", "host", "container")
 # pytest's "no tests were collected": a phase with nothing selected is not a failure.
 NO_TESTS = 5
 # Host logic (unit) and image checks (docker) run on the host; the runtime tests in the image.
@@ -84,40 +85,45 @@ def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, st
     return phase
 
 
-def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str]) -> int:
-    """Host tests, then (where == "container") the tests inside the plan's image."""
+def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase: str = "all") -> int:
+    """Host tests, then (where == "container") the tests inside the plan's image; ``phase`` host or
+    container runs only that one."""
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
-    engine_ok, engine_why = engine.engine_answers(ctx.settings.docker_host) if where != "container" else (True, "")
+    engine_ok, engine_why = ctx.engine.answers() if where != "container" else (True, "")
     if ctx.dry_run:
-        print(shlex.join([sys.executable, "-m", "pytest", "-m", _host_markers(where, engine_ok), *pytest_args]))
-        if where == "container":
+        if phase != "container":
+            print(shlex.join([sys.executable, "-m", "pytest", "-m", _host_markers(where, engine_ok), *pytest_args]))
+        if where == "container" and phase != "host":
             sdk = dry_run_sdk(ctx)
             plan = make_plan(ctx, sdk)
             if sdk is not None:
                 sdk.close()
             options = _container_options(ctx, Path("/tmp/RESULTS"))
-            print(shlex.join(engine.format_run_cli("docker", plan.tag, _container_pytest(pytest_args), options)))
+            line = engine.format_run_cli(ctx.engine.cli_name, plan.tag, _container_pytest(pytest_args), options)
+            print(shlex.join(line))
         return 0
 
-    sdk = engine.client(ctx.settings.docker_host) if (where == "container" or engine_ok) else None
+    sdk = ctx.engine.client() if (where == "container" or engine_ok) else None
     env: dict[str, str] = {}
     if sdk is not None:
         plan = make_plan(ctx, sdk, base_required=False)
         ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
         env["XPUKIT_TEST_IMAGE"] = plan.tag
         env["XPUKIT_IMAGE"] = ctx.settings.image
-        if ctx.settings.docker_host:
-            env["DOCKER_HOST"] = ctx.settings.docker_host
+        env["XPUKIT_ENGINE"] = ctx.engine.kind
+        if ctx.engine.api and ctx.engine.kind == "docker":
+            env["DOCKER_HOST"] = ctx.engine.api
     # The image tests check that the bundle the build trusted left no trace in it.
     env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
 
     results = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
     phases: list[Phase] = []
     try:
-        phases.append(_pytest_host(_host_markers(where, sdk is not None), results / "host.xml", pytest_args, env))
-        if where == "container":
+        if phase != "container":
+            phases.append(_pytest_host(_host_markers(where, sdk is not None), results / "host.xml", pytest_args, env))
+        if where == "container" and phase != "host":
             phases.append(_run_container_phase(ctx, sdk, env["XPUKIT_TEST_IMAGE"], results, pytest_args))
-        elif sdk is None:
+        elif sdk is None and phase != "host":
             note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
             phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
     finally:
