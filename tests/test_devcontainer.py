@@ -59,6 +59,35 @@ def test_gpu_options_are_the_shells(tmp_path, nodes):
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("kind", "rootless"), [("docker", False), ("podman", False), ("podman", True)])
+def test_gpu_options_follow_the_engine_in_shell_and_devcontainer(tmp_path, monkeypatch, kind, rootless):
+    """Mock: a fake Intel GPU host. `invoke shell` and `invoke devcontainer` take the same options
+    from xpukit.host.containers.gpu_options; rootless podman swaps the render gid for keep-groups."""
+    from xpukit.host import containers, engine, settings
+
+    host = make_host(tmp_path, [Node()])
+    real_nodes, real_options = gpu.render_nodes, gpu.gpu_run_options
+
+    def render_group_109(*args):  # the render node's group, as on a real host (the fake file is root's)
+        return [n.__class__(**{**n.__dict__, "gid": 109}) for n in real_nodes(*args)]
+
+    monkeypatch.setattr(gpu, "render_nodes", render_group_109)
+    monkeypatch.setattr(gpu, "gpu_run_options", lambda: real_options(host.sysfs_root, host.dev_root, host.host_root))
+    monkeypatch.setattr(engine.podman_mod, "rootless", lambda euid=None: rootless)  # whoever runs the test
+    ctx = settings.Context(
+        settings.Settings(profile="xpu", engine=kind, dry_run=True), {}, lambda: (True, "fake"), lambda _m: None
+    )
+    ctx.engine = engine.Engine(kind, "unix:///nowhere.sock" if kind == "docker" else "", say=lambda _m: None)
+    shell = containers.container_options(ctx)
+    found = containers.gpu_options(ctx)
+    generated = devcontainer.config("xpukit:xpu", "xpu", "xpukit-cache", found)
+    assert _flags_as_options(generated["runArgs"]) == {k: shell[k] for k in ("devices", "group_add", "shm_size")} | {
+        "volumes": {h: v for h, v in shell["volumes"].items() if h.startswith("/dev/")}
+    }
+    assert shell["group_add"] == (["keep-groups"] if kind == "podman" and rootless else ["109"])
+
+
+@pytest.mark.unit
 def test_write_is_atomic_and_idempotent(tmp_path):
     path = tmp_path / ".devcontainer" / "devcontainer.json"
     content = devcontainer.config("xpukit:cpu", "cpu", "v")

@@ -9,10 +9,10 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+from image_checks import needles_in_stream
 
 from xpukit.host import build, engine, pins
 
@@ -78,18 +78,6 @@ def test_runs_as_a_non_root_user(docker_client, test_image):
     assert uid != "0" and user == "xpukit"
 
 
-def _needles_in_stream(chunks: Iterable[bytes], needles: list[bytes]) -> set[bytes]:
-    """Which needles occur anywhere in a byte stream (chunk borders included)."""
-    keep = max(len(n) for n in needles)
-    found: set[bytes] = set()
-    tail = b""
-    for chunk in chunks:
-        window = tail + chunk
-        found.update(n for n in needles if n in window)
-        tail = window[-keep:]
-    return found
-
-
 def _bundle() -> Path:
     """The CA bundle this `invoke test` run's build trusted (XPUKIT_TEST_CA_BUNDLE, set by the kit)."""
     value = os.environ.get("XPUKIT_TEST_CA_BUNDLE", "")
@@ -112,7 +100,7 @@ def test_ca_bundle_never_lands_in_the_image(docker_client, test_image):
     needles = [bundle]
     needles += [line.encode() for line in bundle.decode(errors="ignore").splitlines() if "xpukit-canary" in line]
     image = docker_client.images.get(test_image)
-    found = _needles_in_stream(image.save(chunk_size=8 << 20), needles)
+    found = needles_in_stream(image.save(chunk_size=8 << 20), needles)
     assert not found, f"CA bundle bytes found in {test_image}"
     history = json.dumps(docker_client.api.history(test_image))
     labels = json.dumps(image.labels)
@@ -145,7 +133,7 @@ def test_ca_secret_consumed_by_a_fresh_build_leaves_no_trace(docker_client, tmp_
     try:
         assert result.returncode == 0, result.stderr[-2000:]
         assert "install-apt.sh" in result.stderr + result.stdout  # the step that mounts the secret ran
-        found = _needles_in_stream(docker_client.images.get(tag).save(chunk_size=8 << 20), [canary.encode()])
+        found = needles_in_stream(docker_client.images.get(tag).save(chunk_size=8 << 20), [canary.encode()])
         assert not found
         assert canary not in json.dumps(docker_client.api.history(tag))
     finally:

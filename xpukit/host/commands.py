@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from xpukit.errors import XpukitError
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
-from xpukit.host import containers, doctor, engine, gpu, registry, sharing, testing, ui
+from xpukit.host import containers, doctor, engine, registry, sharing, testing, ui
 from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
@@ -465,7 +465,7 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
     entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
     image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
-    gpu_options = gpu.gpu_run_options() if ctx.profile == "xpu" else None
+    gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options)
     path = Path(out) if Path(out).is_absolute() else ROOT / out
     if ctx.dry_run:

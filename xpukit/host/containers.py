@@ -41,7 +41,7 @@ def container_options(
         # No home for an arbitrary uid in the image: Triton's cache goes to /tmp.
         options["environment"].update({"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
     if ctx.profile == "xpu":
-        found = gpu.gpu_run_options().for_engine(ctx.engine.kind, ctx.engine.rootless)
+        found = gpu_options(ctx)
         for note in found.notes:
             ui.say(f"gpu: {note}")
         for key, value in found.docker_kwargs().items():
@@ -50,6 +50,12 @@ def container_options(
             else:
                 options[key] = value
     return options
+
+
+def gpu_options(ctx: Context) -> gpu.GpuRunOptions:
+    """The host's GPU passthrough in the engine's terms: `invoke shell`, the tests and the
+    devcontainer all take it from here."""
+    return gpu.gpu_run_options().for_engine(ctx.engine.kind, ctx.engine.rootless)
 
 
 def container_path(path: str | os.PathLike[str]) -> str:

@@ -49,7 +49,7 @@ def client(docker_host: str = "", timeout: int = 600) -> Any:
     return sdk
 
 
-def engine_answers(docker_host: str = "") -> tuple[bool, str]:
+def engineanswers_at(docker_host: str = "") -> tuple[bool, str]:
     """Whether an engine answers, and why not."""
     try:
         client(docker_host, timeout=10).close()
@@ -250,7 +250,8 @@ def remove_volume(sdk: Any, name: str) -> str:
     return f"removed volume {name}"
 
 
-def _answers(endpoint: str) -> bool:
+def answers_at(endpoint: str) -> bool:
+    """Whether an engine's API answers at ``endpoint``."""
     try:
         client(endpoint, timeout=5).close()
     except EngineError:
@@ -292,7 +293,7 @@ class Engine:
         if self.api or self.kind == "docker":
             return self.api
         for candidate in podman_mod.socket_candidates(os.environ):
-            if _answers(candidate):
+            if answers_at(candidate):
                 self.api = candidate
                 return candidate
         if not start:
@@ -301,7 +302,7 @@ class Engine:
         if podman is None:
             raise EngineError("podman is not installed", podman_mod.INSTALL_FIX)
         self._service = podman_mod.Service(podman, self.say)
-        self._service.wait_ready(_answers)
+        self._service.wait_ready(answers_at)
         self.api = self._service.endpoint
         return self.api
 
@@ -361,6 +362,6 @@ def resolve_engine(
         kind = "podman" if _served_by_podman(sdk) else "docker"
         sdk.close()
         return Engine(kind, docker_host, f"DOCKER_HOST serves {kind}'s API", docker_cli, say)
-    if _answers(DOCKER_DEFAULT_SOCKET) or not which("podman"):
+    if answers_at(DOCKER_DEFAULT_SOCKET) or not which("podman"):
         return Engine("docker", "", "Docker's socket", docker_cli, say)
     return Engine("podman", "", "no Docker engine answers and podman is installed", docker_cli, say)

@@ -58,7 +58,7 @@ def socket_candidates(environ: Mapping[str, str], euid: int | None = None) -> li
 class Service:
     """A ``podman system service`` the kit started; stopped by pid at exit (or after idling)."""
 
-    def __init__(self, podman: str, say: Callable[[str], None]) -> None:
+    def __init__(self, podman: str, say: Callable[[str], None], env: Mapping[str, str] | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="xpukit-podman-"))
         self.endpoint = f"unix://{self.folder}/podman.sock"
         self.log = self.folder / "service.log"
@@ -68,6 +68,7 @@ class Service:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C in the task must not kill the service mid-request
+                env=None if env is None else dict(env),
             )
         atexit.register(self.stop)
         say(f"engine: podman's API service is not running; started one for this task (pid {self.process.pid})")
