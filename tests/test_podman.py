@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -156,10 +157,9 @@ def test_podman_cache_mounts_keep_the_wheelhouse(kit):
     locked wheel in the wheelhouse mount and downloads none."""
     dry = kit.invoke("build", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    command = [ln for ln in dry.stdout.splitlines() if " build " in ln][-1].split()
+    command = shlex.split([ln for ln in dry.stdout.splitlines() if " build " in ln][-1])
     assert command[0].endswith("podman") and "--layers" in command and "--progress" not in command
     tag = f"xpukit-test:pod-{uuid.uuid4().hex[:8]}"
-    # The secret's path and the tags carry no spaces here, so the printed line splits cleanly.
     command = [*command[:-1], "--no-cache", "-t", tag, command[-1]]
     result = subprocess.run(command, env=kit.env, capture_output=True, text=True, timeout=1800, check=False)
     try:
@@ -196,7 +196,7 @@ def test_auto_picks_podman_only_where_docker_does_not_answer(kit):
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    docker_answers = engine.engine_answers(engine.DOCKER_DEFAULT_SOCKET)[0]
+    docker_answers = engine.answers_at(engine.DOCKER_DEFAULT_SOCKET)
     line = [ln for ln in result.stdout.splitlines() if " build " in ln][-1]
     if docker_answers:
         assert "engine auto -> podman" not in result.stdout and "podman build" not in line

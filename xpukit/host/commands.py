@@ -262,9 +262,21 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
                 ui.say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
         except XpukitError:
             image = ""
+
+    def podman_builds() -> tuple[bool, str]:
+        try:
+            cli = ctx.engine.build_cli()
+        except XpukitError as exc:
+            return False, exc.message
+        return True, f"podman builds ({cli.path} {cli.version}, buildah; no BuildKit needed)"
+
+    build_probe = podman_builds if ctx.engine.kind == "podman" else None
     return doctor.run_doctor(
         image or None,
         lambda: ctx.engine.client(),
+        buildkit_probe=build_probe,
+        engine_kind=(ctx.engine.kind, ctx.engine.rootless),
+        engine_options=ctx.engine.run_options() if image else {},
         expected_pins={"fingerprint": profile.fingerprint()},
         need_gib=doctor.disk_budget_gib(profile.name),
     )

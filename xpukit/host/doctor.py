@@ -18,6 +18,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import engine, gpu
+from xpukit.host import podman as podman_mod
 from xpukit.runtime import manifest as manifest_mod
 from xpukit.runtime.ocloc import find_ocloc
 
@@ -77,7 +78,7 @@ def _group_name(gid: int | None) -> str:
 def check_engine(engine_probe: Probe) -> Finding:
     ok, why = engine_probe()
     if ok:
-        return Finding("ok", "engine", f"Docker engine reachable ({why})")
+        return Finding("ok", "engine", f"engine reachable ({why})")
     return Finding(
         "fail",
         "engine",
@@ -513,7 +514,12 @@ def sdk_runner(docker_client_factory: Callable[[], Any]) -> ContainerRunner:
         except docker.errors.APIError as exc:
             raise ImageUnavailable(f"cannot start {image}: {exc.explanation or exc}") from None
         try:
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                explained = podman_mod.explain_start_failure(str(exc))
+                why = explained.one_line() if explained else (exc.explanation or str(exc))
+                raise ImageUnavailable(f"cannot start {image}: {why}") from None
             code = int(container.wait().get("StatusCode", 1))
             stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
             return code, stdout
@@ -527,11 +533,13 @@ def _sdk_engine_probe(docker_client_factory: Callable[[], Any]) -> Probe:
     def probe() -> tuple[bool, str]:
         try:
             client = docker_client_factory()
-            version = client.version().get("Version", "?")
+            info = client.version()
+            podman = any("podman" in str(c.get("Name", "")).lower() for c in info.get("Components") or [])
+            version = f"{'podman' if podman else 'Docker'} {info.get('Version', '?')}"
         except Exception as exc:
             text = getattr(exc, "message", "") or str(exc)
             return False, text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        return True, f"server {version}"
+        return True, version
 
     return probe
 
@@ -569,12 +577,16 @@ def run_doctor(
     expected_pins: Mapping[str, str] | None = None,
     shm_size: str = gpu.DEFAULT_SHM_SIZE,
     out: Callable[[str], None] = print,
+    engine_kind: tuple[str, bool] = ("docker", False),
+    engine_options: Mapping[str, Any] | None = None,
 ) -> int:
     """Print every finding, one per line; return 1 when any failed, else 0.
 
     ``docker_client_factory`` returns a docker SDK client (it may raise when no engine answers).
     ``engine_probe``/``buildkit_probe``/``runner``/``free_bytes`` replace the real ones in tests.
     ``expected_pins``: the host's pins for the image's profile, flat like the manifest's "pins".
+    ``engine_kind`` (kind, rootless) and ``engine_options``: the engine's terms for the GPU
+    options and what its containers need (xpukit.host.engine.Engine.run_options).
     """
     engine_probe = engine_probe or _sdk_engine_probe(docker_client_factory)
     buildkit_probe = buildkit_probe or _default_buildkit_probe
@@ -600,10 +612,11 @@ def run_doctor(
 
     if image:
         if not engine_ok:
-            extra = [Finding("skip", "image", f"in-container checks of {image} need a Docker engine")]
+            extra = [Finding("skip", "image", f"in-container checks of {image} need an engine")]
         else:
             host_has_gpu, _ = gpu.has_intel_gpu(sysfs_root, dev_root)
-            options = gpu.gpu_run_options(sysfs_root, dev_root, host_root, shm_size=shm_size).docker_kwargs()
+            found = gpu.gpu_run_options(sysfs_root, dev_root, host_root, shm_size=shm_size).for_engine(*engine_kind)
+            options = {**found.docker_kwargs(), **(engine_options or {})}
             extra = in_container_checks(
                 image, runner or sdk_runner(docker_client_factory), options, host_has_gpu, expected_pins
             )

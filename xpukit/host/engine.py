@@ -49,15 +49,6 @@ def client(docker_host: str = "", timeout: int = 600) -> Any:
     return sdk
 
 
-def engineanswers_at(docker_host: str = "") -> tuple[bool, str]:
-    """Whether an engine answers, and why not."""
-    try:
-        client(docker_host, timeout=10).close()
-    except EngineError as exc:
-        return False, exc.message
-    return True, "engine answers"
-
-
 def short_reason(exc: BaseException, limit: int = 160) -> str:
     """The first line of an exception; the docker SDK nests whole urllib3 reprs, so the tail is cut."""
     text = str(exc).strip().splitlines()
