@@ -74,10 +74,9 @@ def test_gpu_options_follow_the_engine_in_shell_and_devcontainer(tmp_path, monke
     monkeypatch.setattr(gpu, "render_nodes", render_group_109)
     monkeypatch.setattr(gpu, "gpu_run_options", lambda: real_options(host.sysfs_root, host.dev_root, host.host_root))
     monkeypatch.setattr(engine.podman_mod, "rootless", lambda euid=None: rootless)  # whoever runs the test
-    ctx = settings.Context(
-        settings.Settings(profile="xpu", engine=kind, dry_run=True), {}, lambda: (True, "fake"), lambda _m: None
-    )
-    ctx.engine = engine.Engine(kind, "unix:///nowhere.sock" if kind == "docker" else "", say=lambda _m: None)
+    ctx = settings.Context(settings.Settings(profile="xpu", engine=kind), {}, lambda: (True, "fake"), lambda _m: None)
+    # An endpoint given: nothing is asked of it, and no podman service is started.
+    ctx.engine = engine.Engine(kind, "unix:///nowhere.sock", say=lambda _m: None)
     shell = containers.container_options(ctx)
     found = containers.gpu_options(ctx)
     generated = devcontainer.config("xpukit:xpu", "xpu", "xpukit-cache", found)

@@ -124,6 +124,8 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebu
     source = sharing.add_cache_source(ctx, plan)
     if source:
         ui.say(f"build: layers from {source} are reused where they match (BuildKit inline cache)")
+    if ctx.engine.kind == "podman" and plan.profile.name == "xpu":
+        ui.say("build: podman builds the Triton and PyTorch stages one after the other, not in parallel")
     run_build(plan)
     return 0
 

@@ -32,7 +32,8 @@ def container_options(
         },
         "working_dir": WORKSPACE,
         "environment": {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1", **(extra_env or {})},
-        **ctx.engine.run_options(start=not ctx.dry_run),
+        # A dry run asks the engine too (podman: a service for the task), so it prints the real line.
+        **ctx.engine.run_options(),
     }
     for host_path, mode in (mounts or {}).items():
         options["volumes"][host_path] = {"bind": host_path, "mode": mode}

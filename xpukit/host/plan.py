@@ -101,9 +101,11 @@ def make_plan(
 
 
 def dry_run_sdk(ctx: Context) -> Any | None:
-    """An engine to ask read-only questions in a dry run, or None when none answers."""
+    """An engine to ask read-only questions in a dry run, or None when none answers. For podman this
+    starts its API service for the task when none runs (stopped at exit): the printed command then
+    names the base and options a real run would use."""
     try:
-        return ctx.engine.client(timeout=5, start=False)
+        return ctx.engine.client(timeout=30)
     except XpukitError:
         return None
 

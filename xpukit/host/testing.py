@@ -68,12 +68,15 @@ def read_junit(path: Path, phase: Phase) -> None:
         phase.passed += tests - failed - skipped
 
 
-def _host_markers(where: str, engine_ok: bool) -> str:
+def _host_markers(where: str, engine_ok: bool, kind: str = "docker") -> str:
     """What the host runs: with the image in play only host logic and image checks; on the host
-    everything, the image checks only where an engine answers."""
+    everything, the image checks only where an engine answers. The image checks (marker docker)
+    drive Docker's engine and BuildKit: on podman only host logic runs here (podman's own checks,
+    tests/test_podman.py, run from a Docker host)."""
+    docker_checks = engine_ok and kind == "docker"
     if where == "container":
-        return HOST_MARKERS
-    return "unit or container or gpu" + (" or docker" if engine_ok else "")
+        return HOST_MARKERS if kind == "docker" else "unit"
+    return "unit or container or gpu" + (" or docker" if docker_checks else "")
 
 
 def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, str]) -> Phase:
@@ -92,7 +95,8 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     engine_ok, engine_why = ctx.engine.answers() if where != "container" else (True, "")
     if ctx.dry_run:
         if phase != "container":
-            print(shlex.join([sys.executable, "-m", "pytest", "-m", _host_markers(where, engine_ok), *pytest_args]))
+            markers = _host_markers(where, engine_ok, ctx.engine.kind)
+            print(shlex.join([sys.executable, "-m", "pytest", "-m", markers, *pytest_args]))
         if where == "container" and phase != "host":
             sdk = dry_run_sdk(ctx)
             plan = make_plan(ctx, sdk)
@@ -120,7 +124,10 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     phases: list[Phase] = []
     try:
         if phase != "container":
-            phases.append(_pytest_host(_host_markers(where, sdk is not None), results / "host.xml", pytest_args, env))
+            if ctx.engine.kind == "podman":
+                ui.say("podman: the host's image checks (marker docker) drive Docker and BuildKit; not run here")
+            markers = _host_markers(where, sdk is not None, ctx.engine.kind)
+            phases.append(_pytest_host(markers, results / "host.xml", pytest_args, env))
         if where == "container" and phase != "host":
             phases.append(_run_container_phase(ctx, sdk, env["XPUKIT_TEST_IMAGE"], results, pytest_args))
         elif sdk is None and phase != "host":
