@@ -193,3 +193,14 @@ def test_invoke_bad_format_and_missing_file_are_one_line():
         assert result.returncode != 0 and "Traceback" not in result.stderr
         errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
         assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr
+
+
+@pytest.mark.docker
+def test_invoke_json_report_is_all_of_stdout(test_image):
+    """`--format json` through invoke: stdout parses as the report; the kit's progress lines
+    (profile, base, any build log) went to stderr."""
+    result = _invoke("kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--format", "json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report and "xpukit:" not in result.stdout
+    assert "xpukit: compiling every target x config in the image" in result.stderr

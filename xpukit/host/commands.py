@@ -410,6 +410,21 @@ def kernel_report(
     constexprs: list[str] | None = None,
 ) -> int:
     """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout."""
+    # JSON on stdout is data: progress and any build log go to stderr.
+    with ui.progress_on_stderr(output_format == "json"):
+        return _kernel_report(ctx, where, kernel, targets, configs, output_format, signature, constexprs)
+
+
+def _kernel_report(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    configs: list[str],
+    output_format: str,
+    signature: str | None,
+    constexprs: list[str] | None,
+) -> int:
     if output_format not in ("md", "json"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
     path, function = _kernel_file(kernel)
@@ -430,8 +445,7 @@ def kernel_report(
     if not containers.container_path(path).startswith(containers.WORKSPACE):
         mounts[str(path.resolve().parent)] = "ro"
     options = containers.container_options(ctx, mounts=mounts, as_caller=True)
-    if output_format != "json":  # JSON stays machine-readable on stdout
-        ui.say(f"compiling every target x config in the image ({why})")
+    ui.say(f"compiling every target x config in the image ({why})")
     return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
 
 

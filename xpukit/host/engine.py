@@ -21,6 +21,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import podman as podman_mod
+from xpukit.host import ui
 
 START_ENGINE_FIX = "start one (`sudo systemctl start docker` or `sudo dockerd &`) or set DOCKER_HOST"
 ENGINE_CHOICES = ("auto", "docker", "podman")
@@ -165,8 +166,9 @@ def stream_keeping_tail(cmd: list[str], env: Mapping[str, str] | None = None, ke
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         for raw in proc.stdout:  # type: ignore[union-attr]
-            sys.stdout.buffer.write(raw)
-            sys.stdout.buffer.flush()
+            out = ui.progress_stream().buffer  # a build log is progress, never a task's data
+            out.write(raw)
+            out.flush()
             tail.append(raw.decode(errors="replace").rstrip("\n"))
         return proc.wait(), list(tail)
     except KeyboardInterrupt:
