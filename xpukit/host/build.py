@@ -24,6 +24,9 @@ CONTENT_PATHS = ("Dockerfile", ".dockerignore", "pyproject.toml", "scripts", "en
 # Docker's predefined proxy args: passed by name (the value comes from the environment, never printed)
 # and kept out of the image's history by Docker itself.
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+# Under CONTENT_PATHS but never copied into the image: the sharing lock (recording a pushed digest
+# must not change the content tag it records) and npm's installed tools (present on some machines only).
+NOT_CONTENT = ("env/lock/images.toml", "env/npm/node_modules")
 # Build args that describe the build rather than pin anything: labels, and the source builds' job count.
 META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
 LOCAL_BASE_REPO = "xpukit-base"
@@ -127,9 +130,10 @@ def content_hash(root: Path, args: dict[str, str]) -> str:
         path = root / top
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
-            if "__pycache__" in file.parts or file.suffix == ".pyc":
+            rel = file.relative_to(root).as_posix()
+            if "__pycache__" in file.parts or file.suffix == ".pyc" or rel.startswith(NOT_CONTENT):
                 continue
-            digest.update(str(file.relative_to(root)).encode() + b"\0")
+            digest.update(rel.encode() + b"\0")
             digest.update(file.read_bytes() + b"\0")
     for key in sorted(args):
         if key not in META_ARGS:
