@@ -99,22 +99,6 @@ def task(args: list[str], env: dict[str, str], cwd: Path, what: str) -> str:
     return output
 
 
-def base_name(host_a: str) -> str:
-    """The base CI's image was built from (its label), so B's content tag matches A's."""
-    sdk = engine.client(host_a, timeout=60)
-    try:
-        plan = subprocess.run(
-            [sys.executable, "-m", "invoke", "build", "--dry-run"],
-            env={**os.environ, "DOCKER_HOST": host_a}, cwd=ROOT, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        tag = next((w for w in plan.stdout.split() if w.startswith("xpukit:cpu-")), "")
-        if not tag:
-            raise StepError(f"invoke build --dry-run on A printed no content tag: {plan.stderr.strip()[-200:]}")
-        return sdk.images.get(tag).labels["org.opencontainers.image.base.name"]
-    finally:
-        sdk.close()
-
-
 def build_cache_bytes(sdk) -> int:
     return sum(int(item.get("Size", 0)) for item in (sdk.df().get("BuildCache") or []))
 
@@ -142,10 +126,11 @@ def main() -> int:
             say(f"A pushed {pushed} (tag {entry['tag']})")
 
             with second_engine(work / "engine-b") as host_b:
-                # The team's base setting (as invoke.yaml's base_image would give it): the content tag
-                # names the base, and an engine without the base would otherwise name the pinned
-                # debian:bookworm-slim instead of CI's local one. B never builds, so never needs it.
-                env_b = {**base_env, "DOCKER_HOST": host_b, "XPUKIT_BASE_IMAGE": base_name(host_a)}
+                # No base on B and no base setting: the content tag takes the base the lock records
+                # for the pushed image, so B's tag is A's.
+                if not entry["base"]:
+                    raise StepError("the lock records no base for the pushed image")
+                env_b = {**base_env, "DOCKER_HOST": host_b}
                 sdk_b = engine.client(host_b, timeout=600)
                 try:
                     if sdk_b.images.list() or build_cache_bytes(sdk_b):

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.docker
 USERS = {"ci": "s3cret-for-tests"}
 
 
-def _context(docker_host: str, address: str) -> settings.Context:
-    flags = {"profile": "cpu", "registry": f"{address}/team", "base_image": "xpukit-base:bookworm-slim"}
+def _context(docker_host: str, address: str, base_image: str = "xpukit-base:bookworm-slim") -> settings.Context:
+    flags = {"profile": "cpu", "registry": f"{address}/team", "base_image": base_image}
     return settings.make_context(flags, None, {"DOCKER_HOST": docker_host, "XPUKIT_CA_BUNDLE": "none"})
 
 
@@ -39,13 +39,16 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
         digest = sharing.push(a, plan_a, docker_client, lock)
         entry = reg.read_lock(lock)["cpu"]
         assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
+        assert entry["base"] == plan_a.base == "xpukit-base:bookworm-slim"
+        monkeypatch.setattr(reg, "LOCK_PATH", lock)  # the lock B's plan reads the shared base from
         import docker  # the host's SDK (the image, which also collects this file, has none)
 
         with second_engine(tmp_path / "engine-b") as host_b:
             sdk_b = docker.DockerClient(base_url=host_b, timeout=600)
             try:
-                b = _context(host_b, address)
-                plan_b = make_plan(b, sdk_b, base_required=False)  # B has no base: it must not need one
+                # B has no base and no base setting: the tag takes the base the lock records.
+                b = _context(host_b, address, base_image="")
+                plan_b = make_plan(b, sdk_b, base_required=False)
                 assert plan_b.tag == plan_a.tag and plan_b.base_missing
                 capfd.readouterr()
                 ensure_image(plan_b, sdk_b, functools.partial(sharing.shared_image, b, plan_b, sdk_b, lock))

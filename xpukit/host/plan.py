@@ -15,7 +15,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import build as build_mod
-from xpukit.host import buildlog, engine, ui
+from xpukit.host import buildlog, engine, registry, ui
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
 from xpukit.host.settings import Context
@@ -59,10 +59,24 @@ def _base(ctx: Context, profile: pins_mod.Profile, sdk: Any | None, required: bo
         except XpukitError as exc:
             if required and not ctx.dry_run:
                 raise
-            if ctx.dry_run:
+            shared = "" if requested else _shared_base(profile)
+            if shared:
+                # The tag hashes the base's name: take the one the shared image was built from,
+                # so this engine finds (and pulls) that image instead of building another.
+                ui.say(f"base: {shared} is not here; the content tag uses it, as the shared image did")
+            elif ctx.dry_run:
                 ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
-            return requested or profile.base_reference, exc.one_line()
+            return requested or shared or profile.base_reference, exc.one_line()
     return requested or profile.base_reference, ""
+
+
+def _shared_base(profile: pins_mod.Profile) -> str:
+    """The base env/lock/images.toml records for the profile's shared image ("" when none)."""
+    try:
+        entry = registry.read_lock(registry.LOCK_PATH).get(profile.name)
+    except XpukitError:
+        return ""  # a broken lock is reported where it is used (pull, push, shared_image)
+    return entry["base"] if entry else ""
 
 
 def make_plan(

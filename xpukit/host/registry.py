@@ -25,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.host import pins as pins_mod
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # HOST[:PORT]/NAMESPACE: a host is recognisably one (a dot, a port or localhost), as Docker decides.
 _HOST = r"localhost(:\d+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9-]+(:\d+)?|[A-Za-z0-9.-]+:\d+|\[[0-9a-fA-F:]+\]:\d+"
 _REGISTRY_RE = re.compile(rf"^(?P<host>{_HOST})(/(?P<namespace>[a-z0-9]+([._/-][a-z0-9]+)*))?$")
-LOCK_KEYS = ("registry", "repository", "tag", "digest", "pins", "pushed")
+LOCK_KEYS = ("registry", "repository", "tag", "digest", "pins", "base", "pushed")
+# Where the kit records what it pushed (profile -> entry), committed so teammates pull by digest.
+LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
 
 
 class RegistryError(XpukitError):
@@ -243,13 +246,16 @@ def push(
                 sdk.images.remove(remote, noprune=True)
 
 
-def lock_entry(registry: Registry, tag: str, digest: str, pins: str) -> dict[str, str]:
+def lock_entry(registry: Registry, tag: str, digest: str, pins: str, base: str = "") -> dict[str, str]:
+    """``base``: the base image the pushed image was built FROM; an engine that lacks it still
+    computes the same content tag from it (xpukit.host.plan)."""
     return {
         "registry": str(registry),
         "repository": registry.repository(),
         "tag": tag,
         "digest": digest,
         "pins": pins,
+        "base": base,
         "pushed": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
     }
 

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.host import pins as pins_mod
 from xpukit.host import registry, ui
 from xpukit.host.plan import ImagePlan
 from xpukit.host.settings import Context
 
-LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
+LOCK_PATH = registry.LOCK_PATH
 
 
 def _tag_part(plan: ImagePlan) -> str:
@@ -45,7 +44,8 @@ def shared_image(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK
             where = registry.Registry.parse(ctx.settings.registry)
             digest = registry.remote_digest(sdk, f"{where.repository()}:{tag}", auth, str(where))
             if digest:
-                return _pull_as(sdk, registry.lock_entry(where, tag, digest, plan.profile.fingerprint()), plan, auth)
+                entry = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base)
+                return _pull_as(sdk, entry, plan, auth)
     except registry.RegistryError as exc:
         ui.warn(f"{exc.one_line()}; building locally instead")
     return None
@@ -60,7 +60,7 @@ def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
     entries = registry.read_lock(lock_path)  # a broken lock fails here, before anything is pushed
     ui.say(f"push: {plan.tag} -> {where.repository()}:{tag}")
     digest = registry.push(sdk, plan.tag, where, tag, registry.credentials())
-    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint())
+    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base)
     registry.write_lock(lock_path, entries)
     ui.say(f"push: {where.repository()}@{digest} recorded in {lock_path.name}")
     return digest
