@@ -186,8 +186,15 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             if out.returncode != 0:
                 raise BenchError(f"{tag} is not on engine {env['DOCKER_HOST']}: {out.stderr.strip()[:200]}")
             layers.append(out.stdout.strip())
+        # The floor for any engine that does not build: a plain pull of the same digest on B,
+        # from an empty image store and build cache (the base stays).
+        run([docker_cli, "rmi", "-f", tag, source], env_b, checkout, logs / "reset-b.log", "docker rmi on B")
+        run([docker_cli, "builder", "prune", "-af"], env_b, checkout, logs / "reset-b.log", "builder prune on B")
+        pull = run([docker_cli, "pull", source], env_b, checkout, logs / "pull-b.log", "docker pull on B")
         result = {
             "cold_build_s": round(cold, 1),
+            "pull_s": round(pull, 1),
+            "shared_over_pull": round(shared / pull, 3),
             "push_s": round(push, 1),
             "shared_build_s": round(shared, 1),
             "shared_over_cold": round(shared / cold, 3),
@@ -264,6 +271,7 @@ def main() -> int:
             "shared_over_cold_median": statistics.median(ratios),
             "target": "<= 0.25",
             "met": max(ratios) <= 0.25,
+            "shared_over_pull_median": statistics.median(r["shared_over_pull"] for r in runs),
         },
     }
     report(result, args.json)
