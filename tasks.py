@@ -51,6 +51,11 @@ def _settings(c, **flags) -> settings.Context:
         raise Exit(ui.error_line(exc), code=2) from None
 
 
+def _after_double_dash() -> list[str]:
+    """What follows `--` on the command line (invoke parses it but gives it to no task)."""
+    return sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
+
+
 def _finish(code: int) -> None:
     if code:
         raise Exit(code=code)
@@ -160,9 +165,10 @@ def demo_ur(
     )
 )
 def test(c, where="auto", profile=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False):
-    """Run the tests: host tests, then the tests inside the image (building it when missing)."""
+    """Run the tests: host tests, then the tests inside the image (building it when missing).
+    Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(commands.test(s, where, shlex.split(pytest_args), phase))
+    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase))
 
 
 @task(help=_help("profile", "dry-run", "debug", command="run this instead of an interactive shell"))

@@ -321,3 +321,10 @@ def test_clean_and_shell_dry_runs():
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip().splitlines()[-1]
     assert shlex.split(line)[-3:] == ["bash", "-c", "pytest -q"] and " -it " in line
+
+
+def test_arguments_after_double_dash_reach_pytest():
+    result = invoke("test", "--where", "host", "--dry-run", "--", "-k", "zebin and not gpu")
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if "-m pytest" in ln)
+    assert shlex.split(line)[-2:] == ["-k", "zebin and not gpu"]
