@@ -188,7 +188,11 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             layers.append(out.stdout.strip())
         # The floor for any engine that does not build: a plain pull of the same digest on B,
         # from an empty image store and build cache (the base stays).
-        run([docker_cli, "rmi", "-f", tag, source], env_b, checkout, logs / "reset-b.log", "docker rmi on B")
+        image_id = subprocess.run(
+            [docker_cli, "image", "inspect", "-f", "{{.Id}}", tag], env=env_b, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        # By id: every tag B's build gave the image goes, and with it every layer the base does not hold.
+        run([docker_cli, "rmi", "-f", image_id], env_b, checkout, logs / "reset-b.log", "docker rmi on B")
         run([docker_cli, "builder", "prune", "-af"], env_b, checkout, logs / "reset-b.log", "builder prune on B")
         pull = run([docker_cli, "pull", source], env_b, checkout, logs / "pull-b.log", "docker pull on B")
         result = {
