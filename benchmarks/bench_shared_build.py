@@ -189,7 +189,11 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
         # The floor for any engine that does not build: a plain pull of the same digest on B,
         # from an empty image store and build cache (the base stays).
         image_id = subprocess.run(
-            [docker_cli, "image", "inspect", "-f", "{{.Id}}", tag], env=env_b, capture_output=True, text=True, check=False
+            [docker_cli, "image", "inspect", "-f", "{{.Id}}", tag],
+            env=env_b,
+            capture_output=True,
+            text=True,
+            check=False,
         ).stdout.strip()
         # By id: every tag B's build gave the image goes, and with it every layer the base does not hold.
         run([docker_cli, "rmi", "-f", image_id], env_b, checkout, logs / "reset-b.log", "docker rmi on B")
