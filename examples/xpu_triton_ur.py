@@ -29,8 +29,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 try:  # importing Triton takes a while: Ctrl-C then is still one line, not a traceback
-    import triton
-    import triton.language as tl
+    from xpukit.runtime.interrupts import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside an extension's init would be lost (see the module)
+        import numpy  # noqa: F401  (loaded here, where Ctrl-C is held; the functions import it by name)
+        import triton
+        import triton.language as tl
 except KeyboardInterrupt:
     print("interrupted", file=sys.stderr)
     sys.exit(EXIT_INTERRUPTED)

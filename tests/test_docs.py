@@ -158,9 +158,12 @@ def _command(doc_line: DocLine) -> list[str]:
     if template or needs_argument or missing_input or "--dry-run" not in flags:
         # `invoke --help TASK`: after the task, --help would fill a positional argument instead.
         return ["--help", task]
+    # The kit's own flags go before `--`: what follows it is passed on (to pytest).
+    passed_on = words[words.index("--") :] if "--" in words else []
+    words = words[: len(words) - len(passed_on)]
     if "--where" in flags and "--where" not in words and "-w" not in words:
         words += ["--where", "container"]
-    return words if "--dry-run" in words else [*words, "--dry-run"]
+    return [*words, *([] if "--dry-run" in words else ["--dry-run"]), *passed_on]
 
 
 def _run(doc_line: DocLine) -> tuple[DocLine, list[str], subprocess.CompletedProcess]:
