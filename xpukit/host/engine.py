@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
@@ -269,7 +269,7 @@ class Engine:
     api: str = ""  # the Docker-compatible API endpoint; "" for podman: found or started on first use
     why: str = ""
     docker_cli: str = "auto"
-    say: Any = print
+    say: Callable[[str], None] = print
     _service: podman_mod.Service | None = dataclasses.field(default=None, repr=False)
 
     @property
@@ -281,16 +281,14 @@ class Engine:
     def rootless(self) -> bool:
         return self.kind == "podman" and podman_mod.rootless()
 
-    def endpoint(self, start: bool = True) -> str:
-        """The API endpoint; for podman with no running service, one is started when ``start``."""
+    def endpoint(self) -> str:
+        """The API endpoint; for podman with no running service, one is started for the task."""
         if self.api or self.kind == "docker":
             return self.api
         for candidate in podman_mod.socket_candidates(os.environ):
             if answers_at(candidate):
                 self.api = candidate
                 return candidate
-        if not start:
-            return ""
         podman = podman_mod.find_podman()
         if podman is None:
             raise EngineError("podman is not installed", podman_mod.INSTALL_FIX)
@@ -299,12 +297,9 @@ class Engine:
         self.api = self._service.endpoint
         return self.api
 
-    def client(self, timeout: int = 600, start: bool = True) -> Any:
+    def client(self, timeout: int = 600) -> Any:
         """A docker SDK client for this engine that has answered a ping."""
-        where = self.endpoint(start)
-        if self.kind == "podman" and not where:
-            raise EngineError("podman's API service is not running", podman_mod.KEEP_SERVICE_FIX)
-        return client(where, timeout)
+        return client(self.endpoint(), timeout)
 
     def answers(self) -> tuple[bool, str]:
         try:
@@ -327,12 +322,11 @@ class Engine:
             return {"DOCKER_HOST": self.api}
         return {}
 
-    def run_options(self, start: bool = True) -> dict[str, Any]:
+    def run_options(self) -> dict[str, Any]:
         """Options every container of this engine needs: under a podman service the kit started,
-        that service's own limits (see :func:`xpukit.host.podman.process_ulimits`). ``start``:
-        find or start podman's service first (False in a dry run)."""
+        that service's own limits (see :func:`xpukit.host.podman.process_ulimits`)."""
         if self.kind == "podman":
-            self.endpoint(start)
+            self.endpoint()
         return {"ulimits": self._service.ulimits()} if self._service is not None else {}
 
 
