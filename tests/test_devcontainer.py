@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from fakehost import Node, make_host
 
-from xpukit.host import devcontainer, gpu
+from xpukit.host import containers, devcontainer, engine, gpu, settings
 from xpukit.host.pins import REPO_ROOT
 
 COMMITTED = REPO_ROOT / ".devcontainer" / "devcontainer.json"
@@ -63,8 +63,6 @@ def test_gpu_options_are_the_shells(tmp_path, nodes):
 def test_gpu_options_follow_the_engine_in_shell_and_devcontainer(tmp_path, monkeypatch, kind, rootless):
     """Mock: a fake Intel GPU host. `invoke shell` and `invoke devcontainer` take the same options
     from xpukit.host.containers.gpu_options; rootless podman swaps the render gid for keep-groups."""
-    from xpukit.host import containers, engine, settings
-
     host = make_host(tmp_path, [Node()])
     real_nodes, real_options = gpu.render_nodes, gpu.gpu_run_options
 

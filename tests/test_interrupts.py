@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from xpukit.runtime.interrupts import deferred_sigint
 from xpukit.runtime.scratch import KEEP_MARKER, host_tag, remove_stale
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +80,17 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
     )
 
 
+def interrupt_and_wait(p: subprocess.Popen, timeout: float = 120) -> str:
+    """SIGINT, then the process's stderr once it ends; one that outlives ``timeout`` is killed."""
+    try:
+        p.send_signal(signal.SIGINT)
+        return p.communicate(timeout=timeout)[1]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def assert_one_line_130(p: subprocess.Popen, stderr: str, line: str) -> None:
     assert p.returncode == 130, stderr
     assert "Traceback" not in stderr
@@ -122,14 +134,7 @@ def test_ctrl_c_while_the_demo_starts_up(tmp_path, delay):
     cmd = [sys.executable, str(DEMO), "--device", "cpu", "--n", "4096", "--iters", "1000000"]
     p = start(cmd, demo_env(tmp_path))
     time.sleep(delay)
-    p.send_signal(signal.SIGINT)
-    try:
-        _, stderr = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert_one_line_130(p, stderr, "interrupted")
+    assert_one_line_130(p, interrupt_and_wait(p), "interrupted")
 
 
 # --- python -m xpukit compile, with ocloc mid-build ---------------------------------------------
@@ -247,8 +252,6 @@ def test_killed_run_folder_is_removed_by_the_next_run_and_a_live_one_is_not(tmp_
 @pytest.mark.unit
 def test_deferred_sigint_holds_ctrl_c_until_the_block_ends():
     """A real SIGINT to this process inside the block: the block finishes, then KeyboardInterrupt."""
-    from xpukit.runtime.interrupts import deferred_sigint
-
     finished = False
     with pytest.raises(KeyboardInterrupt), deferred_sigint():
         os.kill(os.getpid(), signal.SIGINT)
