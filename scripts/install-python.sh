@@ -37,9 +37,29 @@ for dir in "$@"; do
   fi
 done
 
-# Wheels cannot carry symlinks, so the UR/OpenCL wheels install identical copies of large .so
-# files; hardlinking them in this same layer saves hundreds of MiB.
-run hardlink --quiet "$venv"
+# What every pull pays for but no Intel target uses, removed in this same layer (a later layer
+# could only hide it):
+# - Triton's NVIDIA and AMD backends (CUDA's ptxas, cupti, ROCm's tools; about 190 MiB);
+# - DWARF in the shared objects (libtriton.so carries about 240 MiB): symbol names stay, so
+#   backtraces still name functions;
+# - identical copies of large .so files: wheels cannot carry symlinks, and pip stamps each copy
+#   with its own extraction time, so the comparison ignores timestamps (about 290 MiB).
+if [[ $dry_run -eq 1 ]]; then
+  echo "+ rm -rf <every triton/backends/* but intel>"
+  echo "+ strip --strip-debug <every .so under $venv with a .debug_info section>"
+else
+  shopt -s nullglob
+  for backend in "$venv"/lib/python3*/site-packages/triton/backends/*/; do
+    case "$(basename "$backend")" in intel|__pycache__) ;; *) run rm -rf "$backend" ;; esac
+  done
+  shopt -u nullglob
+  while IFS= read -r -d '' object; do
+    if readelf --section-headers --wide "$object" 2>/dev/null | grep -q ' \.debug_info '; then
+      run strip --strip-debug "$object"
+    fi
+  done < <(find "$venv" -type f -name '*.so*' -print0)
+fi
+run hardlink --quiet --ignore-time "$venv"
 # PyTorch's XPU wheels name pytorch-triton-xpu, which this image replaces with its own Triton.
 if [[ $dry_run -eq 0 ]]; then
   if ! problems="$("$venv/bin/pip" check 2>&1)"; then

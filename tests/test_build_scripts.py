@@ -48,4 +48,5 @@ def test_install_apt_and_python_dry_runs():
     assert "+ mkdir -p /var/cache/xpukit-apt/archives/partial /var/cache/xpukit-apt/lists/partial" in p.stdout
     p = run("install-python.sh", "--dry-run", "/opt/xpukit/env/requirements.lock", XPUKIT_VENV="/tmp/v")
     assert p.returncode == 0, p.stderr
-    assert "--require-hashes" in p.stdout and "--no-index --find-links" in p.stdout and "hardlink" in p.stdout
+    assert "--require-hashes" in p.stdout and "--no-index --find-links" in p.stdout
+    assert "+ strip --strip-debug" in p.stdout and "+ hardlink --quiet --ignore-time /tmp/v" in p.stdout

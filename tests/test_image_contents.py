@@ -1,0 +1,61 @@
+"""What the image's venv leaves out, so every pull moves less (scripts/install-python.sh).
+
+These read the real installed venv inside the image: no duplicate copies of large files, no DWARF
+in shared objects, and Triton with its Intel backend only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+pytestmark = pytest.mark.container
+
+VENV = Path(os.environ.get("VIRTUAL_ENV", sys.prefix))
+LARGE = 1 << 20
+
+
+def _regular_files(root: Path):
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            yield path
+
+
+def test_identical_large_files_share_one_inode():
+    by_content: dict[tuple[int, str], set[int]] = {}
+    for path in _regular_files(VENV):
+        stat = path.stat()
+        if stat.st_size < LARGE:
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        by_content.setdefault((stat.st_size, digest), set()).add(stat.st_ino)
+    copies = {key: inodes for key, inodes in by_content.items() if len(inodes) > 1}
+    assert by_content, f"no file of 1 MiB or more under {VENV}: is this the kit's venv?"
+    assert not copies, f"identical files stored more than once: {copies}"
+
+
+def test_shared_objects_carry_no_dwarf():
+    objects = [p for p in _regular_files(VENV) if ".so" in p.name and p.stat().st_size >= LARGE]
+    assert any(p.name.startswith("libtriton") for p in objects), "libtriton.so not found"
+    with_dwarf = []
+    for path in objects:
+        with path.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+            f.seek(0)
+            if ELFFile(f).get_section_by_name(".debug_info") is not None:
+                with_dwarf.append(str(path))
+    assert not with_dwarf
+
+
+def test_triton_has_only_its_intel_backend():
+    from triton.backends import backends
+
+    assert set(backends) == {"intel"}
+    backend_dir = Path(sys.modules["triton.backends"].__file__).parent
+    assert sorted(p.name for p in backend_dir.iterdir() if p.is_dir() and p.name != "__pycache__") == ["intel"]
