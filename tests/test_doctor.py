@@ -167,6 +167,22 @@ def test_disk_budget_is_stated_once_per_profile():
     assert low.status == "warn" and f"~{doctor.IMAGE_ONLY_FREE_GIB} GiB wanted" in low.found
 
 
+def test_layer_decompression_check_names_pigz_only_where_it_helps():
+    """unpigz found or not (an injected PATH lookup), podman, and a remote engine."""
+    missing = doctor.check_layer_decompression("docker", "", which=lambda name: None)
+    assert missing.status == "warn" and "unpigz not found" in missing.found and "apt-get install pigz" in missing.fix
+    found = doctor.check_layer_decompression("docker", "unix:///run/docker.sock", which=lambda name: f"/usr/bin/{name}")
+    assert found.status == "ok"
+    assert doctor.check_layer_decompression("podman", "", which=lambda name: None).status == "skip"
+    remote = doctor.check_layer_decompression("docker", "ssh://build-host", which=lambda name: None)
+    assert remote.status == "skip" and "ssh://build-host" in remote.found
+
+
+def test_doctor_prints_one_pull_line(tmp_path):
+    _, lines = run(make_host(tmp_path, [Node()]))
+    assert len(lines_for(lines, "pull")) == 1, lines
+
+
 def test_host_run_check_names_what_is_missing(monkeypatch):
     """What `invoke compile --where host` needs, on a host with none of it (an ocloc path that is not there)."""
     monkeypatch.setenv("XPUKIT_OCLOC", "/nonexistent/xpukit/ocloc")

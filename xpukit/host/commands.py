@@ -279,6 +279,7 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
         buildkit_probe=build_probe,
         engine_kind=(ctx.engine.kind, ctx.engine.rootless),
         engine_options=ctx.engine.run_options() if image else {},
+        engine_endpoint=ctx.engine.api,
         expected_pins={"fingerprint": profile.fingerprint()},
         need_gib=doctor.disk_budget_gib(profile.name),
     )

@@ -207,6 +207,24 @@ def check_disk(path: str, free_bytes: int | None, need_gib: int) -> Finding:
     return Finding("warn", "disk", f"{found}; ~{need_gib} GiB wanted for {what}", fix)
 
 
+def check_layer_decompression(kind: str, endpoint: str, which: Callable[[str], str | None] = shutil.which) -> Finding:
+    """Docker's engine gunzips pulled layers through ``unpigz`` when its PATH has one, and in Go
+    otherwise; a pull of the cpu image took 1.3-1.4x as long without it (docs/BENCHMARKS.md).
+    Podman decompresses in parallel by itself. Only a local engine shares this host's PATH."""
+    if kind != "docker":
+        return Finding("skip", "pull", f"{kind} decompresses pulled layers itself")
+    if endpoint and not endpoint.startswith("unix://"):
+        return Finding("skip", "pull", f"the engine at {endpoint} is remote: unpigz on its host speeds its pulls")
+    if which("unpigz"):
+        return Finding("ok", "pull", "unpigz found: the engine decompresses pulled layers with it")
+    return Finding(
+        "warn",
+        "pull",
+        "unpigz not found: the engine decompresses pulled layers in Go, 1.3-1.4x slower",
+        "apt-get install pigz (dockerd looks for unpigz on its PATH at each pull; no restart)",
+    )
+
+
 def check_host_run(
     find_module: Callable[[str], Any] = importlib.util.find_spec, ocloc_probe: Callable[[], Any] = find_ocloc
 ) -> Finding:
@@ -579,6 +597,7 @@ def run_doctor(
     out: Callable[[str], None] = print,
     engine_kind: tuple[str, bool] = ("docker", False),
     engine_options: Mapping[str, Any] | None = None,
+    engine_endpoint: str = "",
 ) -> int:
     """Print every finding, one per line; return 1 when any failed, else 0.
 
@@ -587,6 +606,7 @@ def run_doctor(
     ``expected_pins``: the host's pins for the image's profile, flat like the manifest's "pins".
     ``engine_kind`` (kind, rootless) and ``engine_options``: the engine's terms for the GPU
     options and what its containers need (xpukit.host.engine.Engine.run_options).
+    ``engine_endpoint``: the engine's API address ("" for the local default).
     """
     engine_probe = engine_probe or _sdk_engine_probe(docker_client_factory)
     buildkit_probe = buildkit_probe or _default_buildkit_probe
@@ -607,6 +627,7 @@ def run_doctor(
         free_bytes,
         need_gib,
     )
+    findings.append(check_layer_decompression(engine_kind[0], engine_endpoint))
     for f in findings:
         out(f.line())
 
