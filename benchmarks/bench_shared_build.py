@@ -14,6 +14,9 @@ One run:
      `invoke build --rebuild --registry ...`: BuildKit reads A's image as a cache source
      (`--cache-from <registry>/xpukit@<digest>`, from the lock `invoke push` wrote) and reuses its
      layers. The target is B's time <= 25% of the cold build's, both measured in the same run.
+     Then B drops the image and pulls the same digest (the floor for any engine that does not
+     build), and engine C, whose dockerd runs with MOBY_DISABLE_PIGZ=1, pulls it too: dockerd
+     gunzips layers with unpigz when its PATH has one, in Go otherwise.
 
 The private engines have no NAT, so the builds' RUN steps use the host's network
 (XPUKIT_BUILD_NETWORK=host). The CA bundle is the kit's default (`--ca-bundle auto`). The tasks run
@@ -137,6 +140,7 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
         registry(run_dir / "registry", {USER: PASSWORD}) as address,
         second_engine(run_dir / "engine-a") as host_a,
         second_engine(run_dir / "engine-b") as host_b,
+        second_engine(run_dir / "engine-c", {"MOBY_DISABLE_PIGZ": "1"}) as host_c,
     ):
         where = f"{address}/{NAMESPACE}"
         password = run_dir / "password"
@@ -146,12 +150,14 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
         config_b = run_dir / "docker-config-b"
         config_b.mkdir()
         env_b = task_env(host_b, DOCKER_CONFIG=str(config_b))
+        # C only pulls, with dockerd's own Go gunzip instead of unpigz: what pigz buys a pull.
+        env_c = task_env(host_c, DOCKER_CONFIG=str(config_b))
         login = [docker_cli, "login", "-u", USER, "--password-stdin", address]
         proc = subprocess.run(login, env=env_b, input=PASSWORD, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise BenchError(f"docker login {address} on engine B failed: {proc.stderr.strip()[:200]}")
 
-        for env, name in ((env_a, "a"), (env_b, "b")):
+        for env, name in ((env_a, "a"), (env_b, "b"), (env_c, "c")):
             if base_tar.exists():
                 run([docker_cli, "load", "-i", str(base_tar)], env, checkout, logs / f"base-{name}.log", "docker load")
             elif name == "a":
@@ -199,9 +205,11 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
         run([docker_cli, "rmi", "-f", image_id], env_b, checkout, logs / "reset-b.log", "docker rmi on B")
         run([docker_cli, "builder", "prune", "-af"], env_b, checkout, logs / "reset-b.log", "builder prune on B")
         pull = run([docker_cli, "pull", source], env_b, checkout, logs / "pull-b.log", "docker pull on B")
+        pull_go = run([docker_cli, "pull", source], env_c, checkout, logs / "pull-c.log", "docker pull on C")
         result = {
             "cold_build_s": round(cold, 1),
             "pull_s": round(pull, 1),
+            "pull_without_pigz_s": round(pull_go, 1),
             "shared_over_pull": round(shared / pull, 3),
             "push_s": round(push, 1),
             "shared_build_s": round(shared, 1),
@@ -270,6 +278,8 @@ def main() -> int:
             "cores": os.cpu_count(),
             "os": platform.platform(),
             "docker_cli": f"{docker_cli} {cli_version.stdout.strip()}",
+            # dockerd gunzips pulled layers with unpigz when its PATH has one (engines A and B).
+            "unpigz": shutil.which("unpigz") or "not found",
         },
         "base": f"{base} ({base_from})",
         "runs": runs,
@@ -280,6 +290,9 @@ def main() -> int:
             "target": "<= 0.25",
             "met": max(ratios) <= 0.25,
             "shared_over_pull_median": statistics.median(r["shared_over_pull"] for r in runs),
+            "pull_without_pigz_over_pull_median": statistics.median(
+                r["pull_without_pigz_s"] / r["pull_s"] for r in runs
+            ),
         },
     }
     report(result, args.json)

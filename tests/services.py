@@ -13,7 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -88,10 +88,11 @@ def registry(root: Path, users: dict[str, str], read_only: bool = False) -> Iter
 
 
 @contextlib.contextmanager
-def second_engine(root: Path) -> Iterator[str]:
+def second_engine(root: Path, extra_env: Mapping[str, str] | None = None) -> Iterator[str]:
     """Another dockerd with its own data root, exec root, socket, pid file and bridge, and no
     iptables rules, so it never touches the first engine's network; yields its DOCKER_HOST.
-    (``--bridge none`` is not enough: that dockerd deletes an existing docker0.)"""
+    (``--bridge none`` is not enough: that dockerd deletes an existing docker0.)
+    ``extra_env`` is added to the daemon's environment (e.g. MOBY_DISABLE_PIGZ=1)."""
     dockerd = need("dockerd", "docker.io")
     root.mkdir(parents=True, exist_ok=True)
     # unix socket paths are limited to ~100 bytes: keep the runtime files in a short temp dir.
@@ -112,7 +113,7 @@ def second_engine(root: Path) -> Iterator[str]:
         "--ip-forward=false",
     ]  # fmt: skip
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(extra_env or {})})
     host = f"unix://{sock}"
     try:
         import docker
