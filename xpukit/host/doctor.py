@@ -25,7 +25,7 @@ from xpukit.runtime.ocloc import find_ocloc
 STATUSES = ("ok", "warn", "fail", "skip")
 GIB = 1024**3
 # Rough free-space needs (estimates, not measurements): PyTorch's build tree + ccache is tens of GiB,
-# LLVM from source adds more; the cpu image (~2 GiB) with BuildKit's cache and wheelhouse a few.
+# LLVM from source adds more; the cpu image (~1.4 GiB) with BuildKit's cache and wheelhouse a few.
 # The one statement of the doctor's disk budget; warn below it.
 SOURCE_BUILD_FREE_GIB = 80
 IMAGE_ONLY_FREE_GIB = 10
@@ -209,7 +209,7 @@ def check_disk(path: str, free_bytes: int | None, need_gib: int) -> Finding:
 
 def check_layer_decompression(kind: str, endpoint: str, which: Callable[[str], str | None] = shutil.which) -> Finding:
     """Docker's engine gunzips pulled layers through ``unpigz`` when its PATH has one, and in Go
-    otherwise; a pull of the cpu image took 1.3-1.4x as long without it (docs/BENCHMARKS.md).
+    otherwise; a pull of the cpu image took 1.85x as long without it (docs/BENCHMARKS.md).
     Podman decompresses in parallel by itself. Only a local engine shares this host's PATH."""
     if kind != "docker":
         return Finding("skip", "pull", f"{kind} decompresses pulled layers itself")
@@ -220,7 +220,7 @@ def check_layer_decompression(kind: str, endpoint: str, which: Callable[[str], s
     return Finding(
         "warn",
         "pull",
-        "unpigz not found: the engine decompresses pulled layers in Go, 1.3-1.4x slower",
+        "unpigz not found: the engine decompresses pulled layers in Go, about 1.85x slower",
         "apt-get install pigz (dockerd looks for unpigz on its PATH at each pull; no restart)",
     )
 
