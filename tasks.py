@@ -15,7 +15,7 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from xpukit.errors import XpukitError
-from xpukit.host import commands, docs_tables, settings, ui
+from xpukit.host import commands, docs_tables, matrix_sched, settings, ui
 from xpukit.host.build import Variant
 from xpukit.targets import split_targets
 
@@ -316,6 +316,24 @@ def doctor(c, image="", profile=None, debug=False):
     _finish(commands.doctor_cmd(s, image))
 
 
+@task(
+    help=_help(
+        "profile",
+        "ca-bundle",
+        "dry-run",
+        "debug",
+        against="auto|local|lock|rebuild: compare with the local image, the lock's pushed one, or a 2nd rebuild",
+        keep="keep the empty stores and image archives (their folder is printed)",
+    )
+)
+def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=False, debug=False):
+    """Rebuild the image from nothing in an empty podman store and check it is bit-for-bit the same (exit 1 if not)."""
+    from xpukit.host import verify as verify_mod
+
+    s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    _finish(verify_mod.run(s, against, keep))
+
+
 @task(help=_help("profile", "ca-bundle", "dry-run", "debug", registry="HOST[:PORT]/NAMESPACE (XPUKIT_REGISTRY)"))
 def push(c, profile=None, registry=None, ca_bundle=None, dry_run=False, debug=False):
     """Push the profile's image and record its digest in env/lock/images.toml (commit that file)."""
@@ -346,6 +364,65 @@ def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run
     _finish(commands.devcontainer(_settings(c, profile=profile, dry_run=dry_run, debug=debug), out))
 
 
+@task(
+    help=_help(
+        "profile",
+        "ca-bundle",
+        "dry-run",
+        "debug",
+        scheduler="local|slurm|kubernetes (default local: this engine, cells in parallel)",
+        runtime="engine|charliecloud: what runs each cell's image (slurm/local)",
+        file="the matrix file (default env/matrix.toml)",
+        suite="narrow the suite axis (comma-separated)",
+        target="narrow the target axis",
+        ur="narrow the UR release axis (pinned or releases of cpu.ur.matrix)",
+        triton="narrow the Triton variant axis",
+        out_dir="where runs are kept (default .xpukit/matrix)",
+        only_failed="rerun only the cells of the last run that did not pass",
+        jobs="local: cells at once (default: the number of cores)",
+        throttle="slurm/kubernetes: array tasks or pods at once (default: all)",
+        sbatch_args="more sbatch options, quoted (e.g. '--partition=pvc --time=30')",
+        out="kubernetes: write the Indexed Job manifest to this file",
+        apply="kubernetes: kubectl apply the manifest",
+        image="kubernetes: REPOSITORY@sha256:... (default: env/lock/images.toml)",
+        gpu_resource="kubernetes, xpu: gpu.intel.com/i915 or gpu.intel.com/xe",
+        timeout="seconds to wait for every cell (default: no limit)",
+    )
+)
+def matrix(
+    c,
+    scheduler="local",
+    runtime="engine",
+    file="",
+    suite="",
+    target="",
+    ur="",
+    triton="",
+    out_dir="",
+    only_failed=False,
+    jobs=0,
+    throttle=0,
+    sbatch_args="",
+    out="",
+    apply=False,
+    image="",
+    gpu_resource="gpu.intel.com/i915",
+    timeout=0.0,
+    profile=None,
+    ca_bundle=None,
+    dry_run=False,
+    debug=False,
+):
+    """Run the matrix of env/matrix.toml (UR release x target x Triton x suite), one result file per
+    cell, on this engine, Slurm (sbatch --array) or Kubernetes (an Indexed Job); ends with one table."""
+    s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    opts = matrix_sched.Options(
+        scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
+        sbatch_args, out, apply, image, gpu_resource, float(timeout),
+    )  # fmt: skip
+    _finish(commands.guarded(matrix_sched.run)(s, opts))
+
+
 @task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
 def docs(c, check=False):
     """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
@@ -353,7 +430,8 @@ def docs(c, check=False):
 
 
 TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs, push, pull, export)
-TASKS += (devcontainer, kernel_report)
+TASKS += (verify,)
+TASKS += (devcontainer, kernel_report, matrix)
 for each in TASKS:
     each.body = interruptible(each.body)
 ns = Collection(*TASKS)

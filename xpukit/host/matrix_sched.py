@@ -1,0 +1,536 @@
+"""Where the matrix cells run: ``local`` (this engine, cells in parallel bounded by cores),
+``slurm`` (one ``sbatch --array`` job), ``kubernetes`` (an Indexed Job manifest). Each cell runs
+through the container runtime the site has: the kit's engine (Docker or podman, the image by its
+exact ID) or charliecloud (the image converted once into a directory, ``ch-run``).
+Results are read from the cells' own files, never from the scheduler's accounting."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from xpukit.errors import XpukitError
+from xpukit.host import containers, engine, sharing, testing, ui
+from xpukit.host import matrix as mx
+from xpukit.host.build import Variant
+from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
+from xpukit.host.settings import Context, check_choice
+
+SCHEDULERS = ("local", "slurm", "kubernetes")
+RUNTIMES = ("engine", "charliecloud")
+IMAGE_SRC = "/opt/xpukit/src"  # the kit's source inside the image (Kubernetes: no checkout mount)
+GPU_RESOURCES = ("gpu.intel.com/i915", "gpu.intel.com/xe")
+POLL = 0.5  # seconds between looks at the cells' files
+
+
+@dataclasses.dataclass
+class Options:
+    scheduler: str = "local"
+    runtime: str = "engine"
+    matrix_file: str = ""
+    suites: str = ""
+    targets: str = ""
+    urs: str = ""
+    tritons: str = ""
+    out_dir: str = ""
+    only_failed: bool = False
+    jobs: int = 0  # local: cells at once (0: the number of cores)
+    throttle: int = 0  # slurm/kubernetes: array tasks / pods at once (0: all)
+    sbatch_args: str = ""  # more sbatch options, quoted (a partition, an account, a time limit)
+    manifest_out: str = ""  # kubernetes: write the manifest here
+    apply: bool = False  # kubernetes: kubectl apply it
+    image: str = ""  # kubernetes: the image by digest (default: env/lock/images.toml's entry)
+    gpu_resource: str = GPU_RESOURCES[0]
+    timeout: float = 0  # seconds to wait for all cells (0: no limit)
+
+
+# ---------------------------------------------------------------- images
+
+
+def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, str]:
+    """triton value -> the exact image ID to run (a dry run without the image: its content tag)."""
+    sdk = dry_run_sdk(ctx) if ctx.dry_run else ctx.engine.client()
+    images: dict[str, str] = {}
+    try:
+        for triton in tritons:
+            variant = Variant() if triton == mx.DEFAULT_TRITON else Variant(triton=triton)
+            plan = make_plan(ctx, sdk, variant, base_required=False)
+            if sdk is None:
+                images[triton] = plan.tag
+                continue
+            if triton == mx.DEFAULT_TRITON and not ctx.dry_run:
+                ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
+            if not engine.image_exists(sdk, plan.tag):
+                if ctx.dry_run:
+                    images[triton] = plan.tag
+                    continue
+                raise XpukitError(
+                    f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
+                )
+            images[triton] = sdk.images.get(plan.tag).id
+    finally:
+        if sdk is not None:
+            sdk.close()
+    return images
+
+
+# ---------------------------------------------------------------- one cell's command line
+
+
+def _in_image(cell: mx.Cell, src: str, pinned_ur: str) -> list[str]:
+    """The cell's command in the image; another UR release is prepared there first, with pip
+    (tests/ur_matrix.py's prepare_prefix, cached under the cache volume), and used through
+    XPUKIT_UR_LOADER."""
+    version = cell.ur if cell.ur not in ("", mx.PINNED, pinned_ur) else ""
+    command = cell.command_in_image(src, cell.ur or pinned_ur)
+    if not version:
+        return command
+    prepare = (
+        f"import sys; sys.path.insert(0, {src + '/tests'!r}); from ur_matrix import loader_in, prepare_prefix; "
+        f"print(loader_in(prepare_prefix({version!r})))"
+    )
+    script = 'XPUKIT_UR_LOADER="$(python -c "$1")" || exit 1; export XPUKIT_UR_LOADER; shift; exec "$@"'
+    return ["bash", "-c", script, "xpukit-ur", prepare, *command]
+
+
+def cell_options(ctx: Context, folder: Path) -> dict[str, Any]:
+    """The kit's container options (xpukit/host/containers.py: checkout, cache volume, GPU, and
+    whatever else every task's containers get), plus the cell's folder at /results and the CA
+    bundle the UR matrix's pip needs."""
+    env = {name: os.environ[name] for name in testing.PASS_THROUGH if os.environ.get(name)}
+    options = containers.container_options(ctx, env)
+    options["volumes"][str(folder)] = {"bind": mx.RESULTS, "mode": "rw"}
+    if ctx.ca_bundle.path:
+        options["volumes"][ctx.ca_bundle.path] = {"bind": testing.CA_IN_CONTAINER, "mode": "ro"}
+        options["environment"].update({"PIP_CERT": testing.CA_IN_CONTAINER, "SSL_CERT_FILE": testing.CA_IN_CONTAINER})
+    return options
+
+
+def engine_line(cli: str, image: str, command: list[str], options: dict[str, Any], name: str) -> list[str]:
+    """`docker run` / `podman run` for the cell, the container named so a cancel can remove it."""
+    line = engine.format_run_cli(cli, image, command, options)
+    return [*line[:3], "--name", name, *line[3:]]
+
+
+def ch_run_line(image_dir: Path, command: list[str], options: dict[str, Any]) -> list[str]:
+    """The same cell through charliecloud: the host paths bound, named volumes dropped (no engine
+    to hold them: caches go to /tmp), the image's environment then the kit's."""
+    line = ["ch-run", "--unset-env=*", "--set-env"]
+    for host_path, spec in (options.get("volumes") or {}).items():
+        if host_path.startswith("/"):
+            line.append(f"--bind={host_path}:{spec['bind']}")
+    env = {**(options.get("environment") or {}), "HOME": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton"}
+    env["XPUKIT_CACHE_DIR"] = "/tmp/xpukit-cache"
+    line += [f"--set-env={k}={v}" for k, v in env.items()]
+    if options.get("working_dir"):
+        line.append(f"--cd={options['working_dir']}")
+    return [*line, str(image_dir), "--", *command]
+
+
+def charliecloud_image(ctx: Context, image_id: str, store: Path) -> Path:
+    """The image unpacked once for ch-run: ``ch-convert -i docker|podman ID DIR`` (cached by ID),
+    with the mount points the kit binds made in it."""
+    target = store / image_id.removeprefix("sha256:")[:16]
+    if (target / ".xpukit-complete").exists():
+        return target
+    ch_convert = shutil.which("ch-convert")
+    if ch_convert is None:
+        raise XpukitError("--runtime charliecloud needs ch-convert and ch-run", "apt-get install charliecloud")
+    store.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    env = {**os.environ, **ctx.engine.build_env()}
+    kind = "podman" if ctx.engine.kind == "podman" else "docker"
+    cmd = [ch_convert, "-i", kind, "-o", "dir", image_id, str(target)]
+    ui.say(f"charliecloud: {shlex.join(cmd)}")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise XpukitError(f"ch-convert failed: {tail[0]}", "check that the engine has the image and the disk has room")
+    for mount in (containers.WORKSPACE, mx.RESULTS, os.path.dirname(testing.CA_IN_CONTAINER)):
+        (target / mount.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (target / ".xpukit-complete").write_text(image_id + "\n")
+    return target
+
+
+# ---------------------------------------------------------------- preparing a run
+
+
+@dataclasses.dataclass
+class Prepared:
+    run: Path
+    out_dir: Path
+    cells: list[mx.Cell]
+    scripts: dict[str, Path]  # cell name -> run.sh
+
+
+def _pinned_ur(ctx: Context) -> str:
+    return mx.ur_releases(mx.pins_mod.load().profile(ctx.profile))[0]
+
+
+def select_cells(ctx: Context, opts: Options, out_dir: Path) -> list[mx.Cell]:
+    if opts.only_failed:
+        previous = mx.last_run(out_dir)
+        cells, _ = mx.read_cells(previous)
+        failed = [c for c in cells if not mx.read_outcome(previous, c).passed]
+        if not failed:
+            ui.say(f"matrix: every cell of the last run ({previous.name}) passed; nothing to rerun")
+        else:
+            ui.say(f"matrix: rerunning the {len(failed)} failed cell(s) of {previous.name}")
+        return failed
+    profile = mx.pins_mod.load().profile(ctx.profile)
+    matrix = mx.load_matrix(opts.matrix_file or None)
+    return mx.expand(matrix, profile, opts.suites, opts.targets, opts.urs, opts.tritons)
+
+
+def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) -> Prepared:
+    """The run folder with one script per cell (a dry run writes them under a temp folder)."""
+    tritons = list(dict.fromkeys(c.triton or mx.DEFAULT_TRITON for c in cells))
+    images = resolve_images(ctx, tritons)
+    # A dry run writes the same scripts under a temp folder, and submits nothing.
+    run = mx.new_run_dir(Path(tempfile.mkdtemp(prefix="xpukit-dry-")) if ctx.dry_run else out_dir)
+    pinned = _pinned_ur(ctx)
+    image_dirs: dict[str, Path] = {}
+    if opts.runtime == "charliecloud" and not ctx.dry_run:
+        image_dirs = {t: charliecloud_image(ctx, i, out_dir / "charliecloud") for t, i in images.items()}
+    cli = ctx.engine.cli_name
+    if ctx.engine.kind == "docker" and not ctx.dry_run:
+        cli = ctx.engine.build_cli().path
+    env = {"DOCKER_HOST": ctx.engine.api} if ctx.engine.kind == "docker" and ctx.engine.api else {}
+    scripts: dict[str, Path] = {}
+    for index, cell in enumerate(cells):
+        folder = mx.cell_dir(run, cell)
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o777)  # the image's user writes its results here
+        options = cell_options(ctx, folder)
+        triton = cell.triton or mx.DEFAULT_TRITON
+        if opts.runtime == "charliecloud":
+            image_dir = image_dirs.get(triton, out_dir / "charliecloud" / images[triton].removeprefix("sha256:")[:16])
+            line = ch_run_line(image_dir, _in_image(cell, containers.WORKSPACE, pinned), options)
+            cleanup = ":"
+        else:
+            name = f"xpukit-matrix-{run.name}-{index}"
+            command = _in_image(cell, containers.WORKSPACE, pinned)
+            line = engine_line(cli, images[triton], command, options, name)
+            cleanup = f"{shlex.quote(cli)} rm -f {name} >/dev/null 2>&1"
+        script = folder / "run.sh"
+        script.write_text(mx.cell_script(cell, folder, line, env, cleanup))
+        script.chmod(0o755)
+        scripts[cell.name] = script
+    meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime, "images": images}
+    mx.write_cells(run, cells, meta)
+    return Prepared(run, out_dir, cells, scripts)
+
+
+# ---------------------------------------------------------------- waiting and the table
+
+
+def _counts(prepared: Prepared, running: set[str] | None = None) -> tuple[int, int, int]:
+    done = started = 0
+    for cell in prepared.cells:
+        folder = mx.cell_dir(prepared.run, cell)
+        if (folder / "result.json").exists():
+            done += 1
+        elif (folder / "started").exists() or (running is not None and cell.name in running):
+            started += 1
+    return len(prepared.cells) - done - started, started, done
+
+
+class Progress:
+    """`matrix: Q queued, R running, D done` on stderr whenever the counts change."""
+
+    def __init__(self) -> None:
+        self.last: tuple[int, int, int] | None = None
+
+    def show(self, counts: tuple[int, int, int]) -> None:
+        if counts != self.last:
+            self.last = counts
+            queued, running, done = counts
+            print(f"xpukit: matrix: {queued} queued, {running} running, {done} done", file=sys.stderr, flush=True)
+
+
+def finish(prepared: Prepared) -> int:
+    outcomes = [mx.read_outcome(prepared.run, c) for c in prepared.cells]
+    mx.mark_last(prepared.out_dir, prepared.run)
+    print(mx.table(outcomes, Path.cwd()), flush=True)
+    failed = [o for o in outcomes if not o.passed]
+    passed = len(outcomes) - len(failed)
+    ui.say(f"matrix: {passed} passed, {len(failed)} failed; run {prepared.run}")
+    if failed:
+        ui.say("matrix: rerun the failed cells with `invoke matrix --only-failed`")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- local
+
+
+def run_local(prepared: Prepared, jobs: int, timeout: float) -> int:
+    """The cell scripts as child processes, ``jobs`` at a time."""
+    jobs = jobs or os.cpu_count() or 1
+    pending = list(prepared.cells)
+    running: dict[str, subprocess.Popen] = {}
+    progress = Progress()
+    deadline = time.monotonic() + timeout if timeout else None
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                cell = pending.pop(0)
+                running[cell.name] = subprocess.Popen(["bash", str(prepared.scripts[cell.name])])
+            for name, proc in list(running.items()):
+                if proc.poll() is not None:
+                    del running[name]
+            progress.show(_counts(prepared, set(running)))
+            if deadline and time.monotonic() > deadline:
+                raise XpukitError(f"the matrix did not finish within {timeout:.0f} s", "raise --timeout")
+            time.sleep(POLL)
+    finally:
+        for proc in running.values():  # Ctrl-C or a timeout: every cell is cancelled, none left running
+            proc.terminate()
+        for proc in running.values():
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    progress.show(_counts(prepared))
+    return finish(prepared)
+
+
+# ---------------------------------------------------------------- slurm
+
+
+def sbatch_script(prepared: Prepared, throttle: int, extra: list[str]) -> str:
+    """One array job: task i runs the script of cell i; its own output goes next to the cells."""
+    count = len(prepared.cells)
+    array = f"0-{count - 1}" + (f"%{throttle}" if throttle else "")
+    lines = [
+        "#!/usr/bin/env bash",
+        "# xpukit matrix: one Slurm array task per cell (written by `invoke matrix --scheduler slurm`)",
+        f"#SBATCH --job-name=xpukit-matrix-{prepared.run.name}",
+        f"#SBATCH --array={array}",
+        f"#SBATCH --output={prepared.run}/slurm-%a.out",
+        "#SBATCH --ntasks=1",
+        *(f"#SBATCH {shlex.quote(arg)}" for arg in extra),
+        "cells=(",
+        *(f"  {shlex.quote(str(prepared.scripts[c.name]))}" for c in prepared.cells),
+        ")",
+        'exec bash "${cells[$SLURM_ARRAY_TASK_ID]}"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _slurm_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise XpukitError(
+            f"--scheduler slurm needs {name}, which is not on PATH",
+            "run on a Slurm login node (or apt-get install slurm-client and set SLURM_CONF)",
+        )
+    return path
+
+
+def _job_alive(squeue: str, job: str) -> bool | None:
+    """Whether Slurm still has any task of the job (None: squeue did not answer)."""
+    proc = subprocess.run([squeue, "-h", "-j", job, "-o", "%i"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return None if "Invalid job id" not in proc.stderr else False
+    return bool(proc.stdout.strip())
+
+
+def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
+    script = prepared.run / "sbatch.sh"
+    script.write_text(sbatch_script(prepared, opts.throttle, shlex.split(opts.sbatch_args)))
+    cmd = ["sbatch", "--parsable", str(script)]
+    if dry_run:
+        print(f"# {shlex.join(cmd)}")
+        print(script.read_text(), end="")
+        _print_cell_scripts(prepared)
+        return 0
+    sbatch, squeue = _slurm_tool("sbatch"), _slurm_tool("squeue")
+    conf = os.environ.get("SLURM_CONF")
+    ui.say("matrix: submitting " + shlex.join([sbatch, *cmd[1:]]) + (f" (SLURM_CONF={conf})" if conf else ""))
+    proc = subprocess.run([sbatch, *cmd[1:]], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise XpukitError(f"sbatch failed: {proc.stderr.strip() or proc.stdout.strip()}", "check SLURM_CONF and sinfo")
+    job = proc.stdout.strip().split(";")[0]
+    (prepared.run / "slurm-job").write_text(job + "\n")
+    ui.say(f"matrix: Slurm job {job}, {len(prepared.cells)} array tasks; cancel with `scancel {job}`")
+    progress = Progress()
+    deadline = time.monotonic() + opts.timeout if opts.timeout else None
+    gone_since: float | None = None
+    try:
+        while True:
+            counts = _counts(prepared)
+            progress.show(counts)
+            if counts[2] == len(prepared.cells):
+                break
+            alive = _job_alive(squeue, job)
+            if alive is False:
+                # The job left the queue; give the last result files a moment on a shared filesystem.
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > 5:
+                    break
+            if deadline and time.monotonic() > deadline:
+                raise XpukitError(f"Slurm job {job} did not finish within {opts.timeout:.0f} s", f"scancel {job}")
+            time.sleep(POLL)
+    except KeyboardInterrupt:
+        subprocess.run([_slurm_tool("scancel"), job], check=False)
+        raise
+    return finish(prepared)
+
+
+def _print_cell_scripts(prepared: Prepared) -> None:
+    for cell in prepared.cells:
+        print(f"# ---- {prepared.scripts[cell.name]}")
+        print(prepared.scripts[cell.name].read_text(), end="")
+
+
+# ---------------------------------------------------------------- kubernetes
+
+
+def _k8s_name(run_name: str) -> str:
+    return ("xpukit-matrix-" + run_name).lower()[:63].rstrip("-")
+
+
+def k8s_image(ctx: Context, explicit: str) -> str:
+    """The image by digest: --image, else env/lock/images.toml's entry for the profile (invoke push)."""
+    if explicit:
+        if "@sha256:" not in explicit:
+            raise XpukitError(f"--image {explicit} is not pinned by digest", "pass REPOSITORY@sha256:<digest>")
+        return explicit
+    from xpukit.host import registry
+
+    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    if not entry:
+        raise XpukitError(
+            f"no pushed {ctx.profile} image in env/lock/images.toml for the cluster to pull",
+            "invoke push --registry HOST/NAMESPACE (or pass --image REPOSITORY@sha256:...)",
+        )
+    return f"{entry['repository']}@{entry['digest']}"
+
+
+def k8s_manifest(ctx: Context, cells: list[mx.Cell], run_name: str, opts: Options) -> dict[str, Any]:
+    """An Indexed Job: pod i runs cell i from the image's own source; its result is the last line
+    of its log (``xpukit-cell: {json}``) and its exit code."""
+    image = k8s_image(ctx, opts.image)
+    pinned = _pinned_ur(ctx)
+    branches = []
+    for index, cell in enumerate(cells):
+        command = shlex.join(_in_image(cell, IMAGE_SRC, pinned))
+        branches.append(f"  {index}) name={shlex.quote(cell.name)}; {command} ;;")
+    script = "\n".join(
+        [
+            "mkdir -p /results && cd /results",
+            'case "$JOB_COMPLETION_INDEX" in',
+            *branches,
+            '  *) echo "no cell $JOB_COMPLETION_INDEX"; exit 2 ;;',
+            "esac",
+            "code=$?",
+            'result=failed; [ "$code" -eq 0 ] && result=passed',
+            'echo "xpukit-cell: {\\"cell\\": \\"$name\\", \\"result\\": \\"$result\\", \\"exit_code\\": $code}"',
+            'exit "$code"',
+        ]
+    )
+    env = [
+        {"name": "PYTHONPATH", "value": IMAGE_SRC},
+        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "TRITON_CACHE_DIR", "value": "/tmp/triton"},
+    ]
+    container: dict[str, Any] = {
+        "name": "cell",
+        "image": image,
+        "command": ["bash", "-c", script],
+        "workingDir": IMAGE_SRC,
+        "env": env,
+        "volumeMounts": [{"name": "results", "mountPath": mx.RESULTS}, {"name": "tmp", "mountPath": "/tmp"}],
+        "resources": {"requests": {"cpu": "1"}, "limits": {}},
+    }
+    if ctx.profile == "xpu":
+        check_choice("gpu-resource", opts.gpu_resource, GPU_RESOURCES)
+        container["resources"]["limits"][opts.gpu_resource] = 1
+        env += [{"name": "ONEAPI_DEVICE_SELECTOR", "value": "level_zero:gpu"}]
+    if not container["resources"]["limits"]:
+        del container["resources"]["limits"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": _k8s_name(run_name), "labels": {"app.kubernetes.io/name": "xpukit-matrix"}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": len(cells),
+            "parallelism": opts.throttle or len(cells),
+            "backoffLimitPerIndex": 0,  # a failed cell is not retried, and does not stop the others
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "xpukit-matrix"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsUser": 10001, "runAsGroup": 10001},
+                    "containers": [container],
+                    "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def render_yaml(manifest: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(manifest, sort_keys=False, width=120)
+
+
+def run_kubernetes(ctx: Context, cells: list[mx.Cell], opts: Options, out_dir: Path) -> int:
+    run_name = time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex()
+    text = render_yaml(k8s_manifest(ctx, cells, run_name, opts))
+    if opts.manifest_out:
+        Path(opts.manifest_out).write_text(text)
+        ui.say(f"matrix: Indexed Job manifest ({len(cells)} indexes) written to {opts.manifest_out}")
+    if not opts.apply or ctx.dry_run:
+        if not opts.manifest_out or ctx.dry_run:
+            print(text, end="")
+        return 0
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise XpukitError("--apply needs kubectl, which is not on PATH", "install kubectl, or apply the --out file")
+    probe = subprocess.run([kubectl, "config", "current-context"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        raise XpukitError(
+            "--apply: kubectl has no cluster configured (no current context)",
+            "set KUBECONFIG or `kubectl config use-context NAME`; or write the manifest with --out",
+        )
+    proc = subprocess.run([kubectl, "apply", "-f", "-"], input=text, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise XpukitError(f"kubectl apply failed: {proc.stderr.strip()[:300]}", "check the cluster and the manifest")
+    name = _k8s_name(run_name)
+    ui.say(f"matrix: {proc.stdout.strip()}; follow it with `kubectl get pods -l job-name={name}`")
+    return 0
+
+
+# ---------------------------------------------------------------- entry
+
+
+def run(ctx: Context, opts: Options) -> int:
+    check_choice("scheduler", opts.scheduler, SCHEDULERS)
+    check_choice("runtime", opts.runtime, RUNTIMES)
+    out_dir = Path(opts.out_dir).expanduser().resolve() if opts.out_dir else mx.DEFAULT_OUT
+    cells = select_cells(ctx, opts, out_dir)
+    if not cells:
+        return 0
+    if opts.scheduler == "kubernetes":
+        return run_kubernetes(ctx, cells, opts, out_dir)
+    prepared = prepare(ctx, opts, cells, out_dir)
+    if opts.scheduler == "slurm":
+        return run_slurm(prepared, opts, ctx.dry_run)
+    if ctx.dry_run:
+        print("# local: each cell script runs as `bash run.sh`, " + f"{opts.jobs or os.cpu_count()} at a time")
+        _print_cell_scripts(prepared)
+        return 0
+    return run_local(prepared, opts.jobs, opts.timeout)
