@@ -23,7 +23,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import pins as pins_mod
-from xpukit.targets import split_targets
+from xpukit.targets import preset, split_targets
 
 ROOT = pins_mod.REPO_ROOT
 MATRIX_FILE = ROOT / "env" / "matrix.toml"
@@ -200,6 +200,8 @@ def expand(
             known = ", ".join(matrix.suites)
             raise XpukitError(f"unknown suite {suite!r}", f"use one of: {known} (or add [suites.{suite}])")
     chosen["target"] = split_targets(chosen["target"])
+    for target in chosen["target"]:
+        preset(target)  # an unknown target is an error here, not in every cell
     chosen["ur"] = list(dict.fromkeys(resolve_ur(v, profile) for v in chosen["ur"]))
     variants = list(profile.table["triton"].get("variants", {}))
     for triton in chosen["triton"]:
