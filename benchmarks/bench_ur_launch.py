@@ -33,6 +33,7 @@ import triton.language as tl  # noqa: E402
 
 from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
+from xpukit.runtime.ur import _api  # noqa: E402
 from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
 
 BLOCK = 1024
@@ -80,16 +81,29 @@ def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
     def cl_enqueue():
         cl.enqueue_nd_range_kernel(q, knl, (gx, gy, gz), local)
 
-    # The 1:1 binding alone: arguments already set, one urEnqueueKernelLaunch per call.
-    raw, kh, qh = s.lib.raw.urEnqueueKernelLaunch, bound.kernel.handle, s.queue.handle
+    # The 1:1 binding alone: arguments already set (2025.x) or packed once (2026.0+), one launch call each.
+    kh, qh = bound.kernel.handle, s.queue.handle
     gs, ls = (ctypes.c_size_t * 3)(gx, gy, gz), (ctypes.c_size_t * 3)(*local)
-    props = s.lib.abi.launch_has_properties
+    form = s.lib.launch_form
+    if form == _api.LaunchForm.WITH_ARGS:
+        raw = s.lib.raw.urEnqueueKernelLaunchWithArgsExp
+        for i, v in enumerate((dx.ptr, dy.ptr)):
+            bound.kernel.set_arg_pointer(i, v)
+        bound.kernel.set_arg_value(2, ctypes.c_float(float(scale)))
+        bound.kernel.set_arg_value(3, ctypes.c_int32(n))
+        packed, keep = bound.kernel._pending_args()
 
-    def ur_raw_enqueue():
-        if props:
-            raw(qh, kh, 3, None, gs, ls, 0, None, 0, None, None)
-        else:
-            raw(qh, kh, 3, None, gs, ls, 0, None, None)
+        def ur_raw_enqueue():
+            raw(qh, kh, 3, None, gs, ls, len(packed), packed, None, 0, None, None)
+
+    else:
+        raw = s.lib.raw.urEnqueueKernelLaunch
+
+        def ur_raw_enqueue():
+            if form == _api.LaunchForm.SET_ARGS_LAUNCH11:
+                raw(qh, kh, 3, None, gs, ls, 0, None, 0, None, None)
+            else:
+                raw(qh, kh, 3, None, gs, ls, 0, None, None)
 
     res = {k: [] for k in ("ur_lf", "cl_lf", "ur_enq", "ur_raw", "cl_enq")}
     for f in (ur_launch_finish, cl_launch_finish):

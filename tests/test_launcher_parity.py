@@ -19,7 +19,6 @@ from runtime_required import ur_session_or_skip
 
 from xpukit.runtime.launch import TritonKernel
 from xpukit.runtime.ur import launcher as launcher_mod
-from xpukit.runtime.ur.core import _fn_address
 from xpukit.runtime.ur.errors import KernelArgumentError, raise_result
 
 pytestmark = pytest.mark.container
@@ -53,13 +52,11 @@ def rig():
     with ur_session_or_skip("cpu") as s:
         sig = "out_ptr:*fp64," + ",".join(f"{n}:{t}" for n, t in SCALARS.items())
         bound = TritonKernel(echo, sig, cache=False).bind(s)
-        raw = s.lib.raw
+        form, fns = s.lib.launch_entry_points()
         twin = launcher_mod.PyLauncher(
             bound.kernel.handle,
-            _fn_address(raw.urKernelSetArgValue),
-            _fn_address(raw.urKernelSetArgPointer),
-            _fn_address(raw.urEnqueueKernelLaunch),
-            s.lib.abi.launch_has_properties,
+            form,
+            fns,
             bound.abi.kinds,
             bound.abi.local_size,
             s.allocations,

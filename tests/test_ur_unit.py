@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import shutil
 import struct
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -76,44 +80,104 @@ def test_result_named_errors():
 
 
 def test_release_prototypes_differ_where_the_headers_do():
-    p0, p1, p2, p3 = (_api.RELEASE_ABIS[r].prototypes() for r in ("2025.0", "2025.1", "2025.2", "2025.3"))
-    assert p2["urPlatformGet"] == p0["urPlatformGet"]  # 2025.2 is API 0.12 but keeps the old calls
-    assert p2["urEnqueueKernelLaunch"] == p0["urEnqueueKernelLaunch"]
-    assert len(p0["urPlatformGet"]) == 5 and len(p3["urPlatformGet"]) == 4
-    assert len(p0["urEnqueueKernelLaunch"]) == 9 and len(p3["urEnqueueKernelLaunch"]) == 11
-    assert len(p0["urProgramCreateWithBinary"]) == 6 and len(p1["urProgramCreateWithBinary"]) == 7
-    assert _api.SUPPORTED_RELEASES == ("2025.0", "2025.1", "2025.2", "2025.3")
+    p = {r: _api.RELEASE_ABIS[r].prototypes() for r in _api.SUPPORTED_RELEASES}
+    assert p["2025.2"]["urPlatformGet"] == p["2025.0"]["urPlatformGet"]  # 2025.2 is API 0.12, old calls
+    assert p["2025.2"]["urEnqueueKernelLaunch"] == p["2025.0"]["urEnqueueKernelLaunch"]
+    assert len(p["2025.0"]["urPlatformGet"]) == 5 and len(p["2025.3"]["urPlatformGet"]) == 4
+    assert len(p["2025.0"]["urEnqueueKernelLaunch"]) == 9 and len(p["2025.3"]["urEnqueueKernelLaunch"]) == 11
+    assert len(p["2026.0"]["urEnqueueKernelLaunch"]) == 10 == len(p["2026.1"]["urEnqueueKernelLaunch"])
+    assert "urEnqueueKernelLaunch" not in p["2026.2"] and "urKernelSetArgValue" not in p["2026.2"]
+    assert all(len(p[r]["urEnqueueKernelLaunchWithArgsExp"]) == 12 for r in ("2026.0", "2026.1", "2026.2"))
+    assert "urEnqueueKernelLaunchWithArgsExp" not in p["2025.3"]
+    assert len(p["2025.0"]["urProgramCreateWithBinary"]) == 6 and len(p["2025.1"]["urProgramCreateWithBinary"]) == 7
+    assert _api.SUPPORTED_RELEASES == ("2025.0", "2025.1", "2025.2", "2025.3", "2026.0", "2026.1", "2026.2")
+    forms = {r: _api.RELEASE_ABIS[r].launch_form for r in _api.SUPPORTED_RELEASES}
+    assert forms["2025.2"] == _api.LaunchForm.SET_ARGS_LAUNCH9 and forms["2025.3"] == _api.LaunchForm.SET_ARGS_LAUNCH11
+    assert {forms[r] for r in ("2026.0", "2026.1", "2026.2")} == {_api.LaunchForm.WITH_ARGS}
 
 
-def _fake_prefix(tmp_path, version, minor):
+def test_kernel_arg_properties_layout():
+    """ur_exp_kernel_arg_properties_t as 2026.x's ur_api.h lays it out (x86-64)."""
+    t = _api.KernelArgProperties
+    assert ctypes.sizeof(t) == 48
+    assert [(n, getattr(t, n).offset) for n in ("stype", "pNext", "type", "index", "size", "value")] == [
+        ("stype", 0), ("pNext", 8), ("type", 16), ("index", 20), ("size", 24), ("value", 32)
+    ]  # fmt: skip
+
+
+def _exports(line):
+    return [s for s, on in _api.RELEASE_ABIS[line].expected_symbols().items() if on] + ["urLoaderInit"]
+
+
+def _fake_loader(tmp_path, symbols, version=None, minor=12):
+    """A real shared library that exports ``symbols`` (as empty functions), named like the loader;
+    ``version``: an intel_cmplr_lib_ur dist-info beside it, as the wheel installs it."""
+    gcc = shutil.which("gcc") or pytest.fail("these tests build fake loaders with gcc (apt-get install gcc)")
     lib = tmp_path / "lib"
-    (lib / "python3.11" / "site-packages" / f"intel_cmplr_lib_ur-{version}.dist-info").mkdir(parents=True)
-    (lib / "libur_loader.so").write_bytes(b"")
-    (lib / f"libur_loader.so.0.{minor}.0").write_bytes(b"")
+    lib.mkdir(parents=True, exist_ok=True)
+    src = tmp_path / "fake.c"
+    src.write_text("".join(f"void {s}(void) {{}}\n" for s in symbols) or "int xpukit_nothing;\n")
+    real = lib / f"libur_loader.so.0.{minor}.0"
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(real), str(src)], check=True)
+    (lib / "libur_loader.so").symlink_to(real.name)
+    if version:
+        (lib / "python3.11" / "site-packages" / f"intel_cmplr_lib_ur-{version}.dist-info").mkdir(parents=True)
     return lib / "libur_loader.so"
 
 
-@pytest.mark.parametrize(("version", "line"), [("2025.0.5", "2025.0"), ("2025.3.3", "2025.3")])
-def test_detect_release_from_metadata(tmp_path, version, line):
-    info = detect_release(_fake_prefix(tmp_path, version, 12))
-    assert (info.line, info.version) == (line, version)
+@pytest.mark.parametrize(
+    ("version", "minor"),
+    [("2025.0.5", 10), ("2025.1.1", 11), ("2025.2.2", 12), ("2025.3.3", 12), ("2026.0.0", 12), ("2026.1.2", 12),
+     ("2026.2.0", 12)],
+)  # fmt: skip
+def test_detect_release_from_metadata_and_exports(tmp_path, version, minor):
+    line = version[:6]
+    info = detect_release(_fake_loader(tmp_path, _exports(line), version, minor))
+    assert (info.line, info.version, info.note) == (line, version, "")
+    # Without metadata the exports (and, for 2025.0-2025.2, the file version) tell the same ABI.
+    bare = detect_release(_fake_loader(tmp_path / "bare", _exports(line), None, minor))
+    assert bare.abi.prototypes() == info.abi.prototypes() and "exported symbols" in bare.how
 
 
-def test_unsupported_release_names_supported_ones(tmp_path):
+def test_metadata_and_exports_that_disagree_are_refused(tmp_path):
+    """2026.1's metadata over 2026.2's exports (a half-upgraded prefix): one line naming the difference."""
     with pytest.raises(errors.UnsupportedURRelease) as exc:
-        detect_release(_fake_prefix(tmp_path, "2026.1.0", 13))
-    assert "2026.1.0" in exc.value.message
-    assert all(r in exc.value.fix for r in _api.SUPPORTED_RELEASES)
+        detect_release(_fake_loader(tmp_path, _exports("2026.2"), "2026.1.2"))
+    assert "lacks urKernelSetArgValue" in exc.value.message and "urEnqueueKernelLaunch" in exc.value.message
 
 
-def test_detect_release_from_file_version(tmp_path):
-    (tmp_path / "libur_loader.so").write_bytes(b"")
-    (tmp_path / "libur_loader.so.0.11.10").write_bytes(b"")
-    assert detect_release(tmp_path / "libur_loader.so").line == "2025.1"
+def test_a_loader_that_matches_no_release_names_what_is_missing(tmp_path):
+    """A future release that removes something again: refused, naming the symbol and the newest release."""
+    symbols = [s for s in _exports("2026.2") if s != "urEnqueueKernelLaunchWithArgsExp"]
+    with pytest.raises(errors.UnsupportedURRelease) as exc:
+        detect_release(_fake_loader(tmp_path, symbols, "2026.3.0"))
+    assert "2026.3.0" in exc.value.message and "lacks urEnqueueKernelLaunchWithArgsExp" in exc.value.message
+    assert _api.NEWEST_RELEASE in exc.value.message and _api.NEWEST_RELEASE in exc.value.fix
+    with pytest.raises(errors.UnsupportedURRelease, match="matches no supported release"):
+        detect_release(_fake_loader(tmp_path / "bare", symbols))
+
+
+def test_a_newer_release_with_the_newest_exports_runs_with_a_note(tmp_path):
+    info = detect_release(_fake_loader(tmp_path, _exports("2026.2"), "2026.3.1"))
+    assert (info.line, info.version) == ("2026.2", "2026.3.1")
+    assert "newer than the newest release xpukit has verified (2026.2)" in info.note
+
+
+def test_force_load_naming_a_missing_file_is_dropped(tmp_path, monkeypatch, caplog):
+    """UR_ADAPTERS_FORCE_LOAD with a file that does not exist would leave zero adapters (2026.2)."""
+    from xpukit.runtime.ur.loader import check_force_load
+
+    present = tmp_path / "libur_adapter_opencl.so"
+    present.write_bytes(b"")
+    monkeypatch.setenv("UR_ADAPTERS_FORCE_LOAD", str(present))
+    assert check_force_load() == "" and os.environ["UR_ADAPTERS_FORCE_LOAD"] == str(present)
+    monkeypatch.setenv("UR_ADAPTERS_FORCE_LOAD", f"{present},{tmp_path / 'gone.so'}")
+    assert check_force_load() and "UR_ADAPTERS_FORCE_LOAD" not in os.environ
+    assert "gone.so" in caplog.text and "ONEAPI_DEVICE_SELECTOR" in caplog.text
 
 
 def test_find_loader_explicit_and_env(tmp_path, monkeypatch):
-    f = _fake_prefix(tmp_path, "2025.2.2", 12)
+    f = _fake_loader(tmp_path, _exports("2025.2"), "2025.2.2")
     assert find_loader(tmp_path).path == f.resolve()
     monkeypatch.setenv("XPUKIT_UR_LOADER", str(f))
     assert find_loader().source == "env"

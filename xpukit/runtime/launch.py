@@ -21,7 +21,6 @@ import functools
 import hashlib
 import json
 import logging
-import math
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -31,7 +30,7 @@ from xpukit.runtime import kernel_cache
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
-from xpukit.runtime.ur.core import Kernel, Program, Queue, Session, USMAllocation
+from xpukit.runtime.ur.core import Event, Kernel, Program, Queue, Session, USMAllocation
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
 from xpukit.runtime.ur.launcher import (
     ARG_CLOSED,
@@ -252,9 +251,11 @@ def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[in
 class BoundKernel:
     """A compiled Triton kernel loaded on one session: ``bk[grid](*args)`` or ``bk.launch(grid, *args)``.
 
-    Every launch goes through the core layer's checked launcher (``Kernel.launcher``): arguments
-    are converted and checked (pointers against the session's live allocations) before anything
-    is set, unchanged ones are not set again, and set + enqueue is atomic across threads.
+    Every launch, whichever door it came in by (``bk[grid]``, :meth:`launch`, Triton's
+    ``kernel[grid]`` through the driver, the driver's table of compiled launches), goes through
+    :attr:`submit`: arguments are converted and checked (pointers against the session's live
+    allocations) before anything reaches UR, scratch buffers grow with the grid, and argument
+    setting + enqueue is atomic across threads.
     """
 
     def __init__(self, session: Session, artifact: CompiledArtifact, program: Program) -> None:
@@ -262,43 +263,60 @@ class BoundKernel:
         self.artifact = artifact
         self.abi = artifact.abi
         self.program = program  # owned from here on: closed with this kernel, or now if loading fails
-        self._scratch: list[USMAllocation] = []
+        self._scratch: list[USMAllocation | None] = [None] * len(self.abi.scratch)
+        self._scratch_programs = 0  # the grid the scratch buffers are sized for
+        self._retired: list[USMAllocation] = []  # outgrown scratch, alive for launches still queued
         self._scratch_lock = threading.Lock()
         try:
             self.kernel: Kernel = program.kernel(artifact.name)
-            self._set_hidden()
             self.launcher = self.kernel.launcher(self.abi.kinds, self.abi.local_size, self.abi.argument_error(session))
+            self.launcher.hidden(self._hidden())
         except BaseException:
             program.close()
             raise
-        self._launch = self.launcher.launch
+        self.grows_scratch = any(size > 0 for _name, size, _align in self.abi.scratch)
+        # The one launch door: submit(queue_handle, gx, gy, gz, args[, want_event]) -> event | None.
+        # Without scratch to grow it is the checked launcher itself (no Python frame per launch).
+        self.submit: Callable[..., Any] = self._submit_growing if self.grows_scratch else self.launcher.launch
         self._queue = session.queue  # its .handle refuses a closed session's queue
-        self._has_scratch = bool(self.abi.scratch)
 
-    def _set_hidden(self) -> None:
-        abi, k = self.abi, self.kernel
-        idx = len(abi.params)
-        for _name, _size, _align in abi.scratch:
-            # Size is per program: allocated for the largest grid seen (grown in _ensure_scratch).
-            k.set_arg_pointer(idx, 0)
-            idx += 1
-        if abi.local_index is not None:
-            k.set_arg_local(abi.local_index, abi.shared)
+    def _hidden(self) -> list[tuple[str, int]]:
+        """Triton's arguments after the user's: one pointer per scratch kind (null while its size
+        is 0), then the local-memory buffer when the kernel uses shared memory."""
+        hidden = [("P", buf.ptr if buf is not None else 0) for buf in self._scratch]
+        if self.abi.local_index is not None:
+            hidden.append(("L", self.abi.shared))
+        return hidden
 
-    def _ensure_scratch(self, programs: int) -> None:
-        idx = len(self.abi.params)
+    def _submit_growing(self, queue: int, gx: Any, gy: Any, gz: Any, args: Any, want_event: bool = False) -> Any:
+        try:
+            programs = int(gx) * int(gy) * int(gz)
+        except (TypeError, ValueError):
+            programs = 0  # the launcher names the bad grid value
+        if programs > self._scratch_programs:
+            self._grow_scratch(programs)
+        return self.launcher.launch(queue, gx, gy, gz, args, want_event)
+
+    def _grow_scratch(self, programs: int) -> None:
+        """Scratch is per program: reallocated for the largest grid seen. The old buffers stay
+        alive until the kernel closes, so launches already queued keep valid memory."""
         with self._scratch_lock:
-            for i, (_name, size, _align) in enumerate(self.abi.scratch):
+            if programs <= self._scratch_programs:
+                return
+            for i, (_name, size, align) in enumerate(self.abi.scratch):
                 if size > 0:
-                    need = size * programs
-                    if i >= len(self._scratch) or self._scratch[i].nbytes < need:
-                        buf = self.session.alloc(need)
-                        if i < len(self._scratch):
-                            self._scratch[i].close()
-                            self._scratch[i] = buf
-                        else:
-                            self._scratch.append(buf)
-                        self.kernel.set_arg_pointer(idx + i, buf.ptr)
+                    buf = self.session.alloc(size * programs + max(align, 1))
+                    old = self._scratch[i]
+                    self._scratch[i] = buf
+                    if old is not None:
+                        self._retired.append(old)
+            self.launcher.hidden(self._hidden())
+            self._scratch_programs = programs
+
+    @property
+    def scratch_buffers(self) -> list[USMAllocation | None]:
+        """The current scratch allocation per scratch kind (None while its size is 0)."""
+        return list(self._scratch)
 
     @property
     def closed(self) -> bool:
@@ -307,30 +325,25 @@ class BoundKernel:
     def __getitem__(self, grid: Any) -> Callable[..., None]:
         return functools.partial(self.launch, grid)
 
-    def launch(self, grid: Any, *args: Any) -> None:
-        """Check and set the arguments, then enqueue (asynchronous; ``session.finish()`` waits)."""
+    def launch(self, grid: Any, *args: Any, queue: Queue | None = None, event: bool = False) -> Any:
+        """Check the arguments and enqueue over ``grid`` (asynchronous; ``session.finish()`` waits),
+        on ``queue`` (the session's if None); ``event=True`` returns the launch's Event."""
         if type(grid) is not tuple or not 1 <= len(grid) <= 3:
             if callable(grid):
                 names = (p.name for p in self.abi.params)
                 grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=False))})
             grid = normalize_grid(grid)
         n = len(grid)
-        if self._has_scratch:
-            self._ensure_scratch(math.prod(int(g) for g in grid))
-        self._launch(self._queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args)
-
-    def enqueue(self, args: Sequence[Any], grid: Sequence[int], queue: Queue | None = None, event: bool = False) -> Any:
-        """Launch over ``grid`` (1 to 3 non-negative ints) on ``queue`` (the session's if None);
-        ``event=True`` returns the launch's :class:`~xpukit.runtime.ur.core.Event`."""
-        g = tuple(grid)
-        if self.abi.scratch:
-            self._ensure_scratch(math.prod(int(x) for x in g))
-        return (queue or self.session.queue).submit(self.launcher, g, args, event)
+        q = self._queue if queue is None else queue
+        handle = self.submit(q.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args, event)
+        return Event(self.session, handle) if event and handle else None
 
     def close(self) -> None:
-        for b in self._scratch:
-            b.close()
-        self._scratch = []
+        for b in [*self._scratch, *self._retired]:
+            if b is not None:
+                b.close()
+        self._scratch = [None] * len(self.abi.scratch)
+        self._retired.clear()
         self.kernel.close()
         self.program.close()
 

@@ -355,7 +355,7 @@ class _FastTable:
         if any(k in self.names and k not in self.constexpr for k in kwargs):
             return
         bound = function.bound.get(id(session))
-        if bound is None or bound.session is not session or bound.abi.scratch:
+        if bound is None or bound.session is not session:
             return
         pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda a, i=idx[0]: (a[i],))
         addresses = {idx[j] for j, p in enumerate(bound.abi.params) if p.kind == "A"}
@@ -410,7 +410,7 @@ def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         if callable(grid):
             grid = grid(entry.meta(args, kwargs))
         n = len(grid)
-        bound._launch(
+        bound.submit(
             act.stream.queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args)
         )
         act.driver.stats.launches += 1
@@ -549,9 +549,9 @@ class URLauncher:
         if enter_hook is not None:
             enter_hook(launch_metadata)
         want_event = stream.events is not None
-        event = stream.queue.submit(bound.launcher, (gx, gy, gz), picked, want_event)
-        if event is not None:
-            stream.events.append(event)
+        handle = bound.submit(stream.queue.handle, gx, gy, gz, picked, want_event)
+        if want_event and handle:
+            stream.events.append(Event(session, handle))
         self.driver.stats.launches += 1
         if exit_hook is not None:
             exit_hook(launch_metadata)

@@ -1,14 +1,18 @@
 """Raw Unified Runtime declarations: result codes, enums and per-release C prototypes.
 
 Everything here was read from ``ur_api.h`` of the release it names (intel-sycl-rt wheels
-2025.0.5, 2025.1.1, 2025.2.2 and 2025.3.3). Enum values used here did not change between those
-releases; three prototypes did, and they are spelled out per release in ``RELEASE_PROTOTYPES``.
+2025.0.5, 2025.1.1, 2025.2.2, 2025.3.3 (``include/ur_api.h``), 2026.0.0, 2026.1.2 and 2026.2.0
+(``include/unified-runtime/ur_api.h``)) and from the loaders' exported symbols. Enum values used
+here did not change between those releases; the prototypes that did are spelled out per release
+in ``RELEASE_ABIS``. Every release reports UR API 0.12 from 2025.2 on and ships
+``libur_loader.so.0.12.0``: version numbers cannot tell them apart, exported symbols can.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import enum
 from ctypes import POINTER, c_bool, c_char_p, c_int32, c_size_t, c_uint32, c_void_p
 
 # --- result codes (ur_result_t) -------------------------------------------------------------
@@ -135,13 +139,52 @@ PROFILING_INFO_COMMAND_START = 2  # ur_profiling_info_t
 PROFILING_INFO_COMMAND_END = 3
 
 STRUCTURE_TYPE_QUEUE_PROPERTIES = 14  # ur_structure_type_t
+STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES = 0x5000  # 2026.0+
 QUEUE_FLAG_PROFILING_ENABLE = 0x2  # ur_queue_flag_t
+
+# ur_exp_kernel_arg_type_t (2026.0+)
+KERNEL_ARG_VALUE = 0  # value points at the argument's bytes (copied at the call)
+KERNEL_ARG_POINTER = 1  # value is the USM address itself, size 8
+KERNEL_ARG_LOCAL = 3  # size bytes of local memory, no value
 
 
 class QueueProperties(ctypes.Structure):
     """ur_queue_properties_t."""
 
     _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("flags", c_uint32)]
+
+
+class KernelArgMemObjTuple(ctypes.Structure):
+    """ur_exp_kernel_arg_mem_obj_tuple_t."""
+
+    _fields_ = [("hMem", c_void_p), ("flags", c_uint32)]
+
+
+class KernelArgValue(ctypes.Union):
+    """ur_exp_kernel_arg_value_t."""
+
+    _fields_ = [
+        ("value", c_void_p),
+        ("pointer", c_void_p),
+        ("memObjTuple", KernelArgMemObjTuple),
+        ("sampler", c_void_p),
+    ]
+
+
+class KernelArgProperties(ctypes.Structure):
+    """ur_exp_kernel_arg_properties_t: one argument of urEnqueueKernelLaunchWithArgsExp (48 bytes)."""
+
+    _fields_ = [
+        ("stype", c_uint32),
+        ("pNext", c_void_p),
+        ("type", c_uint32),
+        ("index", c_uint32),
+        ("size", c_size_t),
+        ("value", KernelArgValue),
+    ]
+
+
+assert ctypes.sizeof(KernelArgProperties) == 48, "ur_exp_kernel_arg_properties_t is 48 bytes on x86-64"
 
 
 # --- handle types -------------------------------------------------------------------------------
@@ -180,40 +223,60 @@ COMMON_PROTOTYPES: dict[str, list] = {
     "urProgramGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
     "urProgramRelease": [handle],
     "urKernelCreate": [handle, c_char_p, handle_p],
-    # pArgValue is the argument's bytes; pProperties is always NULL here.
-    "urKernelSetArgValue": [handle, c_uint32, c_size_t, c_void_p, c_void_p],
-    # The last argument is the USM pointer value itself, not its address.
-    "urKernelSetArgPointer": [handle, c_uint32, c_void_p, c_void_p],
-    "urKernelSetArgLocal": [handle, c_uint32, c_size_t, c_void_p],
     "urKernelRelease": [handle],
     "urEventWait": [c_uint32, handle_p],
     "urEventRelease": [handle],
     "urEventGetProfilingInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
 }
 
+# The argument setters of 2025.0-2026.1 (removed in 2026.2).
+SET_ARG_PROTOTYPES: dict[str, list] = {
+    # pArgValue is the argument's bytes; pProperties is always NULL here.
+    "urKernelSetArgValue": [handle, c_uint32, c_size_t, c_void_p, c_void_p],
+    # The last argument is the USM pointer value itself, not its address.
+    "urKernelSetArgPointer": [handle, c_uint32, c_void_p, c_void_p],
+    "urKernelSetArgLocal": [handle, c_uint32, c_size_t, c_void_p],
+}
+SET_ARG_SYMBOLS = tuple(SET_ARG_PROTOTYPES)
+
 # urPlatformGet: up to 2025.2 an adapter array, from 2025.3 one adapter.
 _PLATFORM_GET_ARRAY = [handle_p, c_uint32, c_uint32, handle_p, u32_p]
 _PLATFORM_GET_ONE = [handle, c_uint32, handle_p, u32_p]
-# urEnqueueKernelLaunch: 2025.3 adds (numPropsInLaunchPropList, launchPropList) before the wait list
-# (2025.2 is also "API 0.12" but keeps the old call; launch properties live in
-# urEnqueueKernelLaunchCustomExp there, which 2025.3 no longer exports).
-_LAUNCH_NO_PROPS = [handle, handle, c_uint32, size_p, size_p, size_p, c_uint32, handle_p, handle_p]
-_LAUNCH_PROPS = [
-    handle,
-    handle,
-    c_uint32,
-    size_p,
-    size_p,
-    size_p,
-    c_uint32,
-    c_void_p,
-    c_uint32,
-    handle_p,
-    handle_p,
-]
+# urEnqueueKernelLaunch (q, k, workDim, offset, global, local, ..., numEvents, waitList, phEvent):
+#   2025.0-2025.2: nothing in between (9 parameters);
+#   2025.3: uint32 numPropsInLaunchPropList, const ur_kernel_launch_property_t *launchPropList (11);
+#   2026.0-2026.1: const ur_kernel_launch_ext_properties_t *launchPropList, a pNext chain (10);
+#   2026.2: removed. Calling the 10-parameter entry as the 11-parameter one returns success and
+#   never writes phEvent, so the prototype is bound from the release, never guessed.
+_LAUNCH_HEAD = [handle, handle, c_uint32, size_p, size_p, size_p]
+_LAUNCH_TAIL = [c_uint32, handle_p, handle_p]
+LAUNCH_PROTOTYPES: dict[int, list] = {
+    9: _LAUNCH_HEAD + _LAUNCH_TAIL,
+    10: [*_LAUNCH_HEAD, c_void_p, *_LAUNCH_TAIL],
+    11: [*_LAUNCH_HEAD, c_uint32, c_void_p, *_LAUNCH_TAIL],
+}
+# urEnqueueKernelLaunchWithArgsExp (2026.0+): the arguments travel with the launch.
+WITH_ARGS_PROTOTYPE = [*_LAUNCH_HEAD, c_uint32, c_void_p, c_void_p, *_LAUNCH_TAIL]
 # urProgramCreateWithBinary: 2025.0 takes one device and one binary, later releases arrays.
 _BINARY_ONE = [handle, handle, c_size_t, c_void_p, c_void_p, handle_p]
 _BINARY_MANY = [handle, c_uint32, handle_p, size_p, POINTER(c_void_p), c_void_p, handle_p]
+
+LAUNCH_SYMBOL = "urEnqueueKernelLaunch"
+WITH_ARGS_SYMBOL = "urEnqueueKernelLaunchWithArgsExp"
+CUSTOM_LAUNCH_SYMBOL = "urEnqueueKernelLaunchCustomExp"  # exported up to 2025.2, gone in 2025.3
+DEVICE_WAIT_SYMBOL = "urDeviceWaitExp"  # 2026.0+
+
+
+class LaunchForm(enum.IntEnum):
+    """How a release launches a kernel (the C launcher and its Python twin speak all three)."""
+
+    SET_ARGS_LAUNCH9 = 0  # urKernelSetArg* then the 9-parameter urEnqueueKernelLaunch (2025.0-2025.2)
+    SET_ARGS_LAUNCH11 = 1  # urKernelSetArg* then the 11-parameter urEnqueueKernelLaunch (2025.3)
+    WITH_ARGS = 2  # one urEnqueueKernelLaunchWithArgsExp per launch, arguments in an array (2026.0+)
+
+    @property
+    def label(self) -> str:
+        return {0: "setarg+launch(9)", 1: "setarg+launch(11)", 2: "launch-with-args"}[self.value]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,31 +286,63 @@ class ReleaseABI:
     release: str  # oneAPI release line, "2025.3"
     api_version: tuple[int, int]  # UR API version reported by the headers
     platform_get_takes_adapter_array: bool
-    launch_has_properties: bool
+    launch_params: int | None  # parameters of urEnqueueKernelLaunch; None: not exported
+    has_set_args: bool  # urKernelSetArgValue/Pointer/Local exported
+    has_launch_with_args: bool  # urEnqueueKernelLaunchWithArgsExp exported
+    has_custom_launch: bool  # urEnqueueKernelLaunchCustomExp exported (tells 2025.2 from 2025.3)
     binary_takes_device_array: bool
-    has_device_wait: bool  # urDeviceWaitExp (not in any supported release; probed anyway)
+    has_device_wait: bool  # urDeviceWaitExp
+    opencl_adapter_linked: bool  # the OpenCL adapter lives inside libur_loader.so (no libur_adapter_opencl.so)
+
+    @property
+    def launch_form(self) -> LaunchForm:
+        if self.has_launch_with_args:
+            return LaunchForm.WITH_ARGS
+        return LaunchForm.SET_ARGS_LAUNCH11 if self.launch_params == 11 else LaunchForm.SET_ARGS_LAUNCH9
+
+    def expected_symbols(self) -> dict[str, bool]:
+        """Symbol -> whether this release exports it: what tells the releases apart."""
+        expected = {s: self.has_set_args for s in SET_ARG_SYMBOLS}
+        expected[LAUNCH_SYMBOL] = self.launch_params is not None
+        expected[WITH_ARGS_SYMBOL] = self.has_launch_with_args
+        expected[CUSTOM_LAUNCH_SYMBOL] = self.has_custom_launch
+        expected[DEVICE_WAIT_SYMBOL] = self.has_device_wait
+        return expected
 
     def prototypes(self) -> dict[str, list]:
         protos = dict(COMMON_PROTOTYPES)
         protos["urPlatformGet"] = _PLATFORM_GET_ARRAY if self.platform_get_takes_adapter_array else _PLATFORM_GET_ONE
-        protos["urEnqueueKernelLaunch"] = _LAUNCH_PROPS if self.launch_has_properties else _LAUNCH_NO_PROPS
         protos["urProgramCreateWithBinary"] = _BINARY_MANY if self.binary_takes_device_array else _BINARY_ONE
+        if self.has_set_args:
+            protos.update(SET_ARG_PROTOTYPES)
+        if self.launch_params is not None:
+            protos[LAUNCH_SYMBOL] = LAUNCH_PROTOTYPES[self.launch_params]
+        if self.has_launch_with_args:
+            protos[WITH_ARGS_SYMBOL] = WITH_ARGS_PROTOTYPE
+        if self.has_device_wait:
+            protos[DEVICE_WAIT_SYMBOL] = [handle]
         return protos
 
 
+def _abi(line: str, api: tuple[int, int], array: bool, launch: int | None, set_args: bool, with_args: bool,
+         custom: bool, binaries: bool, wait: bool, linked: bool = False) -> ReleaseABI:  # fmt: skip
+    return ReleaseABI(line, api, array, launch, set_args, with_args, custom, binaries, wait, linked)
+
+
 RELEASE_ABIS: dict[str, ReleaseABI] = {
-    "2025.0": ReleaseABI("2025.0", (0, 10), True, False, False, False),
-    "2025.1": ReleaseABI("2025.1", (0, 11), True, False, True, False),
-    "2025.2": ReleaseABI("2025.2", (0, 12), True, False, True, False),
-    "2025.3": ReleaseABI("2025.3", (0, 12), False, True, True, False),
+    #                        api     adapter[] launch setarg withargs custom binary[] wait  linked-ocl
+    "2025.0": _abi("2025.0", (0, 10), True, 9, True, False, True, False, False),
+    "2025.1": _abi("2025.1", (0, 11), True, 9, True, False, True, True, False),
+    "2025.2": _abi("2025.2", (0, 12), True, 9, True, False, True, True, False),
+    "2025.3": _abi("2025.3", (0, 12), False, 11, True, False, False, True, False),
+    "2026.0": _abi("2026.0", (0, 12), False, 10, True, True, False, True, True),
+    "2026.1": _abi("2026.1", (0, 12), False, 10, True, True, False, True, True),
+    "2026.2": _abi("2026.2", (0, 12), False, None, False, True, False, True, True, linked=True),
 }
 SUPPORTED_RELEASES: tuple[str, ...] = tuple(RELEASE_ABIS)
+NEWEST_RELEASE = SUPPORTED_RELEASES[-1]
 # The loader's file version (libur_loader.so.0.<minor>.<patch>) -> release lines that ship it.
-API_MINOR_TO_RELEASES = {10: ("2025.0",), 11: ("2025.1",), 12: ("2025.2", "2025.3")}
-# Exported up to 2025.2 and not by 2025.3: tells the two "0.12" releases apart without metadata.
-PRE_2025_3_SYMBOL = "urEnqueueKernelLaunchCustomExp"
-# Exported only by loaders newer than 2025.3, whose launch prototypes we do not bind.
-NEWER_THAN_SUPPORTED_SYMBOLS = ("urEnqueueKernelLaunchWithArgsExp",)
+API_MINOR_TO_RELEASES = {10: ("2025.0",), 11: ("2025.1",), 12: ("2025.2", "2025.3", "2026.0", "2026.1", "2026.2")}
 
 
 def size_array(values: tuple[int, ...] | list[int]) -> ctypes.Array:

@@ -1,9 +1,14 @@
 /* _xpukit_launcher: the per-launch path of xpukit's UR core layer, compiled.
  *
- * One Launcher per loaded kernel knows its argument kinds (a string, one letter per parameter).
- * launch() converts and checks every argument, sets only the ones that changed since the last
- * launch, then calls urEnqueueKernelLaunch: all under the GIL, so setting arguments and
- * enqueueing never interleave between Python threads. Pointer arguments must lie inside a live
+ * One Launcher per loaded kernel knows its argument kinds (a string, one letter per parameter) and
+ * the release's launch form. launch() converts and checks every argument, then either
+ *   - (2025.x) sets only the ones that changed since the last launch (urKernelSetArg*) and calls
+ *     urEnqueueKernelLaunch (9 or 11 parameters), or
+ *   - (2026.0+) fills a persistent ur_exp_kernel_arg_properties_t array and makes one
+ *     urEnqueueKernelLaunchWithArgsExp call,
+ * all under the GIL, so argument setting and enqueueing never interleave between Python threads.
+ * Hidden arguments after the user's (Triton's scratch pointers, its local-memory buffer) are set
+ * with hidden() and travel with every launch. Pointer arguments must lie inside a live
  * allocation of the session's AllocTable; anything else is reported through the Python callback
  * `on_arg_error(index, code, value)`, which raises the kit's KernelArgumentError. UR failures go
  * through `on_ur_error(code, function_name)`. Nothing is set or enqueued when a check fails.
@@ -18,18 +23,48 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ur_result_t is a 32-bit enum; handles are pointers. Prototypes as in ur_api.h 2025.0-2025.3. */
+/* ur_result_t is a 32-bit enum; handles are pointers. Prototypes as in each release's ur_api.h
+ * (mirrored in xpukit/runtime/ur/_api.py). */
 typedef int32_t (*set_value_fn)(void *, uint32_t, size_t, const void *, const void *);
 typedef int32_t (*set_pointer_fn)(void *, uint32_t, const void *, const void *);
-typedef int32_t (*launch_props_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
-                                   const void *, uint32_t, void *const *, void **);
-typedef int32_t (*launch_plain_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
-                                   void *const *, void **);
+typedef int32_t (*set_local_fn)(void *, uint32_t, size_t, const void *);
+/* 2025.3: (..., uint32_t numPropsInLaunchPropList, const ur_kernel_launch_property_t *, ...) */
+typedef int32_t (*launch11_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
+                               const void *, uint32_t, void *const *, void **);
+/* 2025.0-2025.2 */
+typedef int32_t (*launch9_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
+                              void *const *, void **);
+/* 2026.0+: urEnqueueKernelLaunchWithArgsExp(..., numArgs, pArgs, launchPropList, ...) */
+typedef int32_t (*launch_args_fn)(void *, void *, uint32_t, const size_t *, const size_t *, const size_t *, uint32_t,
+                                  const void *, const void *, uint32_t, void *const *, void **);
+
+/* ur_exp_kernel_arg_properties_t (2026.0+). */
+typedef struct {
+    uint32_t stype; /* UR_STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES */
+    void *pNext;
+    uint32_t type; /* ur_exp_kernel_arg_type_t */
+    uint32_t index;
+    size_t size;
+    union {
+        const void *value;   /* VALUE: the bytes, copied at the call */
+        const void *pointer; /* POINTER: the USM address itself */
+        struct {
+            void *hMem;
+            uint32_t flags;
+        } mem;
+        void *sampler;
+    } value;
+} kernel_arg_t;
+_Static_assert(sizeof(kernel_arg_t) == 48, "ur_exp_kernel_arg_properties_t is 48 bytes");
+enum { STYPE_KERNEL_ARG = 0x5000, KARG_VALUE = 0, KARG_POINTER = 1, KARG_LOCAL = 3 };
+/* Launch forms (xpukit.runtime.ur._api.LaunchForm). */
+enum { FORM_SET_ARGS_LAUNCH9 = 0, FORM_SET_ARGS_LAUNCH11 = 1, FORM_WITH_ARGS = 2 };
 
 /* Error codes handed to on_arg_error (mirrored in launcher.py). */
 enum { ARG_TYPE = 1, ARG_RANGE = 2, ARG_NULL = 3, ARG_NOT_LIVE = 4, ARG_COUNT = 5, ARG_GRID = 6, ARG_CLOSED = 7 };
 
 #define MAX_PARAMS 256
+#define MAX_HIDDEN 8
 
 /* xpukit's own memory types (register_memory_types): their address is read from the instance
  * (USMAllocation._handle, None once closed; DeviceArray.alloc) without running a property. */
@@ -196,14 +231,23 @@ static PyTypeObject AllocTableType = {
 typedef struct {
     PyObject_HEAD
     void *kernel; /* NULL once closed */
+    int form;
     set_value_fn set_value;
     set_pointer_fn set_pointer;
+    set_local_fn set_local;
     void *launch;
-    int launch_props;
     Py_ssize_t nparams;
     char kinds[MAX_PARAMS];
     uint64_t last[MAX_PARAMS];
     unsigned char valid[MAX_PARAMS];
+    /* hidden arguments at nparams, nparams+1, ...: 'P' pointer (value = address) or 'L' local (size) */
+    Py_ssize_t nhidden;
+    char hidden_kinds[MAX_HIDDEN];
+    uint64_t hidden_values[MAX_HIDDEN];
+    int hidden_dirty;
+    /* FORM_WITH_ARGS: the argument array, filled once; each launch writes only values */
+    uint64_t store[MAX_PARAMS];
+    kernel_arg_t args[MAX_PARAMS + MAX_HIDDEN];
     uint64_t seen_generation;
     size_t local[3];
     AllocTable *table;
@@ -228,19 +272,24 @@ static void *fnptr(PyObject *o) {
     return (void *)(uintptr_t)v;
 }
 
-/* Launcher(kernel, set_value, set_pointer, launch, launch_props, kinds, local, table, on_arg_error, on_ur_error) */
+/* Launcher(kernel, form, (set_value, set_pointer, set_local, launch), kinds, local, table, on_arg_error,
+ * on_ur_error). The setters are 0 for FORM_WITH_ARGS, where launch is urEnqueueKernelLaunchWithArgsExp. */
 static int launcher_init(Launcher *l, PyObject *args, PyObject *kw) {
-    PyObject *kernel, *sv, *sp, *la, *table, *on_arg, *on_ur;
-    int props;
+    PyObject *kernel, *sv, *sp, *sl, *la, *table, *on_arg, *on_ur;
+    int form;
     const char *kinds;
     Py_ssize_t nk;
     unsigned long long lx, ly, lz;
     (void)kw;
-    if (!PyArg_ParseTuple(args, "OOOOps#(KKK)O!OO", &kernel, &sv, &sp, &la, &props, &kinds, &nk, &lx, &ly, &lz,
-                          &AllocTableType, &table, &on_arg, &on_ur))
+    if (!PyArg_ParseTuple(args, "Oi(OOOO)s#(KKK)O!OO", &kernel, &form, &sv, &sp, &sl, &la, &kinds, &nk, &lx, &ly,
+                          &lz, &AllocTableType, &table, &on_arg, &on_ur))
         return -1;
     if (nk > MAX_PARAMS) {
         PyErr_Format(PyExc_ValueError, "at most %d kernel parameters", MAX_PARAMS);
+        return -1;
+    }
+    if (form < FORM_SET_ARGS_LAUNCH9 || form > FORM_WITH_ARGS) {
+        PyErr_Format(PyExc_ValueError, "unknown launch form %d", form);
         return -1;
     }
     for (Py_ssize_t i = 0; i < nk; i++) {
@@ -252,16 +301,33 @@ static int launcher_init(Launcher *l, PyObject *args, PyObject *kw) {
     l->kernel = fnptr(kernel);
     l->set_value = (set_value_fn)fnptr(sv);
     l->set_pointer = (set_pointer_fn)fnptr(sp);
+    l->set_local = (set_local_fn)fnptr(sl);
     l->launch = fnptr(la);
     if (PyErr_Occurred()) return -1;
-    if (!l->kernel || !l->set_value || !l->set_pointer || !l->launch) {
+    if (!l->kernel || !l->launch ||
+        (form != FORM_WITH_ARGS && (!l->set_value || !l->set_pointer || !l->set_local))) {
         PyErr_SetString(PyExc_ValueError, "null kernel handle or UR function pointer");
         return -1;
     }
-    l->launch_props = props;
+    l->form = form;
     l->nparams = nk;
     memcpy(l->kinds, kinds, nk);
     memset(l->valid, 0, sizeof l->valid);
+    l->nhidden = 0;
+    l->hidden_dirty = 0;
+    memset(l->args, 0, sizeof l->args);
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        kernel_arg_t *a = &l->args[i];
+        a->stype = STYPE_KERNEL_ARG;
+        a->index = (uint32_t)i;
+        if (kinds[i] == 'P') {
+            a->type = KARG_POINTER;
+            a->size = sizeof(void *);
+        } else {
+            a->type = KARG_VALUE; /* 'A', 'q' & co: the value's bytes (little-endian in store[i]) */
+            a->value.value = &l->store[i];
+        }
+    }
     l->local[0] = lx;
     l->local[1] = ly;
     l->local[2] = lz;
@@ -498,15 +564,35 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
     }
     Py_DECREF(seq);
     if (g[0] == 0 || g[1] == 0 || g[2] == 0) Py_RETURN_NONE; /* an empty grid launches nothing */
+    size_t global[3] = {g[0] * l->local[0], g[1] * l->local[1], g[2] * l->local[2]};
+    void *event = NULL;
+    void **pev = want_event ? &event : NULL;
+    int32_t code;
+    if (l->form == FORM_WITH_ARGS) {
+        /* 2: the values into the persistent array, 3: one call carries them all */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (l->kinds[i] == 'P') {
+                l->args[i].value.pointer = (const void *)(uintptr_t)vals[i];
+            } else {
+                l->store[i] = vals[i];
+                l->args[i].size = sizes[i];
+            }
+        }
+        code = ((launch_args_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, (uint32_t)(n + l->nhidden),
+                                           l->args, NULL, 0, NULL, pev);
+        if (code) return ur_error(l, code, "urEnqueueKernelLaunchWithArgsExp");
+        if (want_event) return PyLong_FromVoidPtr(event);
+        Py_RETURN_NONE;
+    }
     /* 2: set what changed. A USM free anywhere in the session re-binds every argument: Intel's
      * CPU runtime ties a pointer argument to its allocation when it is set. */
     if (l->seen_generation != l->table->generation) {
         memset(l->valid, 0, sizeof l->valid);
         l->seen_generation = l->table->generation;
+        l->hidden_dirty = 1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         if (l->valid[i] && l->last[i] == vals[i]) continue;
-        int32_t code;
         if (l->kinds[i] == 'P') {
             code = l->set_pointer(l->kernel, (uint32_t)i, NULL, (const void *)(uintptr_t)vals[i]);
         } else {
@@ -519,17 +605,69 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
         l->last[i] = vals[i];
         l->valid[i] = 1;
     }
+    if (l->hidden_dirty) {
+        for (Py_ssize_t j = 0; j < l->nhidden; j++) {
+            uint32_t index = (uint32_t)(n + j);
+            if (l->hidden_kinds[j] == 'P')
+                code = l->set_pointer(l->kernel, index, NULL, (const void *)(uintptr_t)l->hidden_values[j]);
+            else
+                code = l->set_local(l->kernel, index, (size_t)l->hidden_values[j], NULL);
+            if (code) return ur_error(l, code, l->hidden_kinds[j] == 'P' ? "urKernelSetArgPointer" : "urKernelSetArgLocal");
+        }
+        l->hidden_dirty = 0;
+    }
     /* 3: enqueue */
-    size_t global[3] = {g[0] * l->local[0], g[1] * l->local[1], g[2] * l->local[2]};
-    void *event = NULL;
-    void **pev = want_event ? &event : NULL;
-    int32_t code;
-    if (l->launch_props)
-        code = ((launch_props_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, 0, NULL, pev);
+    if (l->form == FORM_SET_ARGS_LAUNCH11)
+        code = ((launch11_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, 0, NULL, pev);
     else
-        code = ((launch_plain_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, pev);
+        code = ((launch9_fn)l->launch)(queue, l->kernel, 3, NULL, global, l->local, 0, NULL, pev);
     if (code) return ur_error(l, code, "urEnqueueKernelLaunch");
     if (want_event) return PyLong_FromVoidPtr(event);
+    Py_RETURN_NONE;
+}
+
+/* hidden(((kind, value), ...)): the arguments after the user's, 'P' (a device address, 0 = null)
+ * or 'L' (local memory bytes); set at the next launch (2025.x) or carried by every launch (2026.0+). */
+static PyObject *launcher_hidden(Launcher *l, PyObject *entries) {
+    PyObject *seq = PySequence_Tuple(entries);
+    if (!seq) return NULL;
+    Py_ssize_t m = PyTuple_GET_SIZE(seq);
+    if (m > MAX_HIDDEN || l->nparams + m > MAX_PARAMS + MAX_HIDDEN) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "at most %d hidden arguments", MAX_HIDDEN);
+    }
+    char kinds[MAX_HIDDEN];
+    uint64_t values[MAX_HIDDEN];
+    for (Py_ssize_t j = 0; j < m; j++) {
+        const char *k;
+        unsigned long long v;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(seq, j), "sK", &k, &v) || (strcmp(k, "P") && strcmp(k, "L"))) {
+            Py_DECREF(seq);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "hidden arguments are ('P', address) or ('L', bytes)");
+            return NULL;
+        }
+        kinds[j] = k[0];
+        values[j] = v;
+    }
+    Py_DECREF(seq);
+    for (Py_ssize_t j = 0; j < m; j++) {
+        kernel_arg_t *a = &l->args[l->nparams + j];
+        memset(a, 0, sizeof *a);
+        a->stype = STYPE_KERNEL_ARG;
+        a->index = (uint32_t)(l->nparams + j);
+        if (kinds[j] == 'P') {
+            a->type = KARG_POINTER;
+            a->size = sizeof(void *);
+            a->value.pointer = (const void *)(uintptr_t)values[j];
+        } else {
+            a->type = KARG_LOCAL;
+            a->size = (size_t)values[j];
+        }
+        l->hidden_kinds[j] = kinds[j];
+        l->hidden_values[j] = values[j];
+    }
+    l->nhidden = m;
+    l->hidden_dirty = 1;
     Py_RETURN_NONE;
 }
 
@@ -542,6 +680,7 @@ static PyObject *launcher_close(Launcher *l, PyObject *unused) {
 static PyObject *launcher_forget(Launcher *l, PyObject *unused) {
     (void)unused;
     memset(l->valid, 0, sizeof l->valid);
+    l->hidden_dirty = 1;
     Py_RETURN_NONE;
 }
 
@@ -550,6 +689,8 @@ static PyMethodDef launcher_methods[] = {
      "launch(queue, gx, gy, gz, args[, want_event]): check, set changed arguments, enqueue"},
     {"close", (PyCFunction)launcher_close, METH_NOARGS, "the kernel was released: refuse further launches"},
     {"forget", (PyCFunction)launcher_forget, METH_NOARGS, "set every argument again at the next launch"},
+    {"hidden", (PyCFunction)launcher_hidden, METH_O,
+     "hidden(((kind, value), ...)): arguments after the user's: ('P', address) or ('L', local bytes)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -728,7 +869,7 @@ PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
     Py_INCREF(&LauncherType);
     if (PyModule_AddObject(m, "AllocTable", (PyObject *)&AllocTableType) < 0 ||
         PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-        PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

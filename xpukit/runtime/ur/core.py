@@ -314,10 +314,16 @@ class Queue(_Resource):
         loc = _api.size_array(list(local_size)) if local_size is not None else None
         out = c_void_p() if event else None
         ev = byref(out) if out is not None else None
-        if self._lib.abi.launch_has_properties:
-            self._lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, 0, None, ev)
+        lib, form = self._lib, self._lib.launch_form
+        if form == _api.LaunchForm.WITH_ARGS:
+            args, keep = kernel._pending_args()
+            lib.urEnqueueKernelLaunchWithArgsExp(self.handle, kernel.handle, dims, None, g, loc, len(args), args,
+                                                 None, 0, None, ev)  # fmt: skip
+            del keep  # the argument bytes live until the call has copied them
+        elif form == _api.LaunchForm.SET_ARGS_LAUNCH11:
+            lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, 0, None, ev)
         else:
-            self._lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, ev)
+            lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, ev)
         return Event(self._session, out.value) if out is not None else None
 
     def submit(self, launcher: ArgumentLauncher, grid: Sequence[int], args: Sequence[Any], event: bool = False) -> Any:
@@ -438,19 +444,56 @@ class Kernel(_Resource):
         self.program = program
         self._lib = s.lib
         self._launchers: list[Any] = []
+        self._args: dict[int, tuple[int, int, bytes | None, int]] = {}  # WITH_ARGS releases: the set arguments
         super().__init__(s, out.value)
 
     def _release(self) -> None:
         self._lib.urKernelRelease(c_void_p(self._handle))
 
+    # The explicit argument API. Up to 2026.1 each call is the release's urKernelSetArg*; from
+    # 2026.0 on (urKernelSetArg* are gone in 2026.2) the arguments are kept here and travel with
+    # the next Queue.launch in one urEnqueueKernelLaunchWithArgsExp call.
     def set_arg_pointer(self, index: int, address: int) -> None:
-        self._lib.urKernelSetArgPointer(self.handle, index, None, c_void_p(address))
+        if self._lib.launch_form == _api.LaunchForm.WITH_ARGS:
+            self._keep(index, _api.KERNEL_ARG_POINTER, 8, None, address)
+        else:
+            self._lib.urKernelSetArgPointer(self.handle, index, None, c_void_p(address))
 
     def set_arg_value(self, index: int, value: ctypes._SimpleCData) -> None:
-        self._lib.urKernelSetArgValue(self.handle, index, ctypes.sizeof(value), None, byref(value))
+        if self._lib.launch_form == _api.LaunchForm.WITH_ARGS:
+            self._keep(
+                index, _api.KERNEL_ARG_VALUE, ctypes.sizeof(value), ctypes.string_at(byref(value), ctypes.sizeof(value))
+            )
+        else:
+            self._lib.urKernelSetArgValue(self.handle, index, ctypes.sizeof(value), None, byref(value))
 
     def set_arg_local(self, index: int, nbytes: int) -> None:
-        self._lib.urKernelSetArgLocal(self.handle, index, nbytes, None)
+        if self._lib.launch_form == _api.LaunchForm.WITH_ARGS:
+            self._keep(index, _api.KERNEL_ARG_LOCAL, nbytes, None)
+        else:
+            self._lib.urKernelSetArgLocal(self.handle, index, nbytes, None)
+
+    def _keep(self, index: int, kind: int, size: int, data: bytes | None, address: int = 0) -> None:
+        if not isinstance(index, int) or not 0 <= index < 2**32:
+            raise ValueError(f"argument index {index!r} must be an integer in [0, 2**32)")
+        _ = self.handle  # a closed kernel is refused here, as the setter would refuse it
+        self._args[index] = (kind, size, data, address)
+
+    def _pending_args(self) -> tuple[ctypes.Array, list[Any]]:
+        """The arguments set so far as a ur_exp_kernel_arg_properties_t array (and the buffers it
+        points into, which must outlive the call)."""
+        items = sorted(self._args.items())
+        args = (_api.KernelArgProperties * max(len(items), 1))()
+        keep: list[Any] = []
+        for a, (index, (kind, size, data, address)) in zip(args, items, strict=False):
+            a.stype, a.index, a.type, a.size = _api.STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES, index, kind, size
+            if kind == _api.KERNEL_ARG_POINTER:
+                a.value.pointer = address or None
+            elif data is not None:
+                buf = ctypes.create_string_buffer(data, len(data))
+                keep.append(buf)
+                a.value.value = ctypes.addressof(buf)
+        return (args if items else (_api.KernelArgProperties * 0)()), keep
 
     def launcher(
         self,
@@ -461,19 +504,10 @@ class Kernel(_Resource):
         """The checked launch path for this kernel (see :mod:`xpukit.runtime.ur.launcher`): one
         kind letter per parameter; pointers are checked against the session's live allocations;
         unchanged arguments are not set again. Closing the kernel closes its launchers."""
-        raw = self._lib.raw
         loc = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
+        form, fns = self._lib.launch_entry_points()
         launcher = _launcher.Launcher(
-            self.handle,
-            _fn_address(raw.urKernelSetArgValue),
-            _fn_address(raw.urKernelSetArgPointer),
-            _fn_address(raw.urEnqueueKernelLaunch),
-            self._lib.abi.launch_has_properties,
-            kinds,
-            loc,
-            self._session.allocations,
-            on_arg_error,
-            raise_result,
+            self.handle, form, fns, kinds, loc, self._session.allocations, on_arg_error, raise_result
         )
         self._launchers.append(launcher)
         return launcher
@@ -485,10 +519,6 @@ class Kernel(_Resource):
 
 
 ArgumentLauncher = Any  # _xpukit_launcher.Launcher or its Python twin (launcher.PyLauncher)
-
-
-def _fn_address(fn: Any) -> int:
-    return ctypes.cast(fn, c_void_p).value or 0
 
 
 def _get_info(lib: UrLibrary, fn: str, handle: Any, prop: int) -> bytes:
@@ -557,6 +587,7 @@ class Session:
         # Recently freed ranges, only to say "freed" rather than "unknown" in an argument error.
         self._freed: collections.deque[tuple[int, int]] = collections.deque(maxlen=1024)
         self._closed = False
+        self._device_wait = True  # urDeviceWaitExp, where the release exports it and the adapter has it
         self._adapters: list[int] = []
         self._ctx: Any = None
         self.note = ""
@@ -754,12 +785,17 @@ class Session:
                 res.finish()
 
     def synchronize(self) -> None:
-        """Device-wide wait: ``urDeviceWaitExp`` where the release has it, else finish every queue
-        this session owns (every command xpukit can have submitted on this device)."""
+        """Device-wide wait: ``urDeviceWaitExp`` where the release and the adapter have it (2026.0+;
+        the OpenCL adapter answers UNSUPPORTED_FEATURE), else finish every queue this session owns
+        (every command xpukit can have submitted on this device)."""
         self._check()
-        if getattr(self.lib, "has_device_wait", False):
-            self.lib.urDeviceWaitExp(self._device)
-            return
+        if self.lib.has_device_wait and self._device_wait:
+            code = self.lib.raw.urDeviceWaitExp(self._device)
+            if code == 0:
+                return
+            if code != _api.RESULT_CODES["UR_RESULT_ERROR_UNSUPPORTED_FEATURE"]:
+                raise error_class(code)("urDeviceWaitExp")
+            self._device_wait = False  # exported, but not by this adapter (OpenCL): finish the queues
         self._drain_queues()
 
     def close(self) -> None:

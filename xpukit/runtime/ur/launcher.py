@@ -1,4 +1,8 @@
-"""The per-launch path of the core layer: checked arguments, changed ones set, one enqueue.
+"""The per-launch path of the core layer: checked arguments, then one enqueue in the release's form.
+
+Three launch forms (``_api.LaunchForm``): 2025.0-2025.2 and 2025.3 set the changed arguments
+(urKernelSetArg*) and call the 9- or 11-parameter urEnqueueKernelLaunch; 2026.0+ make one
+urEnqueueKernelLaunchWithArgsExp call whose argument array the launcher keeps filled.
 
 Two implementations with one interface and one behaviour:
 
@@ -25,6 +29,8 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from xpukit.runtime.ur import _api
 
 # Argument error codes (same values in _launcher.c).
 ARG_TYPE, ARG_RANGE, ARG_NULL, ARG_NOT_LIVE, ARG_COUNT, ARG_GRID, ARG_CLOSED = range(1, 8)
@@ -160,10 +166,8 @@ class PyLauncher:
     def __init__(
         self,
         kernel: int,
-        set_value: int,
-        set_pointer: int,
-        launch: int,
-        launch_props: bool,
+        form: int,
+        fns: tuple[int, int, int, int],
         kinds: str,
         local: tuple[int, int, int],
         table: PyAllocTable,
@@ -172,18 +176,26 @@ class PyLauncher:
     ) -> None:
         if any(k not in KINDS for k in kinds):
             raise ValueError(f"unknown argument kind in {kinds!r}")
-        if not kernel:
-            raise ValueError("null kernel handle")
+        if form not in tuple(_api.LaunchForm):
+            raise ValueError(f"unknown launch form {form}")
+        set_value, set_pointer, set_local, launch = fns
+        with_args = form == _api.LaunchForm.WITH_ARGS
+        if not kernel or not launch or (not with_args and not (set_value and set_pointer and set_local)):
+            raise ValueError("null kernel handle or UR function pointer")
         vp, u32, sz = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t
         res = ctypes.c_int32
-        self._set_value = ctypes.CFUNCTYPE(res, vp, u32, sz, vp, vp)(set_value)
-        self._set_pointer = ctypes.CFUNCTYPE(res, vp, u32, vp, vp)(set_pointer)
         szp = ctypes.POINTER(sz)
-        if launch_props:
-            self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, u32, vp, vp)(launch)
+        self._form = form
+        if with_args:
+            self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, vp, u32, vp, vp)(launch)
         else:
-            self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, vp)(launch)
-        self._props = launch_props
+            self._set_value = ctypes.CFUNCTYPE(res, vp, u32, sz, vp, vp)(set_value)
+            self._set_pointer = ctypes.CFUNCTYPE(res, vp, u32, vp, vp)(set_pointer)
+            self._set_local = ctypes.CFUNCTYPE(res, vp, u32, sz, vp)(set_local)
+            if form == _api.LaunchForm.SET_ARGS_LAUNCH11:
+                self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, u32, vp, vp)(launch)
+            else:
+                self._launch = ctypes.CFUNCTYPE(res, vp, vp, u32, szp, szp, szp, u32, vp, vp)(launch)
         self._kernel: int | None = kernel
         self._kinds = kinds
         self._local = (ctypes.c_size_t * 3)(*local)
@@ -191,9 +203,46 @@ class PyLauncher:
         self._table = table
         self._seen_generation = table.generation
         self._last: list[Any] = [None] * len(kinds)
+        self._hidden: list[tuple[str, int]] = []
+        self._hidden_dirty = False
+        # 2026.0+: the argument array, filled once; each launch writes only the values.
+        self._store = (ctypes.c_uint64 * max(len(kinds), 1))()
+        self._args = self._arg_array(len(kinds))
         self._on_arg = on_arg_error
         self._on_ur = on_ur_error
         self._lock = threading.Lock()
+
+    def _arg_array(self, extra: int) -> ctypes.Array:
+        n = len(self._kinds)
+        args = (_api.KernelArgProperties * (n + extra))()
+        base = ctypes.addressof(self._store)
+        for i, kind in enumerate(self._kinds):
+            a = args[i]
+            a.stype, a.index = _api.STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES, i
+            if kind == "P":
+                a.type, a.size = _api.KERNEL_ARG_POINTER, 8
+            else:
+                a.type, a.value.value = _api.KERNEL_ARG_VALUE, base + 8 * i
+        return args
+
+    def hidden(self, entries: Sequence[tuple[str, int]]) -> None:
+        """The arguments after the user's: ``("P", address)`` (0 = null) or ``("L", local bytes)``."""
+        items = [(str(k), int(v)) for k, v in entries]
+        if len(items) > 8 or any(k not in ("P", "L") or not 0 <= v < 2**64 for k, v in items):
+            raise ValueError("hidden arguments are ('P', address) or ('L', bytes), at most 8")
+        with self._lock:
+            args = self._arg_array(len(items))
+            n = len(self._kinds)
+            for j, (kind, value) in enumerate(items):
+                a = args[n + j]
+                a.stype, a.index = _api.STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES, n + j
+                if kind == "P":
+                    a.type, a.size, a.value.pointer = _api.KERNEL_ARG_POINTER, 8, value or None
+                else:
+                    a.type, a.size = _api.KERNEL_ARG_LOCAL, value
+            self._args = args
+            self._hidden = items
+            self._hidden_dirty = True
 
     def _convert(self, kind: str, v: Any) -> tuple[int, Any]:
         if kind in "PA" or (kind in "qQ" and not isinstance(v, int | float) and hasattr(v, "ptr")):
@@ -254,11 +303,30 @@ class PyLauncher:
                 for i in addresses:
                     if self._table.find(values[i]) is None:
                         self._on_arg(i, ARG_NOT_LIVE, args[i])
+            k = ctypes.c_void_p(self._kernel)
+            gs, loc = self._global, self._local
+            gs[0], gs[1], gs[2] = grid[0] * loc[0], grid[1] * loc[1], grid[2] * loc[2]
+            event = ctypes.c_void_p()
+            ev = ctypes.byref(event) if want_event else None
+            q = ctypes.c_void_p(queue)
+            if self._form == _api.LaunchForm.WITH_ARGS:
+                arr, store = self._args, self._store
+                for i, (kind, bits) in enumerate(zip(self._kinds, values, strict=True)):
+                    if kind == "P":
+                        arr[i].value.pointer = bits
+                    else:
+                        store[i] = bits & (2**64 - 1)
+                        arr[i].size = _SIZES.get(kind, 8)
+                n = len(self._kinds) + len(self._hidden)
+                code = self._launch(q, k, 3, None, gs, loc, n, arr, None, 0, None, ev)
+                if code:
+                    self._on_ur(code, "urEnqueueKernelLaunchWithArgsExp")
+                return event.value if want_event else None
             last = self._last
             if self._seen_generation != self._table.generation:
                 last[:] = [None] * len(last)
                 self._seen_generation = self._table.generation
-            k = ctypes.c_void_p(self._kernel)
+                self._hidden_dirty = True
             for i, (kind, bits) in enumerate(zip(self._kinds, values, strict=True)):
                 if last[i] == bits:
                     continue
@@ -272,12 +340,16 @@ class PyLauncher:
                     last[i] = None
                     self._on_ur(code, "urKernelSetArgPointer" if kind == "P" else "urKernelSetArgValue")
                 last[i] = bits
-            gs, loc = self._global, self._local
-            gs[0], gs[1], gs[2] = grid[0] * loc[0], grid[1] * loc[1], grid[2] * loc[2]
-            event = ctypes.c_void_p()
-            ev = ctypes.byref(event) if want_event else None
-            q = ctypes.c_void_p(queue)
-            if self._props:
+            if self._hidden_dirty:
+                for j, (kind, value) in enumerate(self._hidden, start=len(self._kinds)):
+                    if kind == "P":
+                        code = self._set_pointer(k, j, None, ctypes.c_void_p(value or None))
+                    else:
+                        code = self._set_local(k, j, value, None)
+                    if code:
+                        self._on_ur(code, "urKernelSetArgPointer" if kind == "P" else "urKernelSetArgLocal")
+                self._hidden_dirty = False
+            if self._form == _api.LaunchForm.SET_ARGS_LAUNCH11:
                 code = self._launch(q, k, 3, None, gs, loc, 0, None, 0, None, ev)
             else:
                 code = self._launch(q, k, 3, None, gs, loc, 0, None, ev)
@@ -292,6 +364,7 @@ class PyLauncher:
     def forget(self) -> None:
         with self._lock:
             self._last = [None] * len(self._kinds)
+            self._hidden_dirty = True
 
 
 def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:
@@ -362,7 +435,7 @@ def _load_extension() -> Any:
         import _xpukit_launcher
     except ImportError:
         return None
-    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 1 else None
+    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 2 else None
 
 
 def _register_nothing(*_types: type) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import glob
+import logging
 import os
 import re
 import sys
@@ -25,6 +26,7 @@ from xpukit.runtime.ur.errors import LoaderNotFound, UnsupportedURRelease, raise
 
 LOADER_NAME = "libur_loader.so"
 ENV_LOADER = "XPUKIT_UR_LOADER"
+log = logging.getLogger("xpukit.runtime.ur")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,10 +100,15 @@ def find_loader(explicit: str | os.PathLike[str] | None = None) -> LoaderLocatio
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseInfo:
-    line: str  # "2025.3"
-    version: str  # "2025.3.3" when known, else the line
+    line: str  # the release line whose ABI is bound, "2026.2"
+    version: str  # "2026.2.0" when known, else the line
     api_minor: int | None  # from the loader's file version (0.<minor>.<patch>)
     how: str  # how the release was found
+    note: str = ""  # a warning worth one line (a release newer than the newest verified one)
+
+    @property
+    def abi(self) -> _api.ReleaseABI:
+        return _api.RELEASE_ABIS[self.line]
 
 
 def _api_minor(loader: Path) -> int | None:
@@ -114,7 +121,8 @@ def _api_minor(loader: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _dist_version(loader: Path) -> str | None:
+def _dist_version(loader: Path) -> tuple[str, str] | None:
+    """(version, how) from the wheel's metadata or the oneAPI install path."""
     prefix = loader.parent.parent
     patterns = [
         f"{loader.parent}/python3*/site-packages/intel_cmplr_lib_ur-*.dist-info",
@@ -124,45 +132,86 @@ def _dist_version(loader: Path) -> str | None:
         for d in sorted(glob.glob(pat)):
             m = re.search(r"intel_cmplr_lib_ur-(\d+\.\d+\.\d+)", d)
             if m:
-                return m.group(1)
+                return m.group(1), "package metadata"
     m = re.search(r"/compiler/(20\d\d\.\d+)(?:\.\d+)?/", str(loader))
-    return m.group(1) if m else None
+    return (m.group(1), "oneAPI install path") if m else None
+
+
+TRACKED_SYMBOLS: tuple[str, ...] = tuple(_api.RELEASE_ABIS[_api.NEWEST_RELEASE].expected_symbols())
+
+
+def exported_symbols(loader: Path, lib: ctypes.CDLL | None = None) -> dict[str, bool]:
+    """Which of the symbols that tell releases apart the loader exports (from the loaded library,
+    else from the ELF dynamic symbol table, without loading it)."""
+    if lib is not None:
+        return {s: hasattr(lib, s) for s in TRACKED_SYMBOLS}
+    from elftools.elf.elffile import ELFFile
+
+    with open(loader, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        names = {sym.name for sym in dynsym.iter_symbols() if sym["st_shndx"] != "SHN_UNDEF"} if dynsym else set()
+    return {s: s in names for s in TRACKED_SYMBOLS}
+
+
+def _differences(abi: _api.ReleaseABI, exports: dict[str, bool]) -> str:
+    """What a loader's exports lack or add against ``abi``'s ("" when they match)."""
+    expected = abi.expected_symbols()
+    missing = [s for s, want in expected.items() if want and not exports.get(s)]
+    extra = [s for s, want in expected.items() if not want and exports.get(s)]
+    parts = ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"adds {', '.join(extra)}"] if extra else [])
+    return "; ".join(parts)
+
+
+def _line_key(line: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in line.split("."))
 
 
 def detect_release(loader: Path, lib: ctypes.CDLL | None = None) -> ReleaseInfo:
-    """The oneAPI release line of a loader; raises :class:`UnsupportedURRelease` for others."""
-    supported = ", ".join(_api.SUPPORTED_RELEASES)
+    """The release line whose ABI a loader has, told by its exported symbols (the API version and
+    the file version are 0.12 from 2025.2 to 2026.2), its package metadata and, for the 2025.0-2025.2
+    lines that export the same symbols, its file version. Raises :class:`UnsupportedURRelease`
+    for a loader that matches no supported release, naming what differs."""
+    supported = f"{_api.SUPPORTED_RELEASES[0]} to {_api.NEWEST_RELEASE}"
+    newest = _api.RELEASE_ABIS[_api.NEWEST_RELEASE]
+    install = f"pip install 'intel-cmplr-lib-ur=={_api.NEWEST_RELEASE}.*' 'intel-cmplr-lib-rt=={_api.NEWEST_RELEASE}.*'"
     minor = _api_minor(loader)
-    version = _dist_version(loader)
-    if version:
+    exports = exported_symbols(loader, lib)
+    matching = [abi.release for abi in _api.RELEASE_ABIS.values() if not _differences(abi, exports)]
+    if minor is not None and minor in _api.API_MINOR_TO_RELEASES:
+        by_file = [line for line in matching if line in _api.API_MINOR_TO_RELEASES[minor]]
+        matching = by_file or matching
+    found = _dist_version(loader)
+    if found is not None:
+        version, how = found
         line = ".".join(version.split(".")[:2])
-        how = "package metadata"
-    elif minor is not None and minor in _api.API_MINOR_TO_RELEASES:
-        lines = _api.API_MINOR_TO_RELEASES[minor]
-        line = lines[-1]
-        if len(lines) > 1 and lib is not None and hasattr(lib, _api.PRE_2025_3_SYMBOL):
-            line = lines[0]  # 2025.2 and 2025.3 share the file version, not the launch call
-        version = line
-        how = f"loader file version 0.{minor} and its exports"
-    else:
-        raise UnsupportedURRelease(
-            f"cannot tell which UR release {loader} is (no package metadata, no versioned file name)",
-            f"use a loader from one of the supported releases: {supported}",
-        )
-    if line not in _api.RELEASE_ABIS:
-        raise UnsupportedURRelease(
-            f"UR release {version} at {loader} is not supported (its prototypes differ)",
-            f"install one of the supported releases: {supported} "
-            "(pip install 'intel-cmplr-lib-ur==2025.3.*' 'intel-cmplr-lib-rt==2025.3.*')",
-        )
-    if lib is not None:
-        for sym in _api.NEWER_THAN_SUPPORTED_SYMBOLS:
-            if hasattr(lib, sym):
+        if line in _api.RELEASE_ABIS:
+            diff = _differences(_api.RELEASE_ABIS[line], exports)
+            if diff:
                 raise UnsupportedURRelease(
-                    f"UR loader {loader} exports {sym}: it is newer than {line} and its launch call differs",
-                    f"use a loader from one of the supported releases: {supported}",
+                    f"UR loader {loader} is {version} by its {how}, but its exports differ from {line}'s: it {diff}",
+                    "reinstall intel-cmplr-lib-ur and intel-cmplr-lib-rt at one version, or set XPUKIT_UR_LOADER",
                 )
-    return ReleaseInfo(line, version, minor, how)
+            return ReleaseInfo(line, version, minor, f"{how} and exports")
+        if _line_key(line) > _line_key(_api.NEWEST_RELEASE) and _api.NEWEST_RELEASE in matching:
+            note = (
+                f"UR {version} is newer than the newest release xpukit has verified ({_api.NEWEST_RELEASE}); "
+                f"its exports match {_api.NEWEST_RELEASE}'s, so that ABI is used"
+            )
+            return ReleaseInfo(_api.NEWEST_RELEASE, version, minor, f"{how}; exports as {_api.NEWEST_RELEASE}", note)
+        diff = _differences(newest, exports)
+        raise UnsupportedURRelease(
+            f"UR release {version} at {loader} is not supported"
+            + (f" (against {_api.NEWEST_RELEASE}, the newest supported, it {diff})" if diff else ""),
+            f"install a supported release ({supported}): {install}",
+        )
+    if not matching:
+        raise UnsupportedURRelease(
+            f"UR loader {loader} matches no supported release: against {_api.NEWEST_RELEASE}, the newest "
+            f"supported, it {_differences(newest, exports)}",
+            f"use a loader of a supported release ({supported}): {install}",
+        )
+    line = max(matching, key=_line_key)  # 2026.0 and 2026.1 share one ABI: either is right
+    return ReleaseInfo(line, line, minor, "exported symbols" + (f" and file version 0.{minor}" if minor else ""))
 
 
 def find_cpu_opencl_runtime(loader: Path | None = None) -> Path | None:
@@ -205,6 +254,27 @@ def preload_icd_loader(loader: LoaderLocation, runtime: Path | None) -> None:
         ctypes.CDLL(str(icd), mode=ctypes.RTLD_GLOBAL)
 
 
+ENV_FORCE_LOAD = "UR_ADAPTERS_FORCE_LOAD"
+
+
+def check_force_load() -> str:
+    """Drop ``UR_ADAPTERS_FORCE_LOAD`` when it names a file that does not exist (must precede
+    loading): the loader then loads no adapter at all, not even the ones linked into it (2026.2's
+    OpenCL adapter). Returns what was dropped, "" when nothing was."""
+    value = os.environ.get(ENV_FORCE_LOAD, "")
+    missing = [f for f in value.split(",") if f.strip() and not Path(f.strip()).is_file()]
+    if not missing:
+        return ""
+    del os.environ[ENV_FORCE_LOAD]
+    log.warning(
+        "xpukit.runtime.ur: %s names %s, which does not exist: ignored (it would hide every adapter); "
+        "choose devices with ONEAPI_DEVICE_SELECTOR instead",
+        ENV_FORCE_LOAD,
+        ", ".join(missing),
+    )
+    return value
+
+
 class UrLibrary:
     """The loaded UR loader with the release's prototypes bound, 1:1 with the C API.
 
@@ -215,6 +285,7 @@ class UrLibrary:
     def __init__(self, location: LoaderLocation) -> None:
         self.location = location
         self.cpu_runtime = setup_cpu_icd(location)
+        self.ignored_force_load = check_force_load()
         try:
             self.raw = ctypes.CDLL(str(location.path), mode=ctypes.RTLD_LOCAL)
         except OSError as exc:
@@ -224,10 +295,11 @@ class UrLibrary:
             ) from None
         preload_icd_loader(location, self.cpu_runtime)
         self.release = detect_release(location.path, self.raw)
-        self.abi = _api.RELEASE_ABIS[self.release.line]
-        # urDeviceWaitExp is in no supported release; its prototype is bound once a release
-        # that has it is added to _api.RELEASE_ABIS (has_device_wait), never guessed.
-        self.has_device_wait = self.abi.has_device_wait and hasattr(self.raw, "urDeviceWaitExp")
+        if self.release.note:
+            log.warning("xpukit.runtime.ur: %s", self.release.note)
+        self.abi = self.release.abi
+        self.launch_form = self.abi.launch_form
+        self.has_device_wait = self.abi.has_device_wait
         for name, argtypes in self.abi.prototypes().items():
             fn = getattr(self.raw, name)
             fn.argtypes = argtypes
@@ -235,8 +307,21 @@ class UrLibrary:
             setattr(self, name, _checked(fn, name))
         self.urLoaderInit(0, None)
 
+    def launch_entry_points(self) -> tuple[int, tuple[int, int, int, int]]:
+        """(launch form, addresses of (urKernelSetArgValue, urKernelSetArgPointer, urKernelSetArgLocal,
+        the launch call)) for the argument launchers; the setters are 0 where the form needs none."""
+        raw, form = self.raw, self.launch_form
+        if form == _api.LaunchForm.WITH_ARGS:
+            return int(form), (0, 0, 0, _address(raw.urEnqueueKernelLaunchWithArgsExp))
+        setters = (raw.urKernelSetArgValue, raw.urKernelSetArgPointer, raw.urKernelSetArgLocal)
+        return int(form), (*(_address(f) for f in setters), _address(raw.urEnqueueKernelLaunch))
+
     def __repr__(self) -> str:
         return f"<UrLibrary {self.location.path} release={self.release.version}>"
+
+
+def _address(fn: Any) -> int:
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
 def _checked(fn: Any, name: str) -> Callable[..., None]:
