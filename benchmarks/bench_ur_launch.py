@@ -33,8 +33,8 @@ import triton.language as tl  # noqa: E402
 
 from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
-from xpukit.runtime.ur import _api  # noqa: E402
 from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
+from xpukit.runtime.ur import _api  # noqa: E402
 
 BLOCK = 1024
 
@@ -91,7 +91,7 @@ def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
             bound.kernel.set_arg_pointer(i, v)
         bound.kernel.set_arg_value(2, ctypes.c_float(float(scale)))
         bound.kernel.set_arg_value(3, ctypes.c_int32(n))
-        packed, keep = bound.kernel._pending_args()
+        packed, _keep_alive = bound.kernel._pending_args()  # the value bytes packed points into
 
         def ur_raw_enqueue():
             raw(qh, kh, 3, None, gs, ls, len(packed), packed, None, 0, None, None)
