@@ -19,13 +19,14 @@ ARG OCLOC_VERSION
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
-COPY scripts/apt-env.sh scripts/install-apt.sh scripts/install-ocloc.sh /opt/xpukit/scripts/
+COPY scripts/apt-env.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh /opt/xpukit/scripts/
 RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     /opt/xpukit/scripts/install-apt.sh ${APT_PACKAGES} \
  && /opt/xpukit/scripts/install-ocloc.sh \
  && useradd --create-home --uid 10001 --user-group --shell /bin/bash xpukit \
- && install -d -o xpukit -g xpukit /home/xpukit/.cache/triton /home/xpukit/.cache/xpukit
+ && install -d -o xpukit -g xpukit /home/xpukit/.cache/triton /home/xpukit/.cache/xpukit \
+ && /opt/xpukit/scripts/clean-build-noise.sh xpukit
 
 # ---- the compiled launch path (xpukit/runtime/ur/_launcher.c); the compiler stays in this stage
 FROM system AS launcher
@@ -125,9 +126,11 @@ ENV VIRTUAL_ENV=/opt/xpukit/venv \
     XPUKIT_CACHE_DIR=/home/xpukit/.cache/xpukit \
     XPUKIT_IN_CONTAINER=1
 
-# Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets.
+# Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets. No step below writes
+# bytecode: a .pyc records its source's mtime, which differs per checkout (docs/reproducible.md).
 RUN --mount=type=bind,from=launcher,source=/opt/xpukit/ext,target=/tmp/xpukit-ext \
-    cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
+    export PYTHONDONTWRITEBYTECODE=1 \
+ && cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
 COPY scripts/entrypoint.sh /opt/xpukit/scripts/
@@ -149,7 +152,7 @@ ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG XPUKIT_PINS
 # What is installed, checked against the pins: the build fails on any difference.
-RUN python -m xpukit.runtime.manifest /opt/xpukit/manifest.json
+RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.manifest /opt/xpukit/manifest.json
 
 # Labels last: their values change per commit and must not invalidate any layer above.
 ARG XPUKIT_SOURCE

@@ -54,11 +54,17 @@ else
   done
   shopt -u nullglob
   while IFS= read -r -d '' object; do
-    if readelf --section-headers --wide "$object" 2>/dev/null | grep -q ' \.debug_info '; then
+    # grep reads all of readelf's output: with -q it would stop early, readelf would die of SIGPIPE,
+    # and under pipefail the test would fail at random (some builds stripped, others not).
+    if readelf --section-headers --wide "$object" 2>/dev/null | grep ' \.debug_info ' >/dev/null; then
       run strip --strip-debug "$object"
     fi
   done < <(find "$venv" -type f -name '*.so*' -print0)
 fi
+# Bytecode that does not depend on when the build ran: pip and ensurepip write .pyc files stamped with
+# each source's extraction time; these are rewritten to check the source's hash instead
+# (docs/reproducible.md). -j0 uses every core; the result does not depend on the order.
+run "$venv/bin/python" -m compileall -q -f -j0 --invalidation-mode checked-hash "$venv/lib" "$venv/bin"
 run hardlink --quiet --ignore-time "$venv"
 # PyTorch's XPU wheels name pytorch-triton-xpu, which this image replaces with its own Triton.
 if [[ $dry_run -eq 0 ]]; then

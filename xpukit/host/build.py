@@ -165,6 +165,57 @@ def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class SourceDate:
+    """SOURCE_DATE_EPOCH for a build: the time every file in a layer and the image itself take."""
+
+    epoch: str  # seconds since 1970, "" when there is none (no git, no SOURCE_DATE_EPOCH)
+    origin: str  # where it came from, for the one line the build prints
+
+
+def source_date(root: Path, environ: dict[str, str] | None = None) -> SourceDate:
+    """``SOURCE_DATE_EPOCH`` from the environment when set, else the time of the checkout's commit
+    (never the clock: two builds of one commit must agree). A tree with uncommitted changes keeps
+    its commit's time: the image is then reproducible from this tree, not from the commit."""
+    environ = dict(os.environ) if environ is None else environ
+    given = environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if given:
+        if not given.isdigit():
+            raise XpukitError(
+                f"SOURCE_DATE_EPOCH={given!r} is not a number of seconds",
+                "unset it (the kit takes the commit's time) or set it to an integer, e.g. $(git log -1 --format=%ct)",
+            )
+        return SourceDate(given, "SOURCE_DATE_EPOCH from the environment")
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    epoch = git("log", "-1", "--format=%ct")
+    if not epoch.isdigit():
+        return SourceDate("", "no git commit to take the time from")
+    commit = git("rev-parse", "--short=12", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    note = "; uncommitted changes: reproducible from this tree, not from the commit" if dirty else ""
+    return SourceDate(epoch, f"commit {commit}'s time{note}")
+
+
+def reproducibility_note(cli: engine.BuildCli | None, date: SourceDate) -> str:
+    """One line: whether this engine's build is bit-for-bit reproducible, and why not."""
+    if cli is not None and cli.kind == "podman":
+        if not date.epoch:
+            return f"build: not reproducible: {date.origin} (set SOURCE_DATE_EPOCH)"
+        return f"build: reproducible: files and image dated SOURCE_DATE_EPOCH={date.epoch} ({date.origin})"
+    return (
+        "build: Docker's builder cannot set file and image times (no SOURCE_DATE_EPOCH rewriting before "
+        "BuildKit 0.13): this image is not bit-for-bit reproducible; its content tag still names its inputs "
+        "(podman builds are reproducible: docs/reproducible.md)"
+    )
+
+
 def local_base_name(profile: pins_mod.Profile) -> str:
     """The tag `invoke base` gives a debootstrap base for a profile."""
     return f"{LOCAL_BASE_REPO}:{profile.table['base']['tag']}"
@@ -212,6 +263,7 @@ class BuildPlan:
     command: list[str]
     env: dict[str, str]
     warnings: tuple[str, ...]
+    reproducible: str = ""  # one line: whether this build is bit-for-bit reproducible (reproducibility_note)
 
     def printable(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
@@ -256,12 +308,22 @@ def plan(
         cmd += ["--secret", f"id=ca_bundle,src={path.resolve()}"]
     if github_token_file:
         cmd += ["--secret", f"id=github_token,src={Path(github_token_file).resolve()}"]
+    date = source_date(root)
+    if cli is not None and cli.kind == "podman" and date.epoch:
+        # buildah dates every file it commits to a layer, and the image, at this time (docs/reproducible.md).
+        cmd += ["--timestamp", date.epoch]
     for t in tags:
         cmd += ["-t", t]
     cmd.append(str(root))
     warnings = list(profile.warnings)
     return BuildPlan(
-        profile.name, tags, args, cmd, cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}, tuple(warnings)
+        profile.name,
+        tags,
+        args,
+        cmd,
+        cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"},
+        tuple(warnings),
+        reproducibility_note(cli, date),
     )
 
 

@@ -34,7 +34,11 @@ _MISSING = (
 _NETWORK = re.compile(
     r"Temporary failure in name resolution|Could not resolve|Name or service not known|ProxyError|"
     r"Tunnel connection failed|407 Proxy Authentication|Failed to establish a new connection|"
-    r"Network is unreachable|Connection refused|Connection timed out|Read timed out",
+    r"Network is unreachable|Connection refused|Connection timed out|Read timed out|"
+    # apt's words: no DNS at all (a sandbox without network), no route, and the update it ignored
+    # (after which every package "is not available": that is the network, not a pin).
+    r"Temporary failure resolving|Could not connect to|Unable to connect to|No route to host|"
+    r"Some index files failed to download",
     re.I,
 )
 
@@ -71,7 +75,8 @@ def diagnose(lines: Iterable[str], ca_description: str = "") -> Diagnosis | None
         return Diagnosis(
             "the build could not reach the network (proxy or DNS)",
             _short(hit),
-            "export HTTP_PROXY/HTTPS_PROXY (passed to the build) or fix the engine's DNS",
+            "export HTTP_PROXY/HTTPS_PROXY (passed to the build), fix the engine's DNS, or give RUN steps the "
+            "host's network (XPUKIT_BUILD_NETWORK=host)",
         )
     for pattern in _MISSING:
         hit = first(pattern)

@@ -128,6 +128,8 @@ def run_build(plan: ImagePlan) -> str:
     """Run the BuildKit build; on failure say what the log shows, in one line."""
     build_mod.ensure_lock_current(plan.profile, ROOT)
     ui.say(f"building {', '.join(plan.build.tags)}")
+    if plan.build.reproducible:
+        ui.say(plan.build.reproducible)
     code, tail = engine.stream_keeping_tail(plan.build.command, plan.build.env)
     if code != 0:
         found = buildlog.diagnose(tail, plan.ca_description)

@@ -1,0 +1,197 @@
+"""Bit-for-bit reproducible builds: `invoke verify` and the parts it is made of.
+
+The unit tests compare real tar layers and real git commits. The podman tests rebuild the cpu image
+from nothing, twice, in empty podman stores (through `invoke verify --against rebuild`): once from
+this checkout (the IDs must be equal), once from a copy whose Dockerfile writes the build time
+into a file (verify must fail and name that file). Each rebuild is a cold build (~1.5 min here).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from xpukit.errors import XpukitError
+from xpukit.host import build, engine, pins
+from xpukit.host import verify as verify_mod
+
+ROOT = pins.REPO_ROOT
+REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"
+
+
+def _layer(files: dict[str, tuple[bytes, int]]) -> tarfile.TarFile:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, (data, mtime) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), mtime, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return tarfile.open(fileobj=buf)
+
+
+@pytest.mark.unit
+def test_differing_files_name_each_path_and_how():
+    ref = verify_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"old", 1), "c": (b"x", 1), "d": (b"y", 5)}))
+    new = verify_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"new!", 1), "d": (b"y", 6), "e": (b"z", 1)}))
+    found = dict(verify_mod.differing_files(ref, new))
+    assert found == {
+        "b": "content (3 vs 4 bytes)",
+        "c": "only in the reference",
+        "d": "mtime 5 vs 6",
+        "e": "only in the rebuild",
+    }
+
+
+@pytest.mark.unit
+def test_config_differences_skip_the_layers():
+    ref = {"created": "1", "config": {"Labels": {"a": "1"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["x"]}}
+    new = {"created": "2", "config": {"Labels": {"a": "2"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["y"]}}
+    assert verify_mod.config_differences(ref, new) == ["config.Labels", "created"]
+
+
+def _git(repo: Path, *args: str, date: str = "2001-09-09T01:46:40+00:00") -> str:
+    env = {**os.environ, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date}
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    return subprocess.run(
+        ["git", "-C", str(repo), *ident, *args], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.mark.unit
+def test_source_date_is_the_commit_time_not_the_clock(tmp_path):
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "f").write_text("1\n")
+    _git(tmp_path, "add", "f")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    date = build.source_date(tmp_path, environ={})
+    assert date.epoch == "1000000000" and "uncommitted" not in date.origin
+    (tmp_path / "f").write_text("2\n")  # a dirty tree keeps its commit's time, and says so
+    date = build.source_date(tmp_path, environ={})
+    assert date.epoch == "1000000000" and "uncommitted changes" in date.origin
+    assert build.source_date(tmp_path, environ={"SOURCE_DATE_EPOCH": "42"}).epoch == "42"
+    with pytest.raises(XpukitError, match="not a number"):
+        build.source_date(tmp_path, environ={"SOURCE_DATE_EPOCH": "yesterday"})
+    assert build.source_date(tmp_path / "nowhere", environ={}).epoch == ""
+
+
+@pytest.mark.unit
+def test_podman_builds_take_the_commit_time_and_docker_says_it_cannot():
+    profile = pins.load().profile("cpu")
+    podman = engine.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
+    docker = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    epoch = build.source_date(ROOT).epoch
+    on_podman = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", podman)
+    on_docker = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", docker)
+    assert on_podman.command[on_podman.command.index("--timestamp") + 1] == epoch
+    assert on_podman.reproducible.startswith(f"build: reproducible: files and image dated SOURCE_DATE_EPOCH={epoch}")
+    assert "--timestamp" not in on_docker.command
+    assert "not bit-for-bit reproducible" in on_docker.reproducible
+    assert on_podman.tags == on_docker.tags  # the content tag names the inputs on every engine
+
+
+@pytest.mark.unit
+def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
+    from types import SimpleNamespace
+
+    profile = pins.load().profile("cpu")
+    podman = engine.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
+    image_plan = SimpleNamespace(profile=profile, base="xpukit-base:bookworm-slim")
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(image="xpukit", build_network="host"), ca_bundle=SimpleNamespace(path="")
+    )
+    store = verify_mod.Store(podman.path, tmp_path / "store")
+    cmd = store.wrap(verify_mod.rebuild_command(image_plan, podman.path, tmp_path / "ctx", "xpukit-verify:t", ctx))
+    assert cmd[:7] == [podman.path, "--root", f"{tmp_path}/store/graph", "--runroot", f"{tmp_path}/store/run",
+                       "--storage-driver", "overlay"]  # fmt: skip
+    assert "--no-cache" in cmd and "--layers" not in cmd and "--timestamp" in cmd
+    assert cmd[cmd.index("-f") + 1] == f"{tmp_path}/ctx/Dockerfile" and cmd[-1] == str(tmp_path / "ctx")
+    assert [cmd[i + 1] for i, part in enumerate(cmd) if part == "-t"] == ["xpukit-verify:t"]
+    assert store.env == {"TMPDIR": f"{tmp_path}/store/tmp"}  # buildah's cache mounts live there
+
+
+# ------------------------------------------------------------------ for real, on podman
+
+
+def _need_podman_and_base() -> None:
+    why = ""
+    if shutil.which("podman") is None:
+        why = "podman is not installed (apt-get install podman)"
+    elif os.geteuid() != 0:
+        why = "verify's empty stores use rootful podman here; rootless needs /etc/subuid ranges"
+    else:
+        try:
+            sdk = engine.client(os.environ.get("DOCKER_HOST", engine.DOCKER_DEFAULT_SOCKET), timeout=10)
+            if not engine.image_exists(sdk, build.local_base_name(pins.load().profile("cpu"))):
+                why = "no local cpu base on the engine (invoke base)"
+        except XpukitError as exc:
+            why = f"no engine answers ({exc.one_line()})"
+    if why:
+        if REQUIRED:
+            pytest.fail(f"XPUKIT_REQUIRE_PODMAN=1 but {why}")
+        pytest.skip(why)
+
+
+def _checkout_copy(dest: Path, dockerfile_extra: str = "") -> Path:
+    """This tree's build context and tasks as a fresh git commit (a fixed commit time)."""
+    build.copy_context(ROOT, dest)
+    for name in ("tasks.py", "invoke.yaml"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, dest / name)
+    if dockerfile_extra:
+        text = (dest / "Dockerfile").read_text()
+        anchor = "# The xpukit user created in the system stage"
+        assert anchor in text
+        (dest / "Dockerfile").write_text(text.replace(anchor, dockerfile_extra + "\n" + anchor))
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "-m", "verify test")
+    return dest
+
+
+def _verify(tree: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
+    for name in ("XPUKIT_ENGINE", "CONTAINERS_STORAGE_CONF", "SOURCE_DATE_EPOCH", "XPUKIT_BASE_IMAGE"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", "--against", "rebuild"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+        check=False,
+    )
+
+
+@pytest.mark.docker
+def test_two_cold_podman_builds_give_the_same_image_id(tmp_path):
+    _need_podman_and_base()
+    result = _verify(_checkout_copy(tmp_path / "tree"))
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "verify: rebuild: built in" in out and "verify: second rebuild: built in" in out
+    line = [ln for ln in result.stdout.splitlines() if ln.startswith("reproducible: ")]
+    assert len(line) == 1 and len(line[0].split("sha256:")[1]) == 64, out[-2000:]
+
+
+@pytest.mark.docker
+def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
+    _need_podman_and_base()
+    step = "RUN date +%s%N > /opt/xpukit/built-at"
+    result = _verify(_checkout_copy(tmp_path / "tree", step))
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out[-4000:]
+    assert "verify: NOT reproducible" in out
+    differs = [ln for ln in out.splitlines() if "verify: layer" in ln and "differs" in ln]
+    assert len(differs) == 1 and "built-at" in differs[0], out[-3000:]  # only that step's layer
+    assert "/opt/xpukit/built-at: content" in out
+    if shutil.which("diffoscope"):
+        assert "diffoscope /opt/xpukit/built-at:" in out

@@ -1,0 +1,530 @@
+"""`invoke verify`: rebuild the image from nothing in an empty podman store and compare it, bit for bit.
+
+The rebuild runs in a podman store of its own (graph root, run root and TMPDIR in a temporary
+folder: no layer cache, no cache mounts, no wheelhouse), from a snapshot of the build context, with
+the build's SOURCE_DATE_EPOCH (``buildah --timestamp``). Its image ID (the digest of its config) is
+compared with a reference:
+
+- ``local``: the image with this checkout's content tag on the engine;
+- ``lock``: the image env/lock/images.toml records (its config digest, asked from the registry);
+- ``rebuild``: a second build from nothing in a second empty store (what CI checks).
+
+Equal: "reproducible: sha256:...". Different: which layers differ (with the Dockerfile step that
+made each), which files in them differ and how (``diffoscope`` on those files), exit 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from xpukit.errors import XpukitError
+from xpukit.host import build as build_mod
+from xpukit.host import engine, registry, ui
+from xpukit.host import podman as podman_mod
+from xpukit.host.plan import ROOT, ImagePlan
+
+AGAINST = ("auto", "local", "lock", "rebuild")
+VERIFY_REPO = "xpukit-verify"
+# Files shown through diffoscope, and the largest one it is given (bigger ones: their digests only).
+DIFFOSCOPE_FILES = 3
+DIFFOSCOPE_MAX_BYTES = 32 << 20
+REPORT_LINES = 40
+LISTED_FILES = 20
+
+
+class Store:
+    """A podman store of its own under ``folder``: nothing cached, nothing shared with the machine's."""
+
+    def __init__(self, podman: str, folder: Path) -> None:
+        self.podman, self.folder = podman, folder
+        for sub in ("graph", "run", "tmp"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+
+    def cmd(self, *args: str) -> list[str]:
+        return [
+            self.podman,
+            "--root",
+            str(self.folder / "graph"),
+            "--runroot",
+            str(self.folder / "run"),
+            "--storage-driver",
+            "overlay",
+            *args,
+        ]
+
+    @property
+    def env(self) -> dict[str, str]:
+        # buildah keeps RUN --mount=type=cache folders under TMPDIR: an empty one means no cache mounts.
+        return {"TMPDIR": str(self.folder / "tmp")}
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """A podman command line, run in this store."""
+        return [*self.cmd(), *cmd[1:]]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        import os
+
+        return subprocess.run(
+            self.cmd(*args), env={**os.environ, **self.env}, capture_output=True, text=True, check=False
+        )
+
+    def image_id(self, ref: str) -> str:
+        out = self.run("image", "inspect", "--format", "{{.Id}}", ref)
+        if out.returncode != 0:
+            raise XpukitError(f"the rebuilt image {ref} is not in its store ({out.stderr.strip()[:120]})", "rerun")
+        return "sha256:" + out.stdout.strip().removeprefix("sha256:")
+
+    def save(self, ref: str, out: Path) -> Path:
+        saved = self.run("save", "--format", "docker-archive", "-o", str(out), ref)
+        if saved.returncode != 0:
+            raise XpukitError(f"podman save {ref} failed: {saved.stderr.strip()[:160]}", "check the disk space")
+        return out
+
+    def remove(self) -> None:
+        self.run("rmi", "-af")
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        for mount in sorted((m for m in mounts if m.startswith(str(self.folder))), key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class Image:
+    """An image as a docker-archive: its config and its layer tars, in order."""
+
+    name: str
+    archive: Path
+    config: dict[str, Any]
+    layers: list[str]  # member names of the layer tars in the archive
+
+    @property
+    def diff_ids(self) -> list[str]:
+        return list(self.config.get("rootfs", {}).get("diff_ids", []))
+
+    def steps(self) -> list[str]:
+        """The Dockerfile step that made each layer (history entries that added one)."""
+        made = [h.get("created_by", "") for h in self.config.get("history", []) if not h.get("empty_layer")]
+        return made if len(made) == len(self.diff_ids) else [""] * len(self.diff_ids)
+
+    @contextlib.contextmanager
+    def layer(self, index: int) -> Iterator[tarfile.TarFile]:
+        with tarfile.open(self.archive) as outer:
+            member = outer.extractfile(self.layers[index])
+            if member is None:
+                raise XpukitError(f"{self.name}: layer {index} is missing from its archive", "rerun verify")
+            with tarfile.open(fileobj=member, mode="r|*") as inner:
+                yield inner
+
+
+def read_archive(name: str, archive: Path) -> Image:
+    with tarfile.open(archive) as tar:
+        manifest = json.load(_member(tar, "manifest.json"))[0]
+        config = json.load(_member(tar, manifest["Config"]))
+    return Image(name, archive, config, list(manifest["Layers"]))
+
+
+def _member(tar: tarfile.TarFile, name: str) -> IO[bytes]:
+    found = tar.extractfile(name)
+    if found is None:
+        raise XpukitError(f"{name} is missing from an image archive", "rerun verify")
+    return found
+
+
+# ------------------------------------------------------------------------------ comparing
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    kind: str  # file | dir | link | hardlink | other
+    mode: int
+    owner: str
+    mtime: int
+    size: int
+    target: str
+    sha256: str
+
+
+def index_layer(layer: tarfile.TarFile) -> dict[str, Entry]:
+    """Every path in a layer tar with its metadata and content digest (streamed; nothing written)."""
+    out = {}
+    for m in layer:
+        digest = ""
+        if m.isfile():
+            data = layer.extractfile(m)
+            h = hashlib.sha256()
+            if data is not None:
+                for chunk in iter(lambda d=data: d.read(1 << 20), b""):
+                    h.update(chunk)
+            digest = h.hexdigest()
+        kind = (
+            "file"
+            if m.isfile()
+            else "dir"
+            if m.isdir()
+            else "link"
+            if m.issym()
+            else "hardlink"
+            if m.islnk()
+            else "other"
+        )
+        out[m.name.removeprefix("./")] = Entry(
+            kind, m.mode, f"{m.uid}:{m.gid}", int(m.mtime), m.size, m.linkname, digest
+        )
+    return out
+
+
+def how_entries_differ(a: Entry | None, b: Entry | None) -> str:
+    if a is None or b is None:
+        return "only in the rebuild" if a is None else "only in the reference"
+    parts = []
+    if a.kind != b.kind:
+        parts.append(
+            f"{a.kind} vs {b.kind}" + (f" (-> {a.target or b.target})" if "hardlink" in (a.kind, b.kind) else "")
+        )
+    elif a.sha256 != b.sha256:
+        parts.append(f"content ({a.size} vs {b.size} bytes)")
+    elif a.target != b.target:
+        parts.append(f"link target {a.target} vs {b.target}")
+    if a.mtime != b.mtime:
+        parts.append(f"mtime {a.mtime} vs {b.mtime}")
+    if a.mode != b.mode:
+        parts.append(f"mode {a.mode:o} vs {b.mode:o}")
+    if a.owner != b.owner:
+        parts.append(f"owner {a.owner} vs {b.owner}")
+    return ", ".join(parts) or "tar header"
+
+
+def differing_files(ref: dict[str, Entry], new: dict[str, Entry]) -> list[tuple[str, str]]:
+    return [
+        (path, how_entries_differ(ref.get(path), new.get(path)))
+        for path in sorted(set(ref) | set(new))
+        if ref.get(path) != new.get(path)
+    ]
+
+
+def config_differences(ref: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Top-level config keys (and config.* keys) whose values differ, layers aside."""
+    out = []
+    for key in sorted(set(ref) | set(new)):
+        if key == "rootfs":
+            continue
+        if key == "config" and isinstance(ref.get(key), dict) and isinstance(new.get(key), dict):
+            out += [f"config.{k}" for k in sorted(set(ref[key]) | set(new[key])) if ref[key].get(k) != new[key].get(k)]
+        elif ref.get(key) != new.get(key):
+            out.append(key)
+    return out
+
+
+def _extract(image: Image, index: int, paths: set[str], dest: Path) -> dict[str, Path]:
+    """The regular files ``paths`` of one layer, written under ``dest``."""
+    found = {}
+    with image.layer(index) as layer:
+        for m in layer:
+            name = m.name.removeprefix("./")
+            if name in paths and m.isfile() and m.size <= DIFFOSCOPE_MAX_BYTES:
+                target = dest / hashlib.sha256(name.encode()).hexdigest()[:16] / Path(name).name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                data = layer.extractfile(m)
+                if data is not None:
+                    with open(target, "wb") as f:
+                        shutil.copyfileobj(data, f)
+                    found[name] = target
+    return found
+
+
+def diffoscope_report(a: Path, b: Path, say: Callable[[str], None]) -> None:
+    tool = shutil.which("diffoscope")
+    if tool is None:
+        say("    (install diffoscope to see how: apt-get install diffoscope-minimal)")
+        return
+    out = subprocess.run(
+        [tool, "--no-progress", "--text", "-", "--max-text-report-size", "20000", str(a), str(b)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    lines = out.stdout.splitlines()
+    for line in lines[:REPORT_LINES]:
+        say("    " + line)
+    if len(lines) > REPORT_LINES:
+        say(f"    ... ({len(lines) - REPORT_LINES} more lines of diffoscope's report)")
+
+
+def compare(reference: Image, rebuilt: Image, work: Path, say: Callable[[str], None]) -> bool:
+    """True when the two images are identical; otherwise say what differs, layer by layer."""
+    if reference.diff_ids == rebuilt.diff_ids and reference.config == rebuilt.config:
+        return True
+    ref_ids, new_ids, steps = reference.diff_ids, rebuilt.diff_ids, rebuilt.steps()
+    if len(ref_ids) != len(new_ids):
+        say(f"verify: {reference.name} has {len(ref_ids)} layers, the rebuild {len(new_ids)}")
+    shown = 0
+    for index in range(min(len(ref_ids), len(new_ids))):
+        if ref_ids[index] == new_ids[index]:
+            continue
+        step = " ".join(steps[index].split())[:110] if steps[index] else "(step unknown)"
+        say(f"verify: layer {index + 1} differs: {step}")
+        with reference.layer(index) as layer:
+            ref_index = index_layer(layer)
+        with rebuilt.layer(index) as layer:
+            new_index = index_layer(layer)
+        files = differing_files(ref_index, new_index)
+        dates = [path for path, how in files if how.startswith("mtime ") and "," not in how]
+        if dates:
+            say(f"  {len(dates)} of the {len(files)} paths differ only in mtime (another SOURCE_DATE_EPOCH?)")
+            files = [f for f in files if f[0] not in set(dates)] + [f for f in files if f[0] in set(dates)]
+        for path, how in files[:LISTED_FILES]:
+            say(f"  /{path}: {how}")
+        if len(files) > LISTED_FILES:
+            say(f"  ... and {len(files) - LISTED_FILES} more files")
+        contents = [
+            p for p, _ in files if (a := ref_index.get(p)) and (b := new_index.get(p)) and a.sha256 != b.sha256
+        ][:DIFFOSCOPE_FILES]
+        if contents and shown < DIFFOSCOPE_FILES:
+            ref_files = _extract(reference, index, set(contents), work / f"ref-{index}")
+            new_files = _extract(rebuilt, index, set(contents), work / f"new-{index}")
+            for path in contents:
+                if path in ref_files and path in new_files and shown < DIFFOSCOPE_FILES:
+                    say(f"  diffoscope /{path}:")
+                    diffoscope_report(ref_files[path], new_files[path], say)
+                    shown += 1
+    if ref_ids == new_ids:
+        keys = config_differences(reference.config, rebuilt.config)
+        say(f"verify: every layer is identical; the image config differs in {', '.join(keys) or 'its encoding'}")
+    return False
+
+
+# ------------------------------------------------------------------------------ the task
+
+
+def _load_base(sdk: Any, base: str, store: Store, work: Path, say: Callable[[str], None]) -> str:
+    """The engine's base image, copied into ``store`` by content; returns its image ID."""
+    try:
+        image = sdk.images.get(base)
+    except Exception as exc:
+        raise XpukitError(
+            f"base {base} is not on the engine ({engine.short_reason(exc)})", "build it with `invoke base`"
+        ) from None
+    archive = work / "base.tar"
+    with open(archive, "wb") as f:
+        for chunk in image.save(chunk_size=8 << 20, named=True):
+            f.write(chunk)
+    loaded = store.run("load", "-q", "-i", str(archive))
+    if loaded.returncode != 0:
+        raise XpukitError(f"loading the base into the empty store failed: {loaded.stderr.strip()[:160]}", "rerun")
+    archive.unlink()
+    if store.image_id(base) != image.id:
+        raise XpukitError(
+            f"the base {base} changed its ID on the way to the empty store ({image.id[:19]})",
+            "report this: the engine re-encoded the image",
+        )
+    say(f"verify: base {base} = {image.id} (the rebuild starts FROM exactly this)")
+    return str(image.id)
+
+
+def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str, ctx: Any) -> list[str]:
+    """The podman build of this plan from the snapshot ``context``, computed once per verify (the
+    commit time and labels of a checkout that moves meanwhile must not differ between the builds);
+    :meth:`Store.wrap` points it at a store."""
+    cli = engine.BuildCli(podman, "", kind="podman")
+    plan = build_mod.plan(
+        ROOT,
+        image_plan.profile,
+        image_plan.base,
+        ctx.settings.image,
+        cli,
+        ctx.ca_bundle.path,
+        "",
+        build_mod.Variant(),
+        "plain",
+        ctx.settings.build_network,
+    )
+    if not any(part == "--timestamp" for part in plan.command):
+        raise XpukitError(
+            f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(ROOT).origin})",
+            "verify a git checkout, or set SOURCE_DATE_EPOCH",
+        )
+    cmd, skip = [podman], False
+    for part in plan.command[1:-1]:
+        if skip:
+            skip = False
+            continue
+        if part == "-t":
+            skip = True
+            continue
+        if part == "-f":
+            cmd += ["-f", str(context / "Dockerfile")]
+            skip = True
+            continue
+        if part == "--layers":
+            continue  # nothing to reuse in an empty store, nothing to keep
+        cmd.append(part)
+    return [*cmd, "--no-cache", "-t", tag, str(context)]
+
+
+def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
+    import time
+
+    say(f"verify: {label}: building from nothing in {store.folder} (podman build --no-cache, its own store)")
+    started = time.monotonic()
+    code, _tail = engine.stream_keeping_tail(cmd, store.env)
+    if code != 0:
+        raise XpukitError(f"verify: {label}: the build failed (exit {code}); its log is above", "fix the failing step")
+    say(f"verify: {label}: built in {time.monotonic() - started:.0f} s")
+
+
+def _reference(
+    against: str, ctx: Any, image_plan: ImagePlan, sdk: Any, work: Path, say: Callable[[str], None]
+) -> tuple[str, Callable[[], Image] | None]:
+    """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
+    entry = None
+    with contextlib.suppress(XpukitError):
+        entry = registry.read_lock(registry.LOCK_PATH).get(image_plan.profile.name)
+    tag_part = image_plan.tag.rsplit(":", 1)[1]
+    if against == "auto":
+        if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
+            against = "local"
+        elif entry is not None and entry["tag"] == tag_part:
+            against = "lock"
+        else:
+            against = "rebuild"
+            if engine.image_exists(sdk, image_plan.tag):
+                say(f"verify: {image_plan.tag} here was built by Docker (never reproducible); comparing two rebuilds")
+    if against == "local":
+        if not engine.image_exists(sdk, image_plan.tag):
+            raise XpukitError(
+                f"no local image {image_plan.tag} to compare with", "build it (invoke build) or use --against rebuild"
+            )
+        if ctx.engine.kind != "podman":
+            say(
+                "verify: the local image was built by Docker, whose builder cannot be reproducible: expect a difference"
+            )
+
+        def export_local() -> Image:
+            archive = work / "reference.tar"
+            with open(archive, "wb") as f:
+                for chunk in sdk.images.get(image_plan.tag).save(chunk_size=8 << 20, named=True):
+                    f.write(chunk)
+            return read_archive(f"the local image {image_plan.tag}", archive)
+
+        return f"the local image {image_plan.tag}", export_local
+    if against == "lock":
+        if entry is None:
+            raise XpukitError(
+                f"{registry.LOCK_PATH.name} records no {image_plan.profile.name} image", "use --against rebuild"
+            )
+        if entry["tag"] != tag_part:
+            say(f"verify: warning: the lock's image ({entry['tag']}) was built from other inputs than {tag_part}")
+        ref = f"{entry['repository']}@{entry['digest']}"
+
+        def export_lock() -> Image:
+            skopeo = shutil.which("skopeo")
+            if skopeo is None:
+                raise XpukitError("comparing with the lock's image needs skopeo", "apt-get install skopeo")
+            archive = work / "reference.tar"
+            tls = [] if not entry["registry"].startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
+            copied = subprocess.run(
+                [skopeo, "copy", "-q", *tls, f"docker://{ref}", f"docker-archive:{archive}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if copied.returncode != 0:
+                raise XpukitError(
+                    f"fetching {ref} failed: {copied.stderr.strip()[:160]}", "check the registry (invoke pull)"
+                )
+            return read_archive(f"the pushed image {ref}", archive)
+
+        return f"the pushed image {ref}", export_lock
+    return "a second rebuild from nothing", None
+
+
+def verify(ctx: Any, image_plan: ImagePlan, sdk: Any, against: str = "auto", keep: bool = False) -> int:
+    """Rebuild ``image_plan`` from nothing and compare; 0 when bit-for-bit identical, 1 otherwise."""
+    if against not in AGAINST:
+        raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
+    podman = podman_mod.find_podman()
+    if podman is None:
+        raise XpukitError(
+            "`invoke verify` rebuilds with podman (buildah --timestamp), which is missing", podman_mod.INSTALL_FIX
+        )
+    say = ui.say
+    work = Path(tempfile.mkdtemp(prefix="xpukit-verify-", dir="/var/tmp"))
+    stores: list[Store] = []
+    try:
+        say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
+        described, export = _reference(against, ctx, image_plan, sdk, work, say)
+        say(f"verify: comparing a rebuild from nothing with {described}")
+        context = build_mod.copy_context(ROOT, work / "context")
+        tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
+        command = rebuild_command(image_plan, podman, context, tag, ctx)
+        images = []
+        for label in ("rebuild", "second rebuild") if export is None else ("rebuild",):
+            store = Store(podman, work / f"store-{len(stores) + 1}")
+            stores.append(store)
+            _load_base(sdk, image_plan.base, store, work, say)
+            _build(store, store.wrap(command), label, say)
+            images.append((label, store))
+        rebuilt_id = images[0][1].image_id(tag)
+        if export is None:
+            reference = read_archive("the first rebuild", images[0][1].save(tag, work / "reference.tar"))
+            other_store = images[1][1]
+            rebuilt = read_archive("the second rebuild", other_store.save(tag, work / "rebuilt.tar"))
+            reference_id = "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
+            rebuilt_id = other_store.image_id(tag)
+        else:
+            reference = export()
+            rebuilt = read_archive("the rebuild", images[0][1].save(tag, work / "rebuilt.tar"))
+            reference_id = "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
+        if reference_id == rebuilt_id:
+            print(f"reproducible: {rebuilt_id}", flush=True)
+            return 0
+        say(f"verify: NOT reproducible: {described} is {reference_id}, the rebuild {rebuilt_id}")
+        compare(reference, rebuilt, work / "files", say)
+        return 1
+    finally:
+        if keep:
+            say(f"verify: kept the stores and archives in {work}")
+        else:
+            for store in stores:
+                store.remove()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _config_bytes(image: Image) -> bytes:
+    with tarfile.open(image.archive) as tar:
+        manifest = json.load(_member(tar, "manifest.json"))[0]
+        return _member(tar, manifest["Config"]).read()
+
+
+def run(ctx: Any, against: str = "auto", keep: bool = False) -> int:
+    """`invoke verify`: the content tag's plan on the configured engine, then :func:`verify`."""
+    from xpukit.host.commands import guarded
+    from xpukit.host.plan import make_plan
+
+    @guarded
+    def task(ctx: Any) -> int:
+        if against not in AGAINST:
+            raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
+        if ctx.dry_run:
+            print(
+                f"would rebuild the {ctx.profile} image from nothing in an empty podman store and compare ({against})"
+            )
+            return 0
+        sdk = ctx.engine.client()
+        try:
+            return verify(ctx, make_plan(ctx, sdk), sdk, against, keep)
+        finally:
+            sdk.close()
+
+    return task(ctx)
