@@ -153,6 +153,24 @@ def bad_pointers(args: argparse.Namespace) -> dict:
             typed_cases |= {name: DeviceArray(o, np.float32) for name, o in objects.items()}
             addr_cases = {**addresses, **objects}
             ty = DeviceArray(y, np.float32)
+            # Before any variant is compiled: what Triton would type as i32, None or an untyped
+            # address, where the kernel's source uses a pointer, is refused by name (it used to
+            # fail inside Triton's compiler).
+            first = {
+                "address-first/null": (scale_addr, 0, y.ptr),
+                "address-first/0x1000": (scale_addr, 0x1000, y.ptr),
+                "address-first/None": (scale_addr, None, y.ptr),
+                "typed-first/None": (scale_ptr, None, ty),
+                "typed-first/int 0x1000": (scale_ptr, 0x1000, ty),
+                "typed-first/USMAllocation": (scale_ptr, live, ty),
+            }
+            for name, (fn, bad, out_arg) in first.items():
+                try:
+                    fn[(4,)](bad, out_arg, 2.0, 256, BLOCK=BLOCK)
+                    s.finish()
+                    out[name] = "launched"
+                except Exception as exc:
+                    out[name] = f"{type(exc).__name__}: {exc}"
             for style, fn, good, out_arg, cases in (
                 ("typed", scale_ptr, DeviceArray(live, np.float32), ty, typed_cases),
                 ("address", scale_addr, live.ptr, y.ptr, addr_cases),
@@ -217,6 +235,11 @@ def activation(args: argparse.Namespace) -> dict:
             try:
                 current_session()
                 no_session.append("no error")
+            except Exception as exc:
+                no_session.append(type(exc).__name__)
+            try:  # a Triton launch with no activate() in this thread: the kit's error, not Triton's
+                scale_addr[(1,)](0, 0, 1.0, 1, BLOCK=BLOCK)
+                no_session.append("launched")
             except Exception as exc:
                 no_session.append(type(exc).__name__)
 

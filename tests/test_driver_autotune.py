@@ -25,11 +25,25 @@ def _add_body(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
 
 
-# Decorated at import, outside any activate(): Triton asks the active driver for a benchmarker at
-# decoration time, so the UR benchmarker is named explicitly.
+# Decorated at import, outside any activate(), naming the UR benchmarker explicitly.
 @triton.autotune(configs=CONFIGS, key=["n"], do_bench=do_bench)
 @triton.jit
 def add_tuned(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    _add_body(x_ptr, y_ptr, out_ptr, n, BLOCK)
+
+
+# As Triton's tutorials write them: decorated at import, before any session exists, no do_bench.
+# Triton asks its active driver for a benchmarker here; with no Triton driver active (no torch XPU)
+# that is xpukit's stand-in, which hands out the UR benchmarker.
+@triton.autotune(configs=CONFIGS, key=["n"])
+@triton.jit
+def add_tutorial(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    _add_body(x_ptr, y_ptr, out_ptr, n, BLOCK)
+
+
+@triton.heuristics({"BLOCK": lambda args: 1024 if args["n"] >= 4096 else 64})
+@triton.jit
+def add_heuristic(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     _add_body(x_ptr, y_ptr, out_ptr, n, BLOCK)
 
 
@@ -74,6 +88,22 @@ def test_autotune_picks_a_config_and_reuses_it(session, drv):
         add_tuned[grid](dx, dy, out, 1000)  # a new key value: tuned again
         assert drv.stats.benchmarks == benches + len(CONFIGS)
         assert len(add_tuned.cache) == 2
+
+
+def test_tutorial_style_autotune_and_heuristics_defined_at_import(session, drv):
+    """No do_bench given at import: the kit's UR benchmarker tunes once a session is active."""
+    assert add_tutorial.do_bench is do_bench
+    n = 6000
+    x = np.arange(n, dtype=np.float32)
+    with activate(session, driver=drv), from_numpy(x) as dx, empty(n, np.float32) as out:
+        benches = drv.stats.benchmarks
+        add_tutorial[grid](dx, dx, out, n)
+        session.synchronize()
+        np.testing.assert_array_equal(out.to_numpy(), 2 * x)
+        assert drv.stats.benchmarks == benches + len(CONFIGS)
+        add_heuristic[grid](dx, dx, out, n)
+        session.synchronize()
+        np.testing.assert_array_equal(out.to_numpy(), 2 * x)
 
 
 def test_autotune_decorated_inside_activate_uses_the_driver_benchmarker(session, drv):

@@ -1,6 +1,6 @@
 """The UR binding on the CPU device: loader, release, session, device info, USM, programs, errors.
 
-These tests also run once per UR release (2025.0-2025.3) through test_ur_matrix.py, each in its
+These tests also run once per UR release (2025.0-2026.2) through test_ur_matrix.py, each in its
 own process with XPUKIT_UR_LOADER pointing at that release (XPUKIT_EXPECT_UR_RELEASE names it).
 """
 
@@ -129,6 +129,56 @@ def test_events_from_a_profiling_queue(session, scale_spirv):
         np.testing.assert_array_equal(dx.to_numpy(np.float32, n), x)  # y * 0.5 == x, written to x
         with pytest.raises(ValueError):
             q.submit(launcher, (1,), (dy, 12345, 0.5, n))  # not device memory: the callback's error
+
+
+def test_every_launch_entry_point_writes_its_event(session, scale_spirv):
+    """The silent-prototype hazard: 2026.0's 10-parameter urEnqueueKernelLaunch called with 2025.3's
+    11-parameter prototype returns success and never writes phEvent. Every launch call this release
+    exports, through the prototype the binding bound for it, must hand back a real event that
+    waits for a kernel that really ran."""
+    from xpukit.runtime.ur import _api
+
+    lib, n = session.lib, 4096
+    x = np.arange(n, dtype=np.float32)
+    abi = lib.abi
+    exported = {s for s, on in abi.expected_symbols().items() if on}
+    assert exported == {s for s in abi.expected_symbols() if hasattr(lib.raw, s)}, "the exports are the release's"
+    with (
+        session.program_from_spirv(spirv.patch_for_cpu(scale_spirv)) as prog,
+        prog.kernel("scale_typed") as k,
+        session.from_numpy(x) as dx,
+        session.alloc(x.nbytes) as dy,
+    ):
+        g, loc = _api.size_array([n, 1, 1]), _api.size_array([128, 1, 1])
+        calls = []
+        if abi.launch_params is not None:
+            calls.append("urEnqueueKernelLaunch")
+        if abi.has_launch_with_args:
+            calls.append("urEnqueueKernelLaunchWithArgsExp")
+        assert calls, "a release with no launch call"
+        for i, name in enumerate(calls, start=2):
+            dy.copy_from(np.zeros(n, np.float32))
+            event = ctypes.c_void_p()
+            if name == "urEnqueueKernelLaunch":
+                lib.urKernelSetArgPointer(k.handle, 0, None, ctypes.c_void_p(dx.ptr))
+                lib.urKernelSetArgPointer(k.handle, 1, None, ctypes.c_void_p(dy.ptr))
+                lib.urKernelSetArgValue(k.handle, 2, 4, None, ctypes.byref(ctypes.c_float(i)))
+                lib.urKernelSetArgValue(k.handle, 3, 4, None, ctypes.byref(ctypes.c_int32(n)))
+                middle = {9: (), 10: (None,), 11: (0, None)}[abi.launch_params]
+                lib.urEnqueueKernelLaunch(session.queue.handle, k.handle, 3, None, g, loc, *middle, 0, None,
+                                          ctypes.byref(event))  # fmt: skip
+            else:
+                k.set_arg_pointer(0, dx.ptr)
+                k.set_arg_pointer(1, dy.ptr)
+                k.set_arg_value(2, ctypes.c_float(i))
+                k.set_arg_value(3, ctypes.c_int32(n))
+                args, _keep = k._pending_args()
+                lib.urEnqueueKernelLaunchWithArgsExp(session.queue.handle, k.handle, 3, None, g, loc, len(args), args,
+                                                     None, 0, None, ctypes.byref(event))  # fmt: skip
+            assert event.value, f"{name} returned success without writing its event"
+            lib.urEventWait(1, (ctypes.c_void_p * 1)(event.value))
+            lib.urEventRelease(event)
+            np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * np.float32(i), err_msg=name)
 
 
 def test_unpatched_spirv_build_failure_carries_log(session, scale_spirv):

@@ -58,6 +58,7 @@ from xpukit.errors import XpukitError
 from xpukit.runtime import kernel_cache
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
+from xpukit.runtime.pointer_params import pointer_params
 from xpukit.runtime.tritonc import COMPILE_LOCK, xpu_backend
 from xpukit.runtime.ur.core import DeviceArray, Event, Queue, Session, USMAllocation
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
@@ -330,7 +331,46 @@ class _FastTable:
         # far: an int there must be a live address (else Triton would type a stale small address
         # as i32 and fail deep in its compiler).
         self.address_params: set[int] = set()
+        # What the kernel's source says (xpukit.runtime.pointer_params): checked before compiling.
+        pointers = pointer_params(fn)
+        self.kernel_name = getattr(fn, "__name__", "kernel")
+        self.cast_params = [(i, n) for i, n in enumerate(self.names) if n in pointers.address]
+        self.typed_params = [(i, n) for i, n in enumerate(self.names) if n in pointers.typed]
+        self.optional_params = pointers.optional
         self.lock = threading.Lock()
+
+    def _argument(self, i: int, name: str, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        if i < len(args):
+            return True, args[i]
+        if name in kwargs:
+            return True, kwargs[name]
+        return False, None
+
+    def check_pointers(self, args: tuple, kwargs: dict, session: Session) -> None:
+        """Refuse, by name and before Triton compiles, an argument the kernel's source uses as a
+        pointer that is not one: Triton would type it from its value and fail in its compiler."""
+        for i, name in self.cast_params:
+            given, v = self._argument(i, name, args, kwargs)
+            if v is None and name in self.optional_params:
+                continue
+            if given and (v is None or (type(v) is int and not session.is_usm_address(v))):
+                raise KernelArgumentError(
+                    f"argument {name!r} of {self.kernel_name} is cast to a pointer by the kernel, but "
+                    f"{session.explain_address(v)}",
+                    "pass a live USMAllocation or DeviceArray of this session (or its .ptr)",
+                )
+        for i, name in self.typed_params:
+            given, v = self._argument(i, name, args, kwargs)
+            if v is None and name in self.optional_params:
+                continue
+            if given and (v is None or type(v) is int or isinstance(v, USMAllocation)):
+                what = "None" if v is None else f"{type(v).__name__} {v!r:.40}"
+                raise KernelArgumentError(
+                    f"argument {name!r} of {self.kernel_name} is a typed pointer in the kernel (it loads or "
+                    f"stores through it), but got {what}, which Triton cannot type as a pointer",
+                    "pass a DeviceArray (xpukit.runtime.triton_driver.from_numpy or empty), or cast an address "
+                    "in the kernel: x.to(tl.pointer_type(tl.float32))",
+                )
 
     def check_addresses(self, args: tuple, session: Session) -> None:
         for i in self.address_params:
@@ -400,6 +440,7 @@ def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         entry = table.entries.get((act.table_key, key)) if key is not None else None
         bound = entry.bound.get(id(session)) if entry is not None else None
         if bound is None or bound.session is not session or self.used_global_vals:
+            table.check_pointers(args, kwargs, session)
             if table.address_params:
                 table.check_addresses(args, session)
             with COMPILE_LOCK:
@@ -834,6 +875,37 @@ _DEFAULT: URDriver | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
+def _stand_in_for_no_driver() -> None:
+    """Make xpukit's driver what Triton's lazily resolved default driver becomes when no Triton
+    backend driver is active (no torch XPU device: Triton would raise "0 active drivers").
+
+    Triton code written as its tutorials write it asks for that driver before any session exists:
+    ``@triton.autotune`` takes its benchmarker from it at decoration time. With the stand-in the
+    decorator gets xpukit's UR benchmarker (it times on whatever session is active when it runs),
+    and a launch outside ``activate()`` is the kit's :class:`NoActiveSession`. Where Triton finds
+    its own driver (torch with an XPU device) nothing changes. Runs once, at import.
+    """
+    try:
+        from triton.runtime.driver import driver as triton_drivers
+    except ImportError:  # host-side use without Triton
+        return
+    proxy = triton_drivers.default
+    if getattr(proxy, "_obj", True) is not None or getattr(proxy._init_fn, "xpukit_stand_in", False):
+        return  # already resolved (Triton's own driver, or ours), or not Triton's LazyProxy
+    original = proxy._init_fn
+
+    def resolve() -> Any:
+        try:
+            return original()
+        except RuntimeError as exc:
+            if not str(exc).startswith("0 active drivers"):
+                raise
+            return default_driver()
+
+    resolve.xpukit_stand_in = True  # type: ignore[attr-defined]
+    proxy._init_fn = resolve
+
+
 def default_driver() -> URDriver:
     """The process-wide :class:`URDriver` that :func:`activate` uses unless given another."""
     global _DEFAULT
@@ -881,3 +953,6 @@ def do_bench(
     """UR-event-profiled benchmarker for ``triton.autotune(..., do_bench=do_bench)`` (Triton asks
     the active driver for it at decoration time). Times on the calling thread's session."""
     return _active_driver().do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode, **kwargs)
+
+
+_stand_in_for_no_driver()
