@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,11 +10,13 @@ import pytest
 
 pytest.importorskip("triton")
 
+import triton
+import triton.language as tl
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_raw, scale_typed
 
 from xpukit.runtime import ur
-from xpukit.runtime.launch import ProgramCache, TritonKernel
+from xpukit.runtime.launch import BoundKernel, ProgramCache, TritonKernel
 
 pytestmark = pytest.mark.container
 
@@ -283,3 +286,74 @@ def test_arguments_rebound_after_memory_is_freed_and_reused(session, tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=f"launch {i}")
     assert reused > 0  # the allocator did hand freed addresses back: the case under test happened
     bound.close()
+
+
+@triton.jit
+def copy_with_scratch(x_ptr, y_ptr, n, global_scratch, profile_scratch, WRITE: tl.constexpr, BLOCK: tl.constexpr):
+    """A user kernel followed by the two scratch pointers the xpu profile's Triton line appends
+    (global, profile); with WRITE each program fills its 16-byte global scratch slice."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+    if WRITE:
+        lane = tl.arange(0, 4)
+        tl.store(global_scratch + pid * 4 + lane, (pid * 10 + lane).to(tl.float32))
+
+
+def _scratch_kernel(session, write: bool, global_size: int) -> BoundKernel:
+    """A BoundKernel whose launch ABI is the 9e23713 Triton line's (metadata reporting
+    global_scratch_size / profile_scratch_size, two hidden pointers after the user arguments).
+    Triton 3.3 has no such metadata, so the ABI is written here from that line's rules; the
+    kernel, the UR launch and the scratch memory are real."""
+    sig = "x_ptr:*fp32,y_ptr:*fp32,n:i32,global_scratch:*fp32,profile_scratch:*fp32"
+    art = TritonKernel(copy_with_scratch, sig, {"WRITE": write, "BLOCK": 64}, cache=False).compile(session.device)
+    abi = dataclasses.replace(
+        art.abi,
+        params=art.abi.params[:3],
+        scratch=[("global_scratch_size", global_size, 16), ("profile_scratch_size", 0, 1)],
+    )
+    return BoundKernel(session, dataclasses.replace(art, abi=abi), session.program_from_spirv(art.spirv))
+
+
+def test_scratch_is_allocated_per_program_and_grows(session):
+    """global_scratch_size > 0: every launch door allocates scratch for the grid (grown for a larger
+    one) and hands the kernel its address; profile_scratch_size == 0 stays a null pointer."""
+    n = 64 * 9
+    x = np.arange(n, dtype=np.float32)
+    bk = _scratch_kernel(session, write=True, global_size=16)
+    try:
+        assert bk.grows_scratch and bk.submit != bk.launcher.launch
+        with session.from_numpy(x) as dx, session.alloc(x.nbytes) as dy:
+            for programs in (5, 3, 9):
+                bk[(programs,)](dx, dy, n)
+                session.finish()
+                glob, prof = bk.scratch_buffers
+                assert prof is None and glob.nbytes >= 16 * programs
+                got = glob.to_numpy(np.float32, 4 * programs).reshape(programs, 4)
+                want = np.arange(programs)[:, None] * 10 + np.arange(4)[None, :]
+                np.testing.assert_array_equal(got, want.astype(np.float32))
+            assert bk.scratch_buffers[0].nbytes >= 16 * 9
+            ev = bk.launch((9,), dx, dy, n, event=True)  # the explicit door, with an event
+            ev.wait()
+            ev.close()
+            np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x)
+    finally:
+        bk.close()
+
+
+def test_zero_scratch_takes_the_launcher_itself(session):
+    """Both scratch sizes 0 (the common case on the xpu profile's line): null pointers, no Python
+    frame per launch (submit is the checked launcher), and the launch is exact."""
+    n = 64 * 4
+    x = np.arange(n, dtype=np.float32) * 3
+    bk = _scratch_kernel(session, write=False, global_size=0)
+    try:
+        assert not bk.grows_scratch and bk.submit == bk.launcher.launch
+        with session.from_numpy(x) as dx, session.alloc(x.nbytes) as dy:
+            bk[(4,)](dx, dy, n)
+            session.finish()
+            np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x)
+            assert bk.scratch_buffers == [None, None]
+    finally:
+        bk.close()
