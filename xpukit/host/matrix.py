@@ -336,7 +336,7 @@ def cell_script(cell: Cell, folder: Path, command: list[str], env: Mapping[str, 
     return f"""#!/usr/bin/env bash
 # xpukit matrix cell {cell.name} (written by `invoke matrix`; the exact commands it runs)
 set -u
-export LC_ALL=C
+export LC_ALL=C USER="${{USER:-$(id -un)}}"  # ch-run wants USER
 {exports}cd {d}
 rm -f result.json result.json.part
 hostname -s >started

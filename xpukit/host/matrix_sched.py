@@ -56,27 +56,28 @@ class Options:
 # ---------------------------------------------------------------- images
 
 
-def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, str]:
-    """triton value -> the exact image ID to run (a dry run without the image: its content tag)."""
+def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, tuple[str, str]]:
+    """triton value -> (content tag, the exact image ID to run); a dry run without the image has
+    its content tag for both."""
     sdk = dry_run_sdk(ctx) if ctx.dry_run else ctx.engine.client()
-    images: dict[str, str] = {}
+    images: dict[str, tuple[str, str]] = {}
     try:
         for triton in tritons:
             variant = Variant() if triton == mx.DEFAULT_TRITON else Variant(triton=triton)
             plan = make_plan(ctx, sdk, variant, base_required=False)
             if sdk is None:
-                images[triton] = plan.tag
+                images[triton] = (plan.tag, plan.tag)
                 continue
             if triton == mx.DEFAULT_TRITON and not ctx.dry_run:
                 ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
             if not engine.image_exists(sdk, plan.tag):
                 if ctx.dry_run:
-                    images[triton] = plan.tag
+                    images[triton] = (plan.tag, plan.tag)
                     continue
                 raise XpukitError(
                     f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
                 )
-            images[triton] = sdk.images.get(plan.tag).id
+            images[triton] = (plan.tag, sdk.images.get(plan.tag).id)
     finally:
         if sdk is not None:
             sdk.close()
@@ -136,10 +137,11 @@ def ch_run_line(image_dir: Path, command: list[str], options: dict[str, Any]) ->
     return [*line, str(image_dir), "--", *command]
 
 
-def charliecloud_image(ctx: Context, image_id: str, store: Path) -> Path:
-    """The image unpacked once for ch-run: ``ch-convert -i docker|podman ID DIR`` (cached by ID),
-    with the mount points the kit binds made in it."""
-    target = store / image_id.removeprefix("sha256:")[:16]
+def charliecloud_image(ctx: Context, tag: str, image_id: str, store: Path) -> Path:
+    """The image unpacked once for ch-run: ``ch-convert -i docker|podman TAG DIR`` (ch-convert takes
+    no image IDs; the content tag names that one image), cached by image ID, with the mount
+    points the kit binds made in it."""
+    target = charliecloud_dir(store, image_id)
     if (target / ".xpukit-complete").exists():
         return target
     ch_convert = shutil.which("ch-convert")
@@ -149,7 +151,7 @@ def charliecloud_image(ctx: Context, image_id: str, store: Path) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     env = {**os.environ, **ctx.engine.build_env()}
     kind = "podman" if ctx.engine.kind == "podman" else "docker"
-    cmd = [ch_convert, "-i", kind, "-o", "dir", image_id, str(target)]
+    cmd = [ch_convert, "-i", kind, "-o", "dir", tag, str(target)]
     ui.say(f"charliecloud: {shlex.join(cmd)}")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -157,8 +159,13 @@ def charliecloud_image(ctx: Context, image_id: str, store: Path) -> Path:
         raise XpukitError(f"ch-convert failed: {tail[0]}", "check that the engine has the image and the disk has room")
     for mount in (containers.WORKSPACE, mx.RESULTS, os.path.dirname(testing.CA_IN_CONTAINER)):
         (target / mount.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (target / testing.CA_IN_CONTAINER.lstrip("/")).touch()  # ch-run binds a file onto a file
     (target / ".xpukit-complete").write_text(image_id + "\n")
     return target
+
+
+def charliecloud_dir(store: Path, image_id: str) -> Path:
+    return store / image_id.removeprefix("sha256:")[:16]
 
 
 # ---------------------------------------------------------------- preparing a run
@@ -178,6 +185,9 @@ def _pinned_ur(ctx: Context) -> str:
 
 def select_cells(ctx: Context, opts: Options, out_dir: Path) -> list[mx.Cell]:
     if opts.only_failed:
+        if ctx.dry_run and not (out_dir / "last").is_file():
+            ui.say(f"matrix: no earlier run in {out_dir}: --only-failed would have nothing to rerun")
+            return []
         previous = mx.last_run(out_dir)
         cells, _ = mx.read_cells(previous)
         failed = [c for c in cells if not mx.read_outcome(previous, c).passed]
@@ -199,8 +209,9 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
     run = mx.new_run_dir(Path(tempfile.mkdtemp(prefix="xpukit-dry-")) if ctx.dry_run else out_dir)
     pinned = _pinned_ur(ctx)
     image_dirs: dict[str, Path] = {}
+    store = out_dir / "charliecloud"
     if opts.runtime == "charliecloud" and not ctx.dry_run:
-        image_dirs = {t: charliecloud_image(ctx, i, out_dir / "charliecloud") for t, i in images.items()}
+        image_dirs = {t: charliecloud_image(ctx, tag, i, store) for t, (tag, i) in images.items()}
     cli = ctx.engine.cli_name
     if ctx.engine.kind == "docker" and not ctx.dry_run:
         cli = ctx.engine.build_cli().path
@@ -213,19 +224,20 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
         options = cell_options(ctx, folder)
         triton = cell.triton or mx.DEFAULT_TRITON
         if opts.runtime == "charliecloud":
-            image_dir = image_dirs.get(triton, out_dir / "charliecloud" / images[triton].removeprefix("sha256:")[:16])
+            image_dir = image_dirs.get(triton, charliecloud_dir(store, images[triton][1]))
             line = ch_run_line(image_dir, _in_image(cell, containers.WORKSPACE, pinned), options)
             cleanup = ":"
         else:
             name = f"xpukit-matrix-{run.name}-{index}"
             command = _in_image(cell, containers.WORKSPACE, pinned)
-            line = engine_line(cli, images[triton], command, options, name)
+            line = engine_line(cli, images[triton][1], command, options, name)
             cleanup = f"{shlex.quote(cli)} rm -f {name} >/dev/null 2>&1"
         script = folder / "run.sh"
         script.write_text(mx.cell_script(cell, folder, line, env, cleanup))
         script.chmod(0o755)
         scripts[cell.name] = script
-    meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime, "images": images}
+    meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
+    meta["images"] = {t: {"tag": tag, "id": i} for t, (tag, i) in images.items()}
     mx.write_cells(run, cells, meta)
     return Prepared(run, out_dir, cells, scripts)
 
@@ -490,7 +502,7 @@ def render_yaml(manifest: dict[str, Any]) -> str:
 def run_kubernetes(ctx: Context, cells: list[mx.Cell], opts: Options, out_dir: Path) -> int:
     run_name = time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex()
     text = render_yaml(k8s_manifest(ctx, cells, run_name, opts))
-    if opts.manifest_out:
+    if opts.manifest_out and not ctx.dry_run:
         Path(opts.manifest_out).write_text(text)
         ui.say(f"matrix: Indexed Job manifest ({len(cells)} indexes) written to {opts.manifest_out}")
     if not opts.apply or ctx.dry_run:
