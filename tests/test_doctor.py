@@ -231,6 +231,7 @@ def xpu_report(**over):
             "error": "",
             "loader": "/opt/intel/oneapi/compiler/2025.2/lib/libur_loader.so",
             "release": "2025.2",
+            "launch_form": "setarg+launch(9)",
             "adapters": ["level_zero", "opencl"],
             "gpu": {
                 "name": "Intel(R) Data Center GPU Max 1550",
@@ -297,6 +298,7 @@ def test_xpu_image_on_pvc_host_all_ok(tmp_path):
     assert options["devices"] == ["/dev/dri:/dev/dri:rwm"] and options["shm_size"] == "8g"
     assert "Data Center GPU Max 1550 via level_zero" in lines_for(lines, "ur-gpu")[0]
     assert "level_zero, opencl" in lines_for(lines, "ur-adapters")[0]
+    assert "(2025.2, launch: setarg+launch(9))" in lines_for(lines, "ur")[0]
     assert "ocloc 25.18.33578: 4 targets (pvc, dg2, bmg, lnl)" in lines_for(lines, "ocloc")[0]
     assert "1.21.9" in lines_for(lines, "level-zero")[0]
     assert "oneAPI 2025.2" in lines_for(lines, "oneapi")[0]

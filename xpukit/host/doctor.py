@@ -374,9 +374,10 @@ def container_findings(
         )
     else:
         release = ur.get("release") or ur.get("release_error") or "release unknown"
-        out.append(Finding("ok", "ur", f"UR loader {ur['loader']} ({release})"))
+        form = f", launch: {ur['launch_form']}" if ur.get("launch_form") else ""
+        out.append(Finding("ok", "ur", f"UR loader {ur['loader']} ({release}{form})"))
         adapters = ur.get("adapters") or []
-        if xpu and "level_zero" not in adapters:
+        if xpu and not any(a.startswith("level_zero") for a in adapters):
             out.append(
                 Finding(
                     "fail",

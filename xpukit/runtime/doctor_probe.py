@@ -95,7 +95,11 @@ def probe_ur() -> dict[str, Any]:
         for p in glob.glob(str(loc.lib_dir / "libur_adapter_*.so"))
     )
     try:
-        out["release"] = ur.detect_release(loc.path).version
+        info = ur.detect_release(loc.path)
+        out["release"] = info.version
+        out["launch_form"] = info.abi.launch_form.label  # which launch call the kit uses on it
+        if info.abi.opencl_adapter_linked:
+            out["adapters"] = sorted([*out["adapters"], "opencl (linked into the loader)"])
     except Exception as exc:
         out["release_error"] = _error(exc)
     # One session per device type: the GPU is what the xpu profile is for; the CPU device is the
