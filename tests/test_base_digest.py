@@ -53,6 +53,10 @@ def test_lock_fills_the_digest_builds_pull_it_and_a_moved_tag_is_refused(docker_
         said: list[str] = []
         assert build.pull_with_progress(docker_client, profile.base_reference, said.append), said
         assert f"{repository}@{pushed}" in docker_client.images.get(f"{repository}@{pushed}").attrs["RepoDigests"]
+        # The lock records a base by content: the digest it was pulled by, the image ID of a local one.
+        assert lock.base_content_id(docker_client, profile.base_reference) == pushed
+        assert lock.base_content_id(docker_client, BASE) == docker_client.images.get(BASE).id
+        assert lock.base_content_id(docker_client, "xpukit-no-such-base:none") == ""
 
         # Upstream moves the tag to other content: the locked pins are refused, in one line.
         moved, _ = docker_client.images.build(
@@ -66,3 +70,22 @@ def test_lock_fills_the_digest_builds_pull_it_and_a_moved_tag_is_refused(docker_
         for ref in (f"{repository}:bookworm-slim", f"{repository}@{pushed}", moved.id):
             with contextlib.suppress(Exception):  # already gone
                 docker_client.images.remove(ref, noprune=True)
+
+
+@pytest.mark.unit
+def test_a_base_of_other_content_is_one_line_and_the_lock_keeps_its_id(tmp_path):
+    from xpukit.host import registry as reg
+
+    assert lock.base_difference(BASE, "sha256:" + "a" * 64, "sha256:" + "a" * 64) == ""
+    assert lock.base_difference(BASE, "", "sha256:" + "a" * 64) == ""  # an older lock without base_id
+    note = lock.base_difference(BASE, "sha256:" + "a" * 64, "sha256:" + "b" * 64)
+    assert "\n" not in note and note.startswith(f"base {BASE} here is sha256:bbbbbbbbbbbb")
+    assert "built FROM sha256:aaaaaaaaaaaa" in note and "no shared layer will match" in note
+    where = reg.Registry.parse("127.0.0.1:5000/team")
+    entry = reg.lock_entry(where, "cpu-abc", "sha256:" + "c" * 64, "pins", BASE, "sha256:" + "a" * 64)
+    path = tmp_path / "images.toml"
+    reg.write_lock(path, {"cpu": entry})
+    assert reg.read_lock(path)["cpu"]["base_id"] == "sha256:" + "a" * 64
+    older = reg.lock_entry(where, "cpu-abc", "sha256:" + "c" * 64, "pins", BASE)
+    reg.write_lock(path, {"cpu": older})
+    assert "base_id" not in path.read_text() and reg.read_lock(path) == {"cpu": older}

@@ -40,6 +40,7 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
         entry = reg.read_lock(lock)["cpu"]
         assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
         assert entry["base"] == plan_a.base == "xpukit-base:bookworm-slim"
+        assert entry["base_id"] == docker_client.images.get(plan_a.base).id  # the base by content too
         monkeypatch.setattr(reg, "LOCK_PATH", lock)  # the lock B's plan reads the shared base from
         import docker  # the host's SDK (the image, which also collects this file, has none)
 

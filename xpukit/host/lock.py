@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import pins as pins_mod
@@ -181,3 +182,31 @@ def check_base_not_moved(profile: pins_mod.Profile, registry_data: Callable[[str
             f"base {profile.base_name} moved since it was locked ({locked[:19]}... -> {current[:19]}...)",
             "review the new base, then `invoke pins --lock` and commit; or leave the tag alone upstream",
         )
+
+
+def base_content_id(sdk: Any, reference: str) -> str:
+    """A base image by content: its registry digest when it was pulled by one (``name@sha256:...``
+    or a RepoDigest of it), else its image ID (a local base from `invoke base`); "" when absent."""
+    try:
+        image = sdk.images.get(reference)
+    except Exception:  # absent or unreadable: nothing to record, never a guess
+        return ""
+    name, _, digest = reference.partition("@")
+    if pins_mod.DIGEST_RE.match(digest):
+        return digest
+    for repo_digest in image.attrs.get("RepoDigests") or []:
+        repo, _, found = str(repo_digest).partition("@")
+        if repo and name.startswith(repo) and pins_mod.DIGEST_RE.match(found):
+            return found
+    return str(image.id)
+
+
+def base_difference(base: str, recorded: str, current: str) -> str:
+    """One line when this engine's base is other content than the shared image was built FROM ("" if
+    the same, or when either is unknown)."""
+    if not recorded or not current or recorded == current:
+        return ""
+    return (
+        f"base {base} here is {current[:19]}..., but the shared image was built FROM {recorded[:19]}... "
+        "(env/lock/images.toml): no shared layer will match and the image will differ"
+    )

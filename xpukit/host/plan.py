@@ -143,6 +143,14 @@ def check_base(plan: ImagePlan, sdk: Any) -> None:
     """A pinned base (with its digest) whose tag moved upstream is refused before a build."""
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
+    try:
+        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name) or {}
+    except XpukitError:
+        entry = {}  # a broken lock is reported where it is used
+    if entry.get("base") == plan.base and entry.get("base_id"):
+        note = lock_mod.base_difference(plan.base, entry["base_id"], lock_mod.base_content_id(sdk, plan.base))
+        if note:
+            ui.warn(note)
 
 
 def ensure_image(plan: ImagePlan, sdk: Any, shared: Callable[[], str | None] | None = None) -> str:

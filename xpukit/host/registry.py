@@ -32,6 +32,8 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = r"localhost(:\d+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9-]+(:\d+)?|[A-Za-z0-9.-]+:\d+|\[[0-9a-fA-F:]+\]:\d+"
 _REGISTRY_RE = re.compile(rf"^(?P<host>{_HOST})(/(?P<namespace>[a-z0-9]+([._/-][a-z0-9]+)*))?$")
 LOCK_KEYS = ("registry", "repository", "tag", "digest", "pins", "base", "pushed")
+# The base by content (its image ID, or its registry digest when pulled by one); older locks lack it.
+OPTIONAL_LOCK_KEYS = ("base_id",)
 # Where the kit records what it pushed (profile -> entry), committed so teammates pull by digest.
 LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
 
@@ -129,7 +131,7 @@ def read_lock(path: Path) -> dict[str, dict[str, str]]:
     for profile, entry in data.items():
         if (
             not isinstance(entry, dict)
-            or set(entry) != set(LOCK_KEYS)
+            or not set(LOCK_KEYS) <= set(entry) <= set(LOCK_KEYS) | set(OPTIONAL_LOCK_KEYS)
             or not all(isinstance(v, str) for v in entry.values())
         ):
             raise RegistryError(
@@ -155,7 +157,8 @@ def write_lock(path: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
     for profile in sorted(entries):
         lines += ["", f"[{profile}]"]
         # JSON strings are valid TOML basic strings for these ASCII values.
-        lines += [f"{key} = {json.dumps(entries[profile][key])}" for key in LOCK_KEYS]
+        keys = [*LOCK_KEYS, *(k for k in OPTIONAL_LOCK_KEYS if entries[profile].get(k))]
+        lines += [f"{key} = {json.dumps(entries[profile][key])}" for key in keys]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -246,9 +249,13 @@ def push(
                 sdk.images.remove(remote, noprune=True)
 
 
-def lock_entry(registry: Registry, tag: str, digest: str, pins: str, base: str = "") -> dict[str, str]:
+def lock_entry(
+    registry: Registry, tag: str, digest: str, pins: str, base: str = "", base_id: str = ""
+) -> dict[str, str]:
     """``base``: the base image the pushed image was built FROM; an engine that lacks it still
-    computes the same content tag from it (xpukit.host.plan)."""
+    computes the same content tag from it (xpukit.host.plan). ``base_id``: that base's content
+    (xpukit.host.lock.base_content_id), so a build on another base says so before building."""
+    extra = {"base_id": base_id} if base_id else {}
     return {
         "registry": str(registry),
         "repository": registry.repository(),
@@ -257,6 +264,7 @@ def lock_entry(registry: Registry, tag: str, digest: str, pins: str, base: str =
         "pins": pins,
         "base": base,
         "pushed": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
+        **extra,
     }
 
 

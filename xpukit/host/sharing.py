@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
+from xpukit.host import lock as lock_mod
 from xpukit.host import registry, ui
 from xpukit.host.plan import ImagePlan
 from xpukit.host.settings import Context
@@ -60,7 +61,8 @@ def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
     entries = registry.read_lock(lock_path)  # a broken lock fails here, before anything is pushed
     ui.say(f"push: {plan.tag} -> {where.repository()}:{tag}")
     digest = registry.push(sdk, plan.tag, where, tag, registry.credentials())
-    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base)
+    base_id = lock_mod.base_content_id(sdk, plan.base)
+    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base, base_id)
     registry.write_lock(lock_path, entries)
     ui.say(f"push: {where.repository()}@{digest} recorded in {lock_path.name}")
     return digest
