@@ -27,7 +27,7 @@ def test_real_pins_load_with_both_profiles():
     assert set(loaded.profiles) == {"cpu", "xpu"}
     cpu = loaded.profile("cpu")
     assert cpu["triton"] == {**cpu["triton"], "source": "pypi", "package": "triton-xpu", "version": "3.3.0b1"}
-    assert cpu["ur"]["version"] == "2025.3.3"
+    assert cpu["ur"]["version"] == "2026.2.0"
     assert "triton-xpu==3.3.0b1" in cpu.pypi_requirements()
     xpu = loaded.profile("xpu")
     assert xpu["triton"]["commit"] == "9e237132e02d6e813836ad6a7137bd275fc0a7cd"
@@ -170,7 +170,10 @@ def _strict_edit(case: str) -> str:
         "tag digest": ('tag = "bookworm-slim"', f'tag = "{DIGEST}"'),
         "image with tag": ('image = "debian"', 'image = "debian:bookworm-slim"'),
         "numpy = 2": ('numpy = "2.4.6"\npyelftools', "numpy = 2\npyelftools"),
-        "matrix = string": ('matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3"]', 'matrix = "2025.3.3"'),
+        "matrix = string": (
+            'matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3", "2026.0.0", "2026.1.2", "2026.2.0"]',
+            'matrix = "2026.2.0"',
+        ),
         "commit holds digest": (
             'commit = "a47976948863783de4a5b27dc9f05d8be916d559"',
             f'commit = "{DIGEST}"',
@@ -230,7 +233,9 @@ def test_unreadable_pins_path_is_one_line(tmp_path):
 
 def test_optional_keys_may_be_absent(tmp_path):
     """variants, ur.matrix, torch.wheel_version are optional: the cpu profile has no variants."""
-    text = REAL.replace('matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3"]\n', "", 1)
+    text = REAL.replace(
+        'matrix = ["2025.0.5", "2025.1.1", "2025.2.2", "2025.3.3", "2026.0.0", "2026.1.2", "2026.2.0"]\n', "", 1
+    )
     loaded = pins.load(write(tmp_path, text))
     assert "matrix" not in loaded.profile("cpu")["ur"] and "variants" not in loaded.profile("cpu")["triton"]
 

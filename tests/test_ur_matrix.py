@@ -1,4 +1,6 @@
-"""The binding tests against every supported UR release, each in its own process.
+"""The binding, launch and launch-safety tests and the UR demo against every supported UR release,
+each in its own process (one release of every launch form among them: 2025.0-2025.2 setarg + the
+9-parameter launch, 2025.3 the 11-parameter one, 2026.0-2026.2 one launch with its arguments).
 
 Each release gets a prefix (tests/ur_matrix.py prepare_prefix, cached under XPUKIT_CACHE_DIR) and a
 pytest subprocess with XPUKIT_UR_LOADER pointing at it. A prefix that cannot be prepared (offline)
@@ -41,10 +43,15 @@ def test_binding_against_release(line):
     )
     cmd = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(TESTS),
-        str(TESTS / "test_ur_binding.py"), str(TESTS / "test_launch.py"), "-k", "not 1048576",
+        str(TESTS / "test_ur_binding.py"), str(TESTS / "test_launch.py"), str(TESTS / "test_launch_safety.py"),
+        str(TESTS / "test_launcher_parity.py"), "-k", "not 1048576",
         "-m", "not gpu",  # GPU tests skip here; any other skip would hide a release difference
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:]
     assert proc.returncode == 0, f"UR {version}: {summary}\n{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
     assert re.search(r"\d+ passed", summary) and "skipped" not in summary, summary
+    demo = [sys.executable, str(REPO / "examples" / "xpu_triton_ur.py"), "--n", "65536", "--device", "cpu"]
+    proc = subprocess.run(demo, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, f"UR {version}: the demo failed\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert f"UR {version}," in proc.stdout and proc.stdout.count("(exact)") == 2, proc.stdout
