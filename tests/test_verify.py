@@ -51,6 +51,19 @@ def test_differing_files_name_each_path_and_how():
 
 
 @pytest.mark.unit
+def test_layers_are_named_by_their_dockerfile_step():
+    """buildah's history wording, as podman 4.3 writes it (the build args of a RUN come first)."""
+    run = "|42 APT_PACKAGES=python3=3.11.2-1+b1 BASE_IMAGE=xpukit-base:bookworm /bin/sh -c date +%s%N > /opt/built-at"
+    assert verify_mod.describe_step(run) == "RUN date +%s%N > /opt/built-at"
+    copy = (
+        "/bin/sh -c #(nop) COPY dir:fef9000b988816f75241d730daca1af9452dc19b2e75626a4c9d42275290b3e7 in /opt/xpukit/src"
+    )
+    assert verify_mod.describe_step(copy).startswith("COPY dir:fef9000b")
+    assert len(verify_mod.describe_step(copy, limit=40)) == 40
+    assert verify_mod.describe_step("") == "(step unknown)"
+
+
+@pytest.mark.unit
 def test_config_differences_skip_the_layers():
     ref = {"created": "1", "config": {"Labels": {"a": "1"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["x"]}}
     new = {"created": "2", "config": {"Labels": {"a": "2"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["y"]}}

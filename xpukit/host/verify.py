@@ -261,6 +261,19 @@ def diffoscope_report(a: Path, b: Path, say: Callable[[str], None]) -> None:
         say(f"    ... ({len(lines) - REPORT_LINES} more lines of diffoscope's report)")
 
 
+def describe_step(created_by: str, limit: int = 110) -> str:
+    """A history entry as the Dockerfile step it was: buildah writes a RUN as ``|N ARG=value...
+    /bin/sh -c COMMAND`` and other steps as ``/bin/sh -c #(nop) COPY ...``."""
+    text = " ".join(created_by.split())
+    if not text:
+        return "(step unknown)"
+    marker = "/bin/sh -c "
+    if marker in text:
+        text = text[text.index(marker) + len(marker) :]
+        text = text.removeprefix("#(nop) ") if text.startswith("#(nop) ") else "RUN " + text
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def compare(reference: Image, rebuilt: Image, work: Path, say: Callable[[str], None]) -> bool:
     """True when the two images are identical; otherwise say what differs, layer by layer."""
     if reference.diff_ids == rebuilt.diff_ids and reference.config == rebuilt.config:
@@ -272,7 +285,7 @@ def compare(reference: Image, rebuilt: Image, work: Path, say: Callable[[str], N
     for index in range(min(len(ref_ids), len(new_ids))):
         if ref_ids[index] == new_ids[index]:
             continue
-        step = " ".join(steps[index].split())[:110] if steps[index] else "(step unknown)"
+        step = describe_step(steps[index])
         say(f"verify: layer {index + 1} differs: {step}")
         with reference.layer(index) as layer:
             ref_index = index_layer(layer)
