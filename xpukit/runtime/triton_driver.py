@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -252,8 +253,10 @@ def _enter_global(drv: URDriver) -> None:
             _SAVED["driver"] = triton_driver.active
             _SAVED["specialize_impl"] = jit.specialize_impl
             _SAVED["run"] = jit.JITFunction.run
+            _SAVED["getitem"] = jit.JITFunction.__getitem__
             jit.specialize_impl = _make_specializer(jit.specialize_impl)
             jit.JITFunction.run = _make_fast_run(jit.JITFunction.run)
+            jit.JITFunction.__getitem__ = _getitem
             triton_driver.set_active(drv)
         _GLOBAL_DEPTH += 1
 
@@ -268,6 +271,7 @@ def _leave_global() -> None:
         if _GLOBAL_DEPTH == 0:
             jit.specialize_impl = _SAVED.pop("specialize_impl")
             jit.JITFunction.run = _SAVED.pop("run")
+            jit.JITFunction.__getitem__ = _SAVED.pop("getitem")
             previous = _SAVED.pop("driver")
             if previous is triton_driver.default:
                 triton_driver.reset_active()
@@ -411,6 +415,12 @@ class _FastTable:
                 entry.bound[id(session)] = bound
 
 
+def _getitem(self: Any, grid: Any) -> Callable[..., Any]:
+    """``kernel[grid]``: Triton's own returns a Python lambda around ``run``; a partial is the same
+    call without that frame on every launch."""
+    return functools.partial(self.run, grid=grid, warmup=False)
+
+
 def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     """JITFunction.run with a per-kernel table of compiled launches: a call whose arguments give a
     key seen before (same device, same specialization, same constexprs and options) skips
@@ -451,9 +461,10 @@ def _make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         if callable(grid):
             grid = grid(entry.meta(args, kwargs))
         n = len(grid)
-        bound.submit(
-            act.stream.queue.handle, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args)
-        )
+        queue = act.stream.queue._handle
+        if queue is None:  # closed: its .handle raises the kit's error
+            queue = act.stream.queue.handle
+        bound.submit(queue, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args))
         act.driver.stats.launches += 1
         return entry.kernel
 
