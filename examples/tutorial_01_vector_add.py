@@ -32,7 +32,7 @@ def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
 
 def add(x, y):
     """``x + y`` on the device: allocate the output, pick the grid from the block size, launch."""
-    from xpukit.runtime.triton_driver import empty
+    from xpukit.runtime.triton import empty
 
     if x.shape != y.shape or x.dtype != y.dtype:
         raise ValueError(f"shapes/dtypes differ: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from xpukit.errors import XpukitError
     from xpukit.runtime import ur
-    from xpukit.runtime.triton_driver import activate, do_bench, from_numpy
+    from xpukit.runtime.triton import activate, do_bench, from_numpy
 
     try:
         with ur.Session(args.device) as s, activate(s):

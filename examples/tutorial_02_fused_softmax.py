@@ -39,7 +39,7 @@ def softmax(x):
     """Row-wise softmax of a 2-D DeviceArray; returns a new DeviceArray."""
     from triton.runtime.driver import driver
 
-    from xpukit.runtime.triton_driver import empty
+    from xpukit.runtime.triton import empty
 
     n_rows, n_cols = x.shape
     block = triton.next_power_of_2(n_cols)  # a whole row per program, in registers/local memory
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from xpukit.errors import XpukitError
     from xpukit.runtime import ur
-    from xpukit.runtime.triton_driver import activate, from_numpy
+    from xpukit.runtime.triton import activate, from_numpy
 
     try:
         with ur.Session(args.device) as s, activate(s):

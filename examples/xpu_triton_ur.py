@@ -128,7 +128,7 @@ def run_triton_style(args: argparse.Namespace) -> int:
     import numpy as np
 
     from xpukit.runtime import ur
-    from xpukit.runtime.triton_driver import DeviceArray, activate
+    from xpukit.runtime.triton import DeviceArray, activate
 
     n, block = args.n, args.block
     rng = np.random.default_rng(0)

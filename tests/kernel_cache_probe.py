@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.kernels import add_kernel, scale_kernel
 from xpukit.runtime import kernel_cache, ur
-from xpukit.runtime.triton_driver import URDriver, activate, empty, from_numpy
+from xpukit.runtime.triton import URDriver, activate, empty, from_numpy
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import triton.language as tl
 from examples.kernels import scale_kernel as scale_ptr
 from xpukit.runtime import ur
 from xpukit.runtime.launch import TritonKernel
-from xpukit.runtime.triton_driver import URDriver, activate, current_session
+from xpukit.runtime.triton import URDriver, activate, current_session
 from xpukit.runtime.ur import launcher
 from xpukit.runtime.ur.core import DeviceArray
 

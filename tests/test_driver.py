@@ -23,7 +23,7 @@ from triton.runtime.driver import driver as triton_driver  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from xpukit.runtime.launch import ProgramCache  # noqa: E402
-from xpukit.runtime.triton_driver import (  # noqa: E402
+from xpukit.runtime.triton import (  # noqa: E402
     DeviceArray,
     NoActiveSession,
     URDriver,
@@ -420,7 +420,7 @@ def test_driver_path_never_imports_torch(tmp_path):
         import numpy as np
         import triton, triton.language as tl
         from xpukit.runtime import ur
-        from xpukit.runtime.triton_driver import activate
+        from xpukit.runtime.triton import activate
 
         @triton.jit
         def k(a, b, n, BLOCK: tl.constexpr):
@@ -506,7 +506,7 @@ def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     """A real pvc zebin (Triton SPIR-V through the installed ocloc) handed to the driver on the CPU
     device is refused with a clear error before any program is created."""
     from xpukit.runtime.ocloc import find_ocloc
-    from xpukit.runtime.triton_driver import ZebinNeedsGpu
+    from xpukit.runtime.triton import ZebinNeedsGpu
     from xpukit.runtime.tritonc import compile_kernel
 
     ck = compile_kernel(

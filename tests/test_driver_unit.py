@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xpukit.runtime.triton_driver import _make_specializer, _quantile
+from xpukit.runtime.triton.bench import quantile as _quantile
+from xpukit.runtime.triton.binder import make_specializer as _make_specializer
 from xpukit.runtime.ur.errors import KernelArgumentError
 
 pytestmark = pytest.mark.unit

@@ -96,6 +96,19 @@ def test_the_graph_sees_function_level_imports(tmp_path):
     assert "xpukit.runtime.tritonc" not in graph["xpukit.runtime.zebin_stage"]
 
 
+def test_triton_on_ur_depends_one_way():
+    """xpukit.runtime.triton in layers: activate -> fast_table -> driver -> bench, binder -> state
+    (state imports nothing of the package; each layer only what is below it)."""
+    graph = import_graph()
+    layers = ["state", "bench", "binder", "driver", "fast_table", "activate"]
+    below = {"state": set(), "bench": set(), "binder": {"state"}, "driver": {"state", "bench"}}
+    below["fast_table"] = {"state", "driver"}
+    below["activate"] = {"state", "bench", "binder", "driver", "fast_table"}
+    for layer in layers:
+        inside = {m.rpartition(".")[2] for m in graph[f"xpukit.runtime.triton.{layer}"] if ".triton." in m}
+        assert inside <= below[layer], f"xpukit.runtime.triton.{layer} imports {sorted(inside - below[layer])}"
+
+
 def test_no_import_cycles():
     graph = import_graph()
     assert len(graph) > 20, sorted(graph)

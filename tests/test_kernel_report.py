@@ -121,7 +121,7 @@ def test_autotune_configs_are_the_default(env):
     benchmarker at decoration time, so kit users name the UR one, as tests/test_driver_autotune.py.)"""
     source = (
         "import triton\nimport triton.language as tl\n"
-        "from xpukit.runtime.triton_driver import do_bench\n\n"
+        "from xpukit.runtime.triton import do_bench\n\n"
         "XPUKIT_KERNELS = {'k': {'signature': 'x_ptr:*fp32, n:i32'}}\n\n"
         "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=2), "
         "triton.Config({'BLOCK': 512}, num_warps=4)], key=['n'], do_bench=do_bench)\n"

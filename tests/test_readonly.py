@@ -26,7 +26,7 @@ DRIVER_SCRIPT = textwrap.dedent(
     import numpy as np
     import triton, triton.language as tl
     from xpukit.runtime import ur
-    from xpukit.runtime.triton_driver import activate
+    from xpukit.runtime.triton import activate
 
     @triton.jit
     def add_one(a, b, n, BLOCK: tl.constexpr):
@@ -34,7 +34,7 @@ DRIVER_SCRIPT = textwrap.dedent(
         tl.store(b + offs, tl.load(a + offs, mask=offs < n) + 1, mask=offs < n)
 
     with ur.Session("cpu") as s, activate(s):
-        from xpukit.runtime.triton_driver import DeviceArray
+        from xpukit.runtime.triton import DeviceArray
         x = s.from_numpy(np.arange(300, dtype=np.float32))
         y = s.alloc(1200)
         for _ in range(2):

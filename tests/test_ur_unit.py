@@ -279,14 +279,17 @@ def test_program_cache_checks(tmp_path):
 
 
 def test_only_the_core_layer_calls_unified_runtime():
-    """launch.py, triton_driver.py and program_cache.py reach UR only through xpukit.runtime.ur:
-    no ctypes, no loaded-library attribute (``.lib``/``.raw``)."""
+    """launch.py, the Triton driver package and program_cache.py reach UR only through
+    xpukit.runtime.ur: no ctypes, no loaded-library attribute (``.lib``/``.raw``)."""
     import ast
     from pathlib import Path
 
     runtime = Path(__file__).resolve().parent.parent / "xpukit" / "runtime"
-    for name in ("launch.py", "triton_driver.py", "program_cache.py"):
-        tree = ast.parse((runtime / name).read_text())
+    files = [runtime / "launch.py", runtime / "program_cache.py", *sorted((runtime / "triton").glob("*.py"))]
+    assert len(files) > 4
+    for path in files:
+        name = path.relative_to(runtime)
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 modules = [a.name for a in node.names] + [getattr(node, "module", None) or ""]

@@ -1,0 +1,209 @@
+"""The compiled-launch table: Triton's ``JITFunction.run`` short-circuited for a call seen before,
+and ``kernel[grid]`` without Triton's lambda (both installed by :func:`activate`)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from xpukit.runtime.launch import BoundKernel
+from xpukit.runtime.pointer_params import pointer_params
+from xpukit.runtime.triton.driver import URFunction, URLauncher
+from xpukit.runtime.triton.state import CURRENT
+from xpukit.runtime.tritonc import COMPILE_LOCK
+from xpukit.runtime.ur.core import Session, USMAllocation
+from xpukit.runtime.ur.errors import KernelArgumentError
+from xpukit.runtime.ur.launcher import fast_key
+
+
+class _FastEntry:
+    """One specialization of one kernel on one device: what Triton's run would pick, and per
+    session the loaded kernel whose checked launcher takes the arguments."""
+
+    __slots__ = ("bound", "defaults", "kernel", "param_names", "pick")
+
+    def __init__(self, kernel: Any, pick: Callable[[tuple], tuple], param_names: tuple[str, ...], defaults: dict):
+        self.kernel = kernel
+        self.pick = pick
+        self.param_names = param_names
+        self.defaults = defaults
+        self.bound: dict[int, BoundKernel] = {}
+
+    def meta(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """What Triton hands a grid callable: every parameter by name."""
+        meta = dict(self.defaults)
+        meta.update(zip(self.param_names, args, strict=False))
+        for k, v in kwargs.items():
+            if k in meta or k in self.param_names:
+                meta[k] = v
+        return meta
+
+
+class _FastTable:
+    """Per JITFunction: (device, TRITON_DEBUG, argument key) -> :class:`_FastEntry`."""
+
+    MAX_ENTRIES = 512  # a call pattern that never repeats stops filling it (Triton's path still runs)
+
+    def __init__(self, fn: Any) -> None:
+        import inspect
+
+        modes = []
+        for p in fn.params:
+            if p.is_constexpr:
+                modes.append("c")
+            elif p.do_not_specialize:
+                modes.append("v")
+            elif p.do_not_specialize_on_alignment:
+                modes.append("a")
+            else:
+                modes.append("s")
+        self.modes = "".join(modes).encode()
+        self.names = tuple(p.name for p in fn.params)
+        self.constexpr = {p.name for p in fn.params if p.is_constexpr}
+        sig = inspect.signature(fn.fn)
+        self.defaults = {
+            n: prm.default for n, prm in sig.parameters.items() if prm.default is not inspect.Parameter.empty
+        }
+        self.entries: dict[tuple, _FastEntry] = {}
+        # Positions of integer parameters the kernel has turned into pointers in a variant seen so
+        # far: an int there must be a live address (else Triton would type a stale small address
+        # as i32 and fail deep in its compiler).
+        self.address_params: set[int] = set()
+        # What the kernel's source says (xpukit.runtime.pointer_params): checked before compiling.
+        pointers = pointer_params(fn)
+        self.kernel_name = getattr(fn, "__name__", "kernel")
+        self.cast_params = [(i, n) for i, n in enumerate(self.names) if n in pointers.address]
+        self.typed_params = [(i, n) for i, n in enumerate(self.names) if n in pointers.typed]
+        self.optional_params = pointers.optional
+        self.lock = threading.Lock()
+
+    def _argument(self, i: int, name: str, args: tuple, kwargs: dict) -> tuple[bool, Any]:
+        if i < len(args):
+            return True, args[i]
+        if name in kwargs:
+            return True, kwargs[name]
+        return False, None
+
+    def check_pointers(self, args: tuple, kwargs: dict, session: Session) -> None:
+        """Refuse, by name and before Triton compiles, an argument the kernel's source uses as a
+        pointer that is not one: Triton would type it from its value and fail in its compiler."""
+        for i, name in self.cast_params:
+            given, v = self._argument(i, name, args, kwargs)
+            if v is None and name in self.optional_params:
+                continue
+            if given and (v is None or (type(v) is int and not session.is_usm_address(v))):
+                raise KernelArgumentError(
+                    f"argument {name!r} of {self.kernel_name} is cast to a pointer by the kernel, but "
+                    f"{session.explain_address(v)}",
+                    "pass a live USMAllocation or DeviceArray of this session (or its .ptr)",
+                )
+        for i, name in self.typed_params:
+            given, v = self._argument(i, name, args, kwargs)
+            if v is None and name in self.optional_params:
+                continue
+            if given and (v is None or type(v) is int or isinstance(v, USMAllocation)):
+                what = "None" if v is None else f"{type(v).__name__} {v!r:.40}"
+                raise KernelArgumentError(
+                    f"argument {name!r} of {self.kernel_name} is a typed pointer in the kernel (it loads or "
+                    f"stores through it), but got {what}, which Triton cannot type as a pointer",
+                    "pass a DeviceArray (xpukit.runtime.triton.from_numpy or empty), or cast an address "
+                    "in the kernel: x.to(tl.pointer_type(tl.float32))",
+                )
+
+    def check_addresses(self, args: tuple, session: Session) -> None:
+        for i in self.address_params:
+            if i < len(args) and (args[i] is None or type(args[i]) is int) and not session.is_usm_address(args[i] or 0):
+                raise KernelArgumentError(
+                    f"argument {self.names[i]!r} is used as a device address by this kernel, but "
+                    f"{session.explain_address(args[i])}",
+                    "pass a live USMAllocation or DeviceArray of this session (or its .ptr)",
+                )
+
+    def record(self, table_key: tuple, key: tuple, kernel: Any, args: tuple, kwargs: dict, session: Session) -> None:
+        """Remember what Triton's own run just launched, when this call's shape allows it: every
+        non-constexpr parameter positional, keywords only for constexprs and compile options."""
+        launcher = kernel.run
+        function = getattr(kernel, "function", None)
+        if not isinstance(launcher, URLauncher) or not isinstance(function, URFunction):
+            return
+        # The compiled kernel's own parameters: Triton also makes an int equal to 1 a constexpr.
+        idx = launcher.user_index
+        if len(self.entries) >= self.MAX_ENTRIES or not idx or idx[-1] >= len(args):
+            return
+        if any(k in self.names and k not in self.constexpr for k in kwargs):
+            return
+        bound = function.bound.get(id(session))
+        if bound is None or bound.session is not session:
+            return
+        pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda a, i=idx[0]: (a[i],))
+        addresses = {idx[j] for j, p in enumerate(bound.abi.params) if p.kind == "A"}
+        with self.lock:
+            self.address_params |= addresses
+            entry = self.entries.get((table_key, key))
+            if entry is None:
+                entry = _FastEntry(kernel, pick, self.names, self.defaults)
+                self.entries[(table_key, key)] = entry
+            if entry.kernel is kernel:
+                for sid in [sid for sid, b in entry.bound.items() if b.closed]:  # sessions gone since
+                    del entry.bound[sid]
+                entry.bound[id(session)] = bound
+
+
+def getitem_partial(self: Any, grid: Any) -> Callable[..., Any]:
+    """``kernel[grid]``: Triton's own returns a Python lambda around ``run``; a partial is the same
+    call without that frame on every launch."""
+    return functools.partial(self.run, grid=grid, warmup=False)
+
+
+def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    """JITFunction.run with a per-kernel table of compiled launches: a call whose arguments give a
+    key seen before (same device, same specialization, same constexprs and options) skips
+    Triton's binder, cache lookup and launcher and goes straight to the kernel's checked launcher.
+    Anything else (first call, hooks, warmup, benchmarking, an argument the key does not cover)
+    runs Triton's own code, serialised by the compile lock."""
+    from triton.compiler import CompiledKernel
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        act = CURRENT.get()
+        if (
+            act is None
+            or act.session._closed  # Triton's path raises the kit's error for it
+            or warmup
+            or act.stream.events is not None
+            or self.pre_run_hooks
+            or CompiledKernel.launch_enter_hook is not None
+            or CompiledKernel.launch_exit_hook is not None
+        ):
+            with COMPILE_LOCK:
+                return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        table = self.__dict__.get("_xpukit_fast")
+        if table is None:
+            table = self.__dict__.setdefault("_xpukit_fast", _FastTable(self))
+        session = act.session
+        key = fast_key(args, kwargs, table.modes, session.allocations)
+        entry = table.entries.get((act.table_key, key)) if key is not None else None
+        bound = entry.bound.get(id(session)) if entry is not None else None
+        if bound is None or bound.session is not session or self.used_global_vals:
+            table.check_pointers(args, kwargs, session)
+            if table.address_params:
+                table.check_addresses(args, session)
+            with COMPILE_LOCK:
+                kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            if key is not None and kernel is not None:
+                table.record(act.table_key, key, kernel, args, kwargs, session)
+            return kernel
+        if callable(grid):
+            grid = grid(entry.meta(args, kwargs))
+        n = len(grid)
+        queue = act.stream.queue._handle
+        if queue is None:  # closed: its .handle raises the kit's error
+            queue = act.stream.queue.handle
+        bound.submit(queue, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args))
+        act.driver.stats.launches += 1
+        return entry.kernel
+
+    run._xpukit_original = original  # type: ignore[attr-defined]
+    return run
