@@ -371,7 +371,8 @@ def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run
         "dry-run",
         "debug",
         scheduler="local|slurm|kubernetes (default local: this engine, cells in parallel)",
-        runtime="engine|charliecloud: what runs each cell's image (slurm/local)",
+        runtime="engine|charliecloud|apptainer: what runs each cell's image (slurm/local)",
+        sif="apptainer: the SIF file (apptainer build --fakeroot, docs/cluster.md)",
         file="the matrix file (default env/matrix.toml)",
         suite="narrow the suite axis (comma-separated)",
         target="narrow the target axis",
@@ -408,6 +409,7 @@ def matrix(
     image="",
     gpu_resource="gpu.intel.com/i915",
     timeout=0.0,
+    sif="",
     profile=None,
     ca_bundle=None,
     dry_run=False,
@@ -418,7 +420,7 @@ def matrix(
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     opts = matrix_sched.Options(
         scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
-        sbatch_args, out, apply, image, gpu_resource, float(timeout),
+        sbatch_args, out, apply, image, gpu_resource, sif, float(timeout),
     )  # fmt: skip
     _finish(commands.guarded(matrix_sched.run)(s, opts))
 

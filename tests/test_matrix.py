@@ -265,3 +265,26 @@ def test_only_failed_without_an_earlier_run_is_one_error(tmp_path):
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "no earlier run in" in result.stderr and "fix:" in result.stderr
+
+
+def test_apptainer_cells_use_level_zero_gpus_and_a_rank_affinity(tmp_path):
+    """The Aurora pattern as a generated line (no Apptainer here): run it as a shell would, with an
+    `apptainer` on PATH that prints what it was given."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apptainer").write_text('#!/bin/sh\necho "mask=$APPTAINERENV_ZE_AFFINITY_MASK"; printf "%s\\n" "$@"\n')
+    (fake / "apptainer").chmod(0o755)
+    (cell,) = mx.expand(mx.load_matrix(), pins.load().profile("xpu"), suites="demo")
+    options = {"volumes": {"/data": {"bind": "/workspace", "mode": "ro"}, "xpukit-cache": {"bind": "/c"}}}
+    options["environment"], options["working_dir"] = {"PYTHONPATH": "/workspace"}, "/workspace"
+    line = matrix_sched.apptainer_line("/s/x.sif", ["python", "demo.py"], options, gpu=True)
+    folder = tmp_path / "cell"
+    folder.mkdir()
+    script = mx.cell_script(cell, folder, line, {}, ":", f"export {matrix_sched.AFFINITY}\n")
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "PALS_LOCAL_RANKID": "3"}
+    env.pop("ZE_AFFINITY_MASK", None)
+    assert subprocess.run(["bash", "-c", script], env=env, check=False).returncode == 0
+    args = (folder / "log").read_text().splitlines()
+    assert args[0] == "mask=3" and args[1:4] == ["exec", "--cleanenv", "--bind"]
+    assert "/data:/workspace:ro" in args and "xpukit-cache:/c:rw" not in args  # a named volume has no path
+    assert "--env=ONEAPI_DEVICE_SELECTOR=level_zero:gpu" in args and args[-3:] == ["/s/x.sif", "python", "demo.py"]

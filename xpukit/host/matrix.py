@@ -326,10 +326,12 @@ def table(outcomes: list[Outcome], relative_to: Path | None = None) -> str:
 # ---------------------------------------------------------------- the cell script
 
 
-def cell_script(cell: Cell, folder: Path, command: list[str], env: Mapping[str, str], cleanup: str = "") -> str:
+def cell_script(
+    cell: Cell, folder: Path, command: list[str], env: Mapping[str, str], cleanup: str = "", prelude: str = ""
+) -> str:
     """The cell's bash script: runs ``command`` (the engine line) with its output in ``log``, then
     writes ``result.json`` (atomically). A TERM/INT (scancel, Ctrl-C) runs ``cleanup`` and writes
-    "cancelled", never "passed"."""
+    "cancelled", never "passed". ``prelude``: shell lines run first (the runtime's own settings)."""
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     d = shlex.quote(str(folder))
     name = shlex.quote(cell.name)
@@ -337,7 +339,7 @@ def cell_script(cell: Cell, folder: Path, command: list[str], env: Mapping[str, 
 # xpukit matrix cell {cell.name} (written by `invoke matrix`; the exact commands it runs)
 set -u
 export LC_ALL=C USER="${{USER:-$(id -un)}}"  # ch-run wants USER
-{exports}cd {d}
+{exports}{prelude}cd {d}
 rm -f result.json result.json.part
 hostname -s >started
 t0=$EPOCHREALTIME

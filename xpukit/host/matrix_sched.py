@@ -26,7 +26,7 @@ from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
 from xpukit.host.settings import Context, check_choice
 
 SCHEDULERS = ("local", "slurm", "kubernetes")
-RUNTIMES = ("engine", "charliecloud")
+RUNTIMES = ("engine", "charliecloud", "apptainer")
 IMAGE_SRC = "/opt/xpukit/src"  # the kit's source inside the image (Kubernetes: no checkout mount)
 GPU_RESOURCES = ("gpu.intel.com/i915", "gpu.intel.com/xe")
 POLL = 0.5  # seconds between looks at the cells' files
@@ -50,6 +50,7 @@ class Options:
     apply: bool = False  # kubernetes: kubectl apply it
     image: str = ""  # kubernetes: the image by digest (default: env/lock/images.toml's entry)
     gpu_resource: str = GPU_RESOURCES[0]
+    sif: str = ""  # apptainer: the SIF built with `apptainer build --fakeroot`
     timeout: float = 0  # seconds to wait for all cells (0: no limit)
 
 
@@ -137,6 +138,28 @@ def ch_run_line(image_dir: Path, command: list[str], options: dict[str, Any]) ->
     return [*line, str(image_dir), "--", *command]
 
 
+# The local rank's GPU (tile) for Level Zero: PBS/PALS (Aurora), else Slurm, else the first.
+AFFINITY = 'APPTAINERENV_ZE_AFFINITY_MASK="${ZE_AFFINITY_MASK:-${PALS_LOCAL_RANKID:-${SLURM_LOCALID:-0}}}"'
+
+
+def apptainer_line(sif: str, command: list[str], options: dict[str, Any], gpu: bool) -> list[str]:
+    """The cell through Apptainer: a clean environment, the host paths bound, the kit's variables,
+    and on a GPU profile Level Zero's GPUs only (``ONEAPI_DEVICE_SELECTOR``); ``ZE_AFFINITY_MASK``
+    comes from the script's prelude (:data:`AFFINITY`). Apptainer shares /dev, so the GPU is there."""
+    line = ["apptainer", "exec", "--cleanenv"]
+    for host_path, spec in (options.get("volumes") or {}).items():
+        if host_path.startswith("/"):
+            line += ["--bind", f"{host_path}:{spec['bind']}:{spec.get('mode', 'rw')}"]
+    env = {**(options.get("environment") or {}), "HOME": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton"}
+    env["XPUKIT_CACHE_DIR"] = "/tmp/xpukit-cache"
+    if gpu:
+        env["ONEAPI_DEVICE_SELECTOR"] = "level_zero:gpu"
+    line += [f"--env={k}={v}" for k, v in env.items()]
+    if options.get("working_dir"):
+        line += ["--pwd", options["working_dir"]]
+    return [*line, sif, *command]
+
+
 def charliecloud_image(ctx: Context, tag: str, image_id: str, store: Path) -> Path:
     """The image unpacked once for ch-run: ``ch-convert -i docker|podman TAG DIR`` (ch-convert takes
     no image IDs; the content tag names that one image), cached by image ID, with the mount
@@ -210,6 +233,15 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
     pinned = _pinned_ur(ctx)
     image_dirs: dict[str, Path] = {}
     store = out_dir / "charliecloud"
+    if opts.runtime == "apptainer":
+        if not opts.sif:
+            raise XpukitError(
+                "--runtime apptainer needs --sif FILE",
+                "build it: invoke export --format docker-archive --out X.tar, then "
+                "apptainer build --fakeroot X.sif docker-archive://X.tar (docs/cluster.md)",
+            )
+        if opts.scheduler == "local" and not ctx.dry_run and shutil.which("apptainer") is None:
+            raise XpukitError("--runtime apptainer: apptainer is not on PATH", "run where Apptainer is installed")
     if opts.runtime == "charliecloud" and not ctx.dry_run:
         image_dirs = {t: charliecloud_image(ctx, tag, i, store) for t, (tag, i) in images.items()}
     cli = ctx.engine.cli_name
@@ -223,17 +255,23 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
         folder.chmod(0o777)  # the image's user writes its results here
         options = cell_options(ctx, folder)
         triton = cell.triton or mx.DEFAULT_TRITON
+        prelude = ""
         if opts.runtime == "charliecloud":
             image_dir = image_dirs.get(triton, charliecloud_dir(store, images[triton][1]))
             line = ch_run_line(image_dir, _in_image(cell, containers.WORKSPACE, pinned), options)
             cleanup = ":"
+        elif opts.runtime == "apptainer":
+            sif = str(Path(opts.sif).expanduser().resolve())
+            gpu = ctx.profile == "xpu"
+            line = apptainer_line(sif, _in_image(cell, containers.WORKSPACE, pinned), options, gpu)
+            cleanup, prelude = ":", f"export {AFFINITY}\n" if gpu else ""
         else:
             name = f"xpukit-matrix-{run.name}-{index}"
             command = _in_image(cell, containers.WORKSPACE, pinned)
             line = engine_line(cli, images[triton][1], command, options, name)
             cleanup = f"{shlex.quote(cli)} rm -f {name} >/dev/null 2>&1"
         script = folder / "run.sh"
-        script.write_text(mx.cell_script(cell, folder, line, env, cleanup))
+        script.write_text(mx.cell_script(cell, folder, line, env, cleanup, prelude))
         script.chmod(0o755)
         scripts[cell.name] = script
     meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
