@@ -178,11 +178,19 @@ def shell(c, profile=None, command="", dry_run=False, debug=False):
     _finish(commands.shell(s, command))
 
 
-@task(help=_help("dry-run", "debug", suite="Debian suite (default bookworm)", mirror="Debian mirror URL"))
-def base(c, suite=None, mirror=None, dry_run=False, debug=False):
+@task(
+    help=_help(
+        "dry-run",
+        "debug",
+        suite="Debian suite (default bookworm)",
+        mirror="Debian mirror URL",
+        reproducible="mmdebstrap at the commit's SOURCE_DATE_EPOCH: the same base image ID on every machine",
+    )
+)
+def base(c, suite=None, mirror=None, reproducible=False, dry_run=False, debug=False):
     """Build a local base image from a debootstrap rootfs, for machines that cannot pull (needs root)."""
     s = _settings(c, base_suite=suite, base_mirror=mirror, dry_run=dry_run, debug=debug)
-    _finish(commands.base(s))
+    _finish(commands.base(s, reproducible))
 
 
 @task(

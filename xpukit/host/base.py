@@ -89,3 +89,114 @@ def build_base(suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: 
         for mount in ("proc", "sys", "dev/pts"):
             subprocess.run(["umount", "-l", str(Path(rootfs) / mount)], capture_output=True, check=False)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- a reproducible base (mmdebstrap)
+
+ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def find_mmdebstrap(path: str | None = None) -> str | None:
+    search = os.pathsep.join([path if path is not None else os.environ.get("PATH", ""), *SBIN_DIRS])
+    return shutil.which("mmdebstrap", path=search)
+
+
+def mmdebstrap_command(mmdebstrap: str, suite: str, mirror: str, out: str) -> list[str]:
+    """A minbase rootfs as one tar, without device nodes (the engine makes /dev) and with apt's
+    lists and caches cleaned (mmdebstrap's default): bit-identical for one SOURCE_DATE_EPOCH and
+    one state of the mirror."""
+    return [mmdebstrap, "--variant=minbase", "--mode=root", "--skip=output/dev", "--quiet", suite, out, mirror]
+
+
+def image_archive(layer: Path, tag: str, epoch: int, created_by: str, out: Path, machine: str = "") -> str:
+    """Write a docker-archive holding ``layer`` as the only layer, dated ``epoch``, to ``out``; its
+    config bytes depend only on the layer, the time and the command, so its image ID does too.
+    Returns that ID. (``docker import`` would stamp the clock into the config.)"""
+    import datetime as dt
+    import hashlib
+    import io
+    import json
+    import platform
+    import tarfile
+
+    digest = hashlib.sha256()
+    with open(layer, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    created = dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    arch = ARCHITECTURES.get(machine or platform.machine(), machine or platform.machine())
+    config = {
+        "architecture": arch,
+        "os": "linux",
+        "created": created,
+        "config": {"Env": ["LANG=C.UTF-8"], "Cmd": ["bash"]},
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
+        "history": [{"created": created, "created_by": created_by}],
+    }
+    config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
+    image_id = hashlib.sha256(config_bytes).hexdigest()
+    manifest = [{"Config": f"{image_id}.json", "RepoTags": [tag], "Layers": [f"{digest.hexdigest()}/layer.tar"]}]
+
+    def add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = len(data), epoch, 0o644
+        tar.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(out, "w") as tar:
+        add(tar, f"{image_id}.json", config_bytes)
+        info = tar.gettarinfo(str(layer), arcname=f"{digest.hexdigest()}/layer.tar")
+        info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
+        with open(layer, "rb") as f:
+            tar.addfile(info, f)
+        add(tar, "manifest.json", json.dumps(manifest).encode())
+    return f"sha256:{image_id}"
+
+
+def build_reproducible_base(
+    suite: str, mirror: str, tag: str, cli: str, epoch: str, dry_run: bool, say: Callable[[str], None] = print
+) -> int:
+    """`invoke base --reproducible`: mmdebstrap with SOURCE_DATE_EPOCH, loaded with a config that
+    holds no clock: the same commit and mirror state give the same base image ID on every machine."""
+    if not epoch:
+        raise XpukitError(
+            "a reproducible base needs SOURCE_DATE_EPOCH (no git commit to take it from)",
+            "run it in a git checkout, or set SOURCE_DATE_EPOCH",
+        )
+    found = find_mmdebstrap()
+    if dry_run:
+        say(
+            f"would run: SOURCE_DATE_EPOCH={epoch} "
+            + " ".join(mmdebstrap_command("mmdebstrap", suite, mirror, "ROOTFS.tar"))
+        )
+        say(f"would run: {cli} load -i ARCHIVE (one layer, config dated {epoch})")
+        return 0
+    if not found:
+        raise XpukitError("mmdebstrap is not installed", "install it: sudo apt-get install mmdebstrap")
+    check_prerequisites(which=lambda: found)
+    workdir = Path(tempfile.mkdtemp(prefix="xpukit-base-", dir="/var/tmp"))
+    try:
+        layer = workdir / "rootfs.tar"
+        cmd = mmdebstrap_command(found, suite, mirror, str(layer))
+        say(f"base: mmdebstrap {suite} from {mirror}, SOURCE_DATE_EPOCH={epoch} (about a minute)")
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, env={**os.environ, "SOURCE_DATE_EPOCH": epoch}
+        )
+        if result.returncode != 0:
+            tail = (result.stdout + result.stderr).strip().splitlines()[-3:]
+            raise XpukitError(
+                f"mmdebstrap failed: {' / '.join(tail)}",
+                "check that the mirror is reachable (--mirror / XPUKIT_BASE_MIRROR) and the suite exists",
+            )
+        archive = workdir / "image.tar"
+        image_id = image_archive(layer, tag, int(epoch), f"mmdebstrap --variant=minbase {suite} {mirror}", archive)
+        layer.unlink()
+        loaded = subprocess.run([cli, "load", "-i", str(archive)], capture_output=True, text=True, check=False)
+        if loaded.returncode != 0:
+            raise XpukitError(
+                f"loading the base failed: {(loaded.stderr or 'no output').strip().splitlines()[-1]}",
+                "check that the engine answers (docker info / podman info)",
+            )
+        say(f"base: {tag} ready ({image_id}; the same commit and mirror state give this ID everywhere)")
+        return 0
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

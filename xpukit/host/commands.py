@@ -134,7 +134,7 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebu
 
 
 @guarded
-def base(ctx: Context) -> int:
+def base(ctx: Context, reproducible: bool = False) -> int:
     """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled)."""
     profile = load_profile("cpu")
     tag = build_mod.local_base_name(profile)
@@ -145,6 +145,9 @@ def base(ctx: Context) -> int:
         ctx.engine.client().close()
         cli = ctx.engine.build_cli().path
     s = ctx.settings
+    if reproducible:
+        epoch = build_mod.source_date(ROOT).epoch
+        return base_mod.build_reproducible_base(s.base_suite, s.base_mirror, tag, cli, epoch, ctx.dry_run, ui.say)
     return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
 
 
