@@ -96,7 +96,8 @@ def test_another_ur_release_is_prepared_in_the_container_with_ur_matrix():
     command = matrix_sched._in_image(cell, "/workspace", CPU["ur"]["version"])
     assert command[:2] == ["bash", "-c"] and "XPUKIT_UR_LOADER" in command[2]
     assert f"prepare_prefix({release!r})" in command[4] and "/workspace/tests" in command[4]
-    assert command[5:] == ["python", "/workspace/examples/xpu_triton_ur.py"]
+    assert command[5:] == [release, "python", "/workspace/examples/xpu_triton_ur.py"]
+    assert "XPUKIT_EXPECT_UR_RELEASE" in command[2]
     (pinned,) = mx.expand(mx.load_matrix(), CPU, suites="demo")
     assert matrix_sched._in_image(pinned, "/workspace", CPU["ur"]["version"])[0] == "python"
 

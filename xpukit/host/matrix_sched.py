@@ -100,8 +100,12 @@ def _in_image(cell: mx.Cell, src: str, pinned_ur: str) -> list[str]:
         f"import sys; sys.path.insert(0, {src + '/tests'!r}); from ur_matrix import loader_in, prepare_prefix; "
         f"print(loader_in(prepare_prefix({version!r})))"
     )
-    script = 'XPUKIT_UR_LOADER="$(python -c "$1")" || exit 1; export XPUKIT_UR_LOADER; shift; exec "$@"'
-    return ["bash", "-c", script, "xpukit-ur", prepare, *command]
+    # XPUKIT_EXPECT_UR_RELEASE: the binding tests (container-tests) check the loader is that release.
+    script = (
+        'XPUKIT_UR_LOADER="$(python -c "$1")" || exit 1; export XPUKIT_UR_LOADER XPUKIT_EXPECT_UR_RELEASE="$2"; '
+        'shift 2; exec "$@"'
+    )
+    return ["bash", "-c", script, "xpukit-ur", prepare, version, *command]
 
 
 def cell_options(ctx: Context, folder: Path) -> dict[str, Any]:
