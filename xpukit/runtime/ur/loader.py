@@ -267,9 +267,8 @@ def check_force_load() -> str:
         return ""
     del os.environ[ENV_FORCE_LOAD]
     log.warning(
-        "xpukit.runtime.ur: %s names %s, which does not exist: ignored (it would hide every adapter); "
-        "choose devices with ONEAPI_DEVICE_SELECTOR instead",
-        ENV_FORCE_LOAD,
+        "xpukit.runtime.ur: UR_ADAPTERS_FORCE_LOAD names %s, which does not exist: ignored (it would hide "
+        "every adapter); choose devices with ONEAPI_DEVICE_SELECTOR instead",
         ", ".join(missing),
     )
     return value
