@@ -157,19 +157,20 @@ def build_reproducible_base(
 ) -> int:
     """`invoke base --reproducible`: mmdebstrap with SOURCE_DATE_EPOCH, loaded with a config that
     holds no clock: the same commit and mirror state give the same base image ID on every machine."""
+    found = find_mmdebstrap()
+    if dry_run:
+        when = epoch or "<the commit time; no git commit here>"
+        say(
+            f"would run: SOURCE_DATE_EPOCH={when} "
+            + " ".join(mmdebstrap_command("mmdebstrap", suite, mirror, "ROOTFS.tar"))
+        )
+        say(f"would run: {cli} load -i ARCHIVE (one layer, config dated {when})")
+        return 0
     if not epoch:
         raise XpukitError(
             "a reproducible base needs SOURCE_DATE_EPOCH (no git commit to take it from)",
             "run it in a git checkout, or set SOURCE_DATE_EPOCH",
         )
-    found = find_mmdebstrap()
-    if dry_run:
-        say(
-            f"would run: SOURCE_DATE_EPOCH={epoch} "
-            + " ".join(mmdebstrap_command("mmdebstrap", suite, mirror, "ROOTFS.tar"))
-        )
-        say(f"would run: {cli} load -i ARCHIVE (one layer, config dated {epoch})")
-        return 0
     if not found:
         raise XpukitError("mmdebstrap is not installed", "install it: sudo apt-get install mmdebstrap")
     check_prerequisites(which=lambda: found)
