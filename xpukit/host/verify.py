@@ -106,6 +106,7 @@ class Image:
     archive: Path
     config: dict[str, Any]
     layers: list[str]  # member names of the layer tars in the archive
+    image_id: str = ""  # as its engine or store names it ("" = the digest of the archive's config)
 
     @property
     def diff_ids(self) -> list[str]:
@@ -428,7 +429,9 @@ def _reference(
             with open(archive, "wb") as f:
                 for chunk in sdk.images.get(image_plan.tag).save(chunk_size=8 << 20, named=True):
                     f.write(chunk)
-            return read_archive(f"the local image {image_plan.tag}", archive)
+            image = read_archive(f"the local image {image_plan.tag}", archive)
+            image.image_id = str(sdk.images.get(image_plan.tag).id)
+            return image
 
         return f"the local image {image_plan.tag}", export_local
     if against == "lock":
@@ -491,14 +494,14 @@ def verify(ctx: Any, image_plan: ImagePlan, sdk: Any, against: str = "auto", kee
         rebuilt_id = images[0][1].image_id(tag)
         if export is None:
             reference = read_archive("the first rebuild", images[0][1].save(tag, work / "reference.tar"))
+            reference.image_id = rebuilt_id
             other_store = images[1][1]
             rebuilt = read_archive("the second rebuild", other_store.save(tag, work / "rebuilt.tar"))
-            reference_id = "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
             rebuilt_id = other_store.image_id(tag)
         else:
             reference = export()
             rebuilt = read_archive("the rebuild", images[0][1].save(tag, work / "rebuilt.tar"))
-            reference_id = "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
+        reference_id = reference.image_id or "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
         if reference_id == rebuilt_id:
             print(f"reproducible: {rebuilt_id}", flush=True)
             return 0
