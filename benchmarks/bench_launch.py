@@ -44,7 +44,7 @@ from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.launch import TritonKernel  # noqa: E402
 from xpukit.runtime.triton import URDriver, activate  # noqa: E402
 from xpukit.runtime.ur import launcher  # noqa: E402
-from xpukit.runtime.ur.core import DeviceArray  # noqa: E402
+from xpukit.runtime.ur.objects import DeviceArray  # noqa: E402
 
 BLOCK = 1024
 

@@ -30,7 +30,7 @@ from xpukit.runtime import ur
 from xpukit.runtime.launch import TritonKernel
 from xpukit.runtime.triton import URDriver, activate, current_session
 from xpukit.runtime.ur import launcher
-from xpukit.runtime.ur.core import DeviceArray
+from xpukit.runtime.ur.objects import DeviceArray
 
 BLOCK = 64
 

@@ -30,7 +30,7 @@ from xpukit.runtime import kernel_cache
 from xpukit.runtime import spirv as spv
 from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
-from xpukit.runtime.ur.core import Event, Kernel, Program, Queue, Session, USMAllocation
+from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
 from xpukit.runtime.ur.launcher import (
     ARG_CLOSED,
@@ -42,6 +42,7 @@ from xpukit.runtime.ur.launcher import (
     ARG_TYPE,
     kind_of,
 )
+from xpukit.runtime.ur.objects import Event, Kernel, Program, Queue, USMAllocation
 
 log = logging.getLogger("xpukit.runtime.launch")
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime.scratch import writable_cache_dir
-from xpukit.runtime.ur.core import Program, Session
+from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ProgramCacheCorrupt, UrError
+from xpukit.runtime.ur.objects import Program
 
 log = logging.getLogger("xpukit.launch")
 

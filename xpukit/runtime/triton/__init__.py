@@ -52,7 +52,7 @@ from xpukit.runtime.triton.driver import (
     from_numpy,
 )
 from xpukit.runtime.triton.state import NoActiveSession, ZebinNeedsGpu
-from xpukit.runtime.ur.core import DeviceArray
+from xpukit.runtime.ur.objects import DeviceArray
 
 __all__ = [
     "DeviceArray",

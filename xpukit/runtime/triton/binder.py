@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from xpukit.runtime.triton.state import CURRENT
-from xpukit.runtime.ur.core import USMAllocation
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
+from xpukit.runtime.ur.objects import USMAllocation
 
 
 def _untyped_address(arg: Any) -> int | None:

@@ -24,8 +24,9 @@ from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, Prog
 from xpukit.runtime.triton.bench import quantile, release_events, time_once
 from xpukit.runtime.triton.state import CURRENT, Active, NoActiveSession, ZebinNeedsGpu
 from xpukit.runtime.tritonc import xpu_backend
-from xpukit.runtime.ur.core import DeviceArray, Event, Queue, Session
+from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError
+from xpukit.runtime.ur.objects import DeviceArray, Event, Queue
 
 
 class URFunction:

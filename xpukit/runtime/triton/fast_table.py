@@ -14,9 +14,10 @@ from xpukit.runtime.pointer_params import pointer_params
 from xpukit.runtime.triton.driver import URFunction, URLauncher
 from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.tritonc import COMPILE_LOCK
-from xpukit.runtime.ur.core import Session, USMAllocation
+from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.launcher import fast_key
+from xpukit.runtime.ur.objects import USMAllocation
 
 
 class _FastEntry:

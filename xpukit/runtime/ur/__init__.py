@@ -8,7 +8,7 @@ with ur.Session("auto") as s:
 from __future__ import annotations
 
 from xpukit.runtime.ur._api import SUPPORTED_RELEASES
-from xpukit.runtime.ur.core import DeviceInfo, Kernel, Program, Queue, Session, USMAllocation
+from xpukit.runtime.ur.core import DeviceInfo, Session
 from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
     ClosedError,
@@ -21,6 +21,7 @@ from xpukit.runtime.ur.errors import (
     error_class,
 )
 from xpukit.runtime.ur.loader import UrLibrary, detect_release, find_loader, load
+from xpukit.runtime.ur.objects import Kernel, Program, Queue, USMAllocation
 
 __all__ = [
     "SUPPORTED_RELEASES",
