@@ -51,6 +51,16 @@ def _settings(c, **flags) -> settings.Context:
         raise Exit(ui.error_line(exc), code=2) from None
 
 
+def _targets(target, debug: bool) -> list[str]:
+    """--target values as preset names (the default when not given); bad input is one line, exit 2."""
+    try:
+        return split_targets(target or None)  # not given: [] from invoke; --target '': [''], an error
+    except XpukitError as exc:
+        if debug:
+            raise
+        raise Exit(ui.error_line(exc), code=2) from None
+
+
 def _after_double_dash() -> list[str]:
     """What follows `--` on the command line (invoke parses it but gives it to no task)."""
     return sys.argv[sys.argv.index("--") + 1 :] if "--" in sys.argv else []
@@ -255,7 +265,7 @@ def compile(
         s,
         where,
         kernel=kernel,
-        targets=split_targets(target or ["pvc"]),
+        targets=_targets(target, debug),
         out_dir=out,
         signature=signature,
         constexprs=list(constexpr or []),
@@ -308,7 +318,7 @@ def kernel_report(
             s,
             where,
             kernel,
-            split_targets(target or ["pvc"]),
+            _targets(target, debug),
             list(config or []),
             format,
             signature,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -88,6 +89,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.n < 1 or args.iters < 1 or args.block < 1 or args.block & (args.block - 1):
         p.error("--n and --iters must be >= 1, --block a power of two")
+    if not math.isfinite(args.scale):
+        # x * nan is nan everywhere: the comparison with numpy would pass whatever the kernel did.
+        p.error(f"--scale must be a finite number, not {args.scale}: a non-finite scale makes the check meaningless")
     return args
 
 
@@ -110,9 +114,7 @@ def drained(session: Any) -> Iterator[None]:
 
 def verify(label: str, got: Any, expected: Any, timings: str) -> bool:
     """Compare with numpy and print one line: the max abs error, exact or MISMATCH, the timings.
-
-    NaN where numpy has NaN (``--scale nan``) and equal infinities count as exact.
-    """
+    NaN where numpy has NaN and equal infinities (a finite scale overflowing) count as exact."""
     import numpy as np
 
     same = (got == expected) | (np.isnan(got) & np.isnan(expected))

@@ -145,6 +145,15 @@ def test_unknown_profile():
     assert "unknown profile 'gpu'" in line and "auto, cpu, xpu" in line
 
 
+@pytest.mark.parametrize("task", ["compile", "kernel-report"])
+def test_empty_target_is_one_line(task):
+    """`--target ''` used to end in a traceback (the targets were parsed outside the error boundary)."""
+    result = invoke(task, "examples/kernels.py:scale_kernel", "--target", "", "--dry-run")
+    assert result.returncode == 2
+    line = one_line_error(result)
+    assert "no target given" in line and "--target pvc" in line
+
+
 def test_unknown_where():
     line = one_line_error(invoke("test", "--where", "cloud", "--dry-run"))
     assert "unknown where 'cloud'" in line and "auto, container, host" in line

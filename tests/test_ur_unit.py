@@ -176,6 +176,24 @@ def test_force_load_naming_a_missing_file_is_dropped(tmp_path, monkeypatch, capl
     assert "gone.so" in caplog.text and "ONEAPI_DEVICE_SELECTOR" in caplog.text
 
 
+def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, caplog):
+    """The kit points OCL_ICD_FILENAMES at Intel's CPU runtime only when it is unset; a value of the
+    user's that leaves that runtime out is kept, with one warning saying so."""
+    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+
+    rt = tmp_path / "libintelocl.so"
+    rt.write_bytes(b"")
+    monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
+    loc = LoaderLocation(tmp_path / "libur_loader.so", "pip")
+    monkeypatch.delenv("OCL_ICD_FILENAMES", raising=False)
+    assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == str(rt.resolve())
+    assert not caplog.text
+    monkeypatch.setenv("OCL_ICD_FILENAMES", "/opt/vendor/libother.so")
+    setup_cpu_icd(loc)
+    assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so"
+    assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
+
+
 def test_find_loader_explicit_and_env(tmp_path, monkeypatch):
     f = _fake_loader(tmp_path, _exports("2025.2"), "2025.2.2")
     assert find_loader(tmp_path).path == f.resolve()

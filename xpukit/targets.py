@@ -30,7 +30,6 @@ TRITON_ARCH_NAME = {
 }
 # Other names users (and ocloc) give the same parts; --target accepts them and means the preset.
 ALIASES = {"dg2": "acm-g10", "dg2-g10": "acm-g10", "bmg-g21": "bmg", "lnl-m": "lnl", "mtl-h": "mtl"}
-ALL = "all"  # --target all: every GPU preset the installed ocloc can build
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +88,14 @@ def preset_for_architecture(architecture: int | None) -> TargetPreset | None:
     return next((p for p in PRESETS.values() if p.ocloc_device and p.architecture == architecture), None)
 
 
-def split_targets(targets: str | Iterable[str]) -> list[str]:
-    """``"pvc, dg2"`` or ``["pvc", "bmg,lnl"]`` -> preset names in order, aliases resolved, no repeats."""
+DEFAULT_TARGET = "pvc"  # what --target means when it is not given
+
+
+def split_targets(targets: str | Iterable[str] | None) -> list[str]:
+    """``"pvc, dg2"`` or ``["pvc", "bmg,lnl"]`` -> preset names in order, aliases resolved, no repeats;
+    None (not given) is the default target. An empty value is an error, not the default."""
+    if targets is None:
+        return [DEFAULT_TARGET]
     items = [targets] if isinstance(targets, str) else list(targets)
     names = [canonical(t.strip()) for item in items for t in item.split(",") if t.strip()]
     if not names:

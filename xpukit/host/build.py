@@ -267,11 +267,7 @@ class BuildPlan:
 
     def printable(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        return (env + " " if env else "") + " ".join(_quote(part) for part in self.command)
-
-
-def _quote(part: str) -> str:
-    return shlex.quote(part)
+        return (env + " " if env else "") + " ".join(shlex.quote(part) for part in self.command)
 
 
 def plan(

@@ -30,7 +30,6 @@ LOAD_HINTS = {
     "oci-archive": ["podman load -i {out}", "apptainer build xpukit.sif oci-archive:{out}"],
 }
 _CHUNK_REPORT = 256 * 1024 * 1024
-_LABELS = ("io.xpukit.", "org.opencontainers.")
 
 
 class ExportError(XpukitError):

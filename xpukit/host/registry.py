@@ -144,10 +144,6 @@ def read_lock(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
-
-
 def write_lock(path: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
     """Write the whole lock atomically (a reader sees the old file or the new one)."""
     lines = [

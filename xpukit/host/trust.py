@@ -19,7 +19,6 @@ from xpukit.errors import XpukitError
 
 # The OS trust stores, Debian/Ubuntu first, then Fedora/RHEL, then Alpine/macOS-style.
 OS_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
-CA_CHOICES = ("auto", "none")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence, Set
@@ -43,8 +42,6 @@ from xpukit.runtime.ur.launcher import (
     kind_of,
 )
 from xpukit.runtime.ur.objects import Event, Kernel, Program, Queue, USMAllocation
-
-log = logging.getLogger("xpukit.runtime.launch")
 
 # --- targets ----------------------------------------------------------------------------------
 

@@ -238,8 +238,16 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     rt = find_cpu_opencl_runtime(loader.path)
     if rt is None:
         return None
-    if not os.environ.get("OCL_ICD_FILENAMES"):
+    current = os.environ.get("OCL_ICD_FILENAMES")
+    if not current:
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
+    elif str(rt) not in current.split(":"):
+        log.warning(
+            "xpukit.runtime.ur: OCL_ICD_FILENAMES=%s is yours and kept; Intel's CPU OpenCL runtime %s is not "
+            "in it (add it there to see the CPU device)",
+            current,
+            rt,
+        )
     return rt
 
 
