@@ -403,7 +403,7 @@ def container_findings(
                     "fail",
                     "ur-gpu",
                     f"the host has an Intel GPU but UR sees none in the container ({gpu_dev.get('error', '')})",
-                    "run with the GPU flags (invoke run/shell add --device /dev/dri and --group-add); "
+                    "run with the GPU flags (invoke shell, demo-ur and test add --device /dev/dri and --group-add); "
                     "check the image has Intel's Level Zero GPU driver "
                     "(libze-intel-gpu1 / intel-level-zero-gpu)",
                 )
