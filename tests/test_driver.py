@@ -396,18 +396,21 @@ def test_dtype_triton_has_no_type_for(act, session, drv):
 def test_activation_is_scoped(session, drv):
     import triton.runtime.jit as jit
 
-    original_spec = jit.specialize_impl
+    original_spec, original_run = jit.specialize_impl, jit.JITFunction.run
     before = triton_driver.active
+    assert "__getitem__" not in jit.JITFunction.__dict__  # Triton's is KernelInterface's
     with activate(session, driver=drv) as d:
         assert triton_driver.active is d
-        assert jit.specialize_impl is not original_spec
+        assert jit.specialize_impl is not original_spec and jit.JITFunction.run is not original_run
+        assert "__getitem__" in jit.JITFunction.__dict__
         inner = _cpu_session()
         with activate(inner, driver=drv):
             assert drv.session is inner
         inner.close()
         assert triton_driver.active is d and drv.session is session
     assert triton_driver.active is before
-    assert jit.specialize_impl is original_spec
+    assert jit.specialize_impl is original_spec and jit.JITFunction.run is original_run
+    assert "__getitem__" not in jit.JITFunction.__dict__
     with pytest.raises(NoActiveSession):
         drv.get_current_device()
 

@@ -32,7 +32,7 @@ def _enter_global(drv: URDriver) -> None:
             _SAVED["driver"] = triton_driver.active
             _SAVED["specialize_impl"] = jit.specialize_impl
             _SAVED["run"] = jit.JITFunction.run
-            _SAVED["getitem"] = jit.JITFunction.__getitem__
+            _SAVED["getitem"] = jit.JITFunction.__dict__.get("__getitem__")  # None: inherited (KernelInterface)
             jit.specialize_impl = make_specializer(jit.specialize_impl)
             jit.JITFunction.run = make_fast_run(jit.JITFunction.run)
             jit.JITFunction.__getitem__ = getitem_partial
@@ -50,7 +50,11 @@ def _leave_global() -> None:
         if _GLOBAL_DEPTH == 0:
             jit.specialize_impl = _SAVED.pop("specialize_impl")
             jit.JITFunction.run = _SAVED.pop("run")
-            jit.JITFunction.__getitem__ = _SAVED.pop("getitem")
+            getitem = _SAVED.pop("getitem")
+            if getitem is None:
+                del jit.JITFunction.__getitem__
+            else:
+                jit.JITFunction.__getitem__ = getitem
             previous = _SAVED.pop("driver")
             if previous is triton_driver.default:
                 triton_driver.reset_active()
