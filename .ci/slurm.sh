@@ -83,7 +83,7 @@ EOF
 export SLURM_CONF=$dir/slurm.conf
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF"
-for i in $(seq 60); do
+for _ in $(seq 60); do
   if sinfo -h -o '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
     echo "SLURM_CONF=$SLURM_CONF"
     exit 0

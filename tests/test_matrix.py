@@ -24,6 +24,12 @@ CPU = pins.load().profile("cpu")
 KUBERNETES_VERSION = "1.33.0"  # the oldest line with backoffLimitPerIndex generally available
 
 
+def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True, env=env, check=False
+    )
+
+
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "matrix.toml"
     path.write_text(text)
@@ -207,13 +213,7 @@ def test_kubernetes_manifest_is_a_valid_indexed_job(tmp_path):
     out = tmp_path / "job.yaml"
     image = "--image=registry.example/xpukit@sha256:" + "b" * 64
     args = ["matrix", "--scheduler", "kubernetes", "--profile", "cpu", image, "--out", str(out)]
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = invoke(*args)
     assert result.returncode == 0, result.stderr
     validator = Path(sys.executable).parent / "kubernetes-validate"
     checked = subprocess.run(
@@ -243,27 +243,14 @@ def test_kubernetes_needs_an_image_by_digest():
 def test_apply_without_a_cluster_is_one_error(tmp_path):
     image = "--image=registry.example/xpukit@sha256:" + "d" * 64
     env = {**os.environ, "KUBECONFIG": str(tmp_path / "none")}
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "matrix", "--scheduler", "kubernetes", "--profile", "cpu", image, "--apply"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    result = invoke("matrix", "--scheduler", "kubernetes", "--profile", "cpu", image, "--apply", env=env)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and ("kubectl" in errors[0]), result.stderr
 
 
 def test_only_failed_without_an_earlier_run_is_one_error(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "matrix", "--only-failed", "--out-dir", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = invoke("matrix", "--only-failed", "--out-dir", str(tmp_path))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "no earlier run in" in result.stderr and "fix:" in result.stderr
 
