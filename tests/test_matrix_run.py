@@ -182,11 +182,11 @@ def test_scancel_leaves_no_cell_passed(test_image, docker_client, slurm, tmp_pat
             started = list(out.glob("*/cells/*/started"))
             jobs = list(out.glob("*/slurm-job"))
             containers = docker_client.containers.list(filters={"name": "xpukit-matrix-"})
-            if len(started) == 2 and jobs and len(containers) >= 2:
+            if started and jobs and containers:  # one is enough: a 1-CPU node runs one task at a time
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("the two slow cells never started")
+            pytest.fail("no slow cell started within 300 s")
         run = jobs[0].parent
         job = jobs[0].read_text().strip()
         subprocess.run(["scancel", job], env=env, check=True)
@@ -197,6 +197,7 @@ def test_scancel_leaves_no_cell_passed(test_image, docker_client, slurm, tmp_pat
     assert proc.returncode == 1, stdout + stderr
     table = rows(stdout)
     assert sorted(table) == ["slow-acm-g10", "slow-pvc"] and all(r != "passed" for r, _, _ in table.values()), stdout
+    assert "cancelled" in {r for r, _, _ in table.values()}, stdout  # the started task's trap ran
     # the cancel removed the cells' containers
     names = {c.name for c in docker_client.containers.list(all=True)}
     assert not {n for n in names if n.startswith(f"xpukit-matrix-{run.name}-")}, names
