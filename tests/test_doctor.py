@@ -7,7 +7,8 @@ import json
 import pytest
 from fakehost import Node, make_host
 
-from xpukit.host import doctor, gpu
+from xpukit.host import doctor, doctor_host, doctor_image, gpu
+from xpukit.host.findings import Finding
 from xpukit.runtime import doctor_probe
 
 pytestmark = pytest.mark.unit
@@ -155,26 +156,30 @@ def test_engine_down_fails_and_skips_the_image(tmp_path):
 
 
 def test_low_disk_warns(tmp_path):
-    _, lines = run(make_host(tmp_path, []), free=10 * doctor.GIB)
+    _, lines = run(make_host(tmp_path, []), free=10 * doctor_host.GIB)
     (d,) = lines_for(lines, "disk")
     assert d.startswith("WARN") and "10 GiB free at /var/lib/docker" in d
 
 
 def test_disk_budget_is_stated_once_per_profile():
-    assert doctor.disk_budget_gib("xpu") == doctor.SOURCE_BUILD_FREE_GIB
-    assert doctor.disk_budget_gib("cpu") == doctor.IMAGE_ONLY_FREE_GIB < doctor.SOURCE_BUILD_FREE_GIB
-    low = doctor.check_disk("/", (doctor.IMAGE_ONLY_FREE_GIB - 1) * doctor.GIB, doctor.disk_budget_gib("cpu"))
-    assert low.status == "warn" and f"~{doctor.IMAGE_ONLY_FREE_GIB} GiB wanted" in low.found
+    assert doctor_host.disk_budget_gib("xpu") == doctor_host.SOURCE_BUILD_FREE_GIB
+    assert doctor_host.disk_budget_gib("cpu") == doctor_host.IMAGE_ONLY_FREE_GIB < doctor_host.SOURCE_BUILD_FREE_GIB
+    low = doctor_host.check_disk(
+        "/", (doctor_host.IMAGE_ONLY_FREE_GIB - 1) * doctor_host.GIB, doctor_host.disk_budget_gib("cpu")
+    )
+    assert low.status == "warn" and f"~{doctor_host.IMAGE_ONLY_FREE_GIB} GiB wanted" in low.found
 
 
 def test_layer_decompression_check_names_pigz_only_where_it_helps():
     """unpigz found or not (an injected PATH lookup), podman, and a remote engine."""
-    missing = doctor.check_layer_decompression("docker", "", which=lambda name: None)
+    missing = doctor_host.check_layer_decompression("docker", "", which=lambda name: None)
     assert missing.status == "warn" and "unpigz not found" in missing.found and "apt-get install pigz" in missing.fix
-    found = doctor.check_layer_decompression("docker", "unix:///run/docker.sock", which=lambda name: f"/usr/bin/{name}")
+    found = doctor_host.check_layer_decompression(
+        "docker", "unix:///run/docker.sock", which=lambda name: f"/usr/bin/{name}"
+    )
     assert found.status == "ok"
-    assert doctor.check_layer_decompression("podman", "", which=lambda name: None).status == "skip"
-    remote = doctor.check_layer_decompression("docker", "ssh://build-host", which=lambda name: None)
+    assert doctor_host.check_layer_decompression("podman", "", which=lambda name: None).status == "skip"
+    remote = doctor_host.check_layer_decompression("docker", "ssh://build-host", which=lambda name: None)
     assert remote.status == "skip" and "ssh://build-host" in remote.found
 
 
@@ -186,9 +191,9 @@ def test_doctor_prints_one_pull_line(tmp_path):
 def test_host_run_check_names_what_is_missing(monkeypatch):
     """What `invoke compile --where host` needs, on a host with none of it (an ocloc path that is not there)."""
     monkeypatch.setenv("XPUKIT_OCLOC", "/nonexistent/xpukit/ocloc")
-    none = doctor.check_host_run(find_module=lambda name: None)
+    none = doctor_host.check_host_run(find_module=lambda name: None)
     assert none.status == "skip" and "triton (python), numpy (python), ocloc" in none.found
-    no_ocloc = doctor.check_host_run(find_module=lambda name: object())
+    no_ocloc = doctor_host.check_host_run(find_module=lambda name: object())
     assert no_ocloc.status == "warn" and no_ocloc.found.startswith("--where host lacks ocloc")
     assert "intel-opencl-icd" in no_ocloc.line()
 
@@ -196,7 +201,7 @@ def test_host_run_check_names_what_is_missing(monkeypatch):
 @pytest.mark.container
 def test_host_run_check_passes_where_the_runtime_is():
     """In the image (or a host with the runtime) every piece is there, found by the real probes."""
-    found = doctor.check_host_run()
+    found = doctor_host.check_host_run()
     assert found.status == "ok" and "ocloc" in found.found, found.line()
 
 
@@ -206,12 +211,12 @@ def test_no_image_is_a_skip_line(tmp_path):
 
 
 def test_finding_line_format():
-    assert doctor.Finding("fail", "ocloc", "not found", "install it").line() == (
+    assert Finding("fail", "ocloc", "not found", "install it").line() == (
         "FAIL  ocloc        not found  -> fix: install it"
     )
-    assert doctor.Finding("ok", "ocloc", "fine", "ignored").line() == "OK    ocloc        fine"
+    assert Finding("ok", "ocloc", "fine", "ignored").line() == "OK    ocloc        fine"
     with pytest.raises(ValueError):
-        doctor.Finding("bad", "x", "y")
+        Finding("bad", "x", "y")
 
 
 # ---- in the container ---------------------------------------------------------------------------
@@ -393,7 +398,7 @@ def test_cpu_profile_report(tmp_path):
 
 
 def test_image_not_found(tmp_path):
-    runner = FakeRunner(raises=doctor.ImageUnavailable("image nope:latest not found"))
+    runner = FakeRunner(raises=doctor_image.ImageUnavailable("image nope:latest not found"))
     code, lines = run(make_host(tmp_path, []), "nope:latest", runner=runner)
     (i,) = lines_for(lines, "image")
     assert i.startswith("FAIL") and "invoke build" in i and code == 1
@@ -415,7 +420,7 @@ def test_sdk_runner_maps_a_missing_image():
     class Client:
         containers = Containers()
 
-    with pytest.raises(doctor.ImageUnavailable):
+    with pytest.raises(doctor_image.ImageUnavailable):
         doctor.sdk_runner(lambda: Client())("x", ["true"], {})
 
 
@@ -454,7 +459,7 @@ def test_probe_prints_one_json_object(monkeypatch, capsys):
     monkeypatch.setattr(doctor_probe, "probe_ur", lambda: {"status": "skip", "error": "test"})
     monkeypatch.setattr(doctor_probe, "probe_ocloc", lambda: 1 / 0)
     assert doctor_probe.main() == 0
-    report = doctor.parse_probe_output(capsys.readouterr().out)
+    report = doctor_image.parse_probe_output(capsys.readouterr().out)
     assert report["probe_version"] == doctor_probe.PROBE_VERSION
     assert set(report) >= {"oneapi", "level_zero", "ur", "ocloc", "installed", "manifest"}
     assert report["ocloc"]["error"].startswith("probe failed")

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from xpukit.errors import XpukitError
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
-from xpukit.host import containers, doctor, engine, registry, sharing, testing, ui
+from xpukit.host import containers, doctor, doctor_host, engine, registry, sharing, testing, ui
 from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
@@ -284,7 +284,7 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
         engine_options=ctx.engine.run_options() if image else {},
         engine_endpoint=ctx.engine.api,
         expected_pins={"fingerprint": profile.fingerprint()},
-        need_gib=doctor.disk_budget_gib(profile.name),
+        need_gib=doctor_host.disk_budget_gib(profile.name),
     )
 
 

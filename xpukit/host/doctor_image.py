@@ -1,0 +1,265 @@
+"""The image half of ``invoke doctor``: runs the runtime probe (``xpukit.runtime.doctor_probe``)
+inside the image and turns its report into findings (manifest and pins, UR loader, launch form
+and adapters, devices, ocloc, Triton)."""
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from xpukit.host.findings import Finding
+from xpukit.runtime import manifest as manifest_mod
+
+PROBE_COMMAND = ["python", "-m", "xpukit.runtime.doctor_probe"]
+
+# (image, command, docker-SDK run options) -> (exit code, stdout)
+ContainerRunner = Callable[[str, list[str], dict[str, Any]], tuple[int, str]]
+Probe = Callable[[], tuple[bool, str]]
+
+
+class ImageUnavailable(Exception):
+    """The runner could not start the image (not built, engine refused)."""
+
+
+def parse_probe_output(stdout: str) -> dict[str, Any]:
+    """The probe's JSON object: its last line starting with "{" (native libraries may print)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise ValueError("no JSON object in the probe's output")
+
+
+def _version_of(value: Any) -> str:
+    return str(value.get("version", "")) if isinstance(value, Mapping) else str(value or "")
+
+
+def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, str] | None) -> list[Finding]:
+    manifest = report.get("manifest") or {}
+    data = manifest.get("data")
+    if not isinstance(data, Mapping):
+        return [
+            Finding(
+                "fail",
+                "manifest",
+                manifest.get("error") or "no manifest in the image",
+                "rebuild the image with `invoke build` (its last step writes /opt/xpukit/manifest.json)",
+            )
+        ]
+    installed = report.get("installed") or {}
+    pins = data.get("pins") or {}
+    out: list[Finding] = []
+    drift = []
+    # What runs now against what the image recorded at build time.
+    for key in ("python", "triton", "torch", "numpy"):
+        have, recorded = str(installed.get(key, "")), _version_of(data.get(key, ""))
+        if key in installed and have != recorded:
+            drift.append(f"{key} {recorded or 'absent'} -> {have or 'absent'}")
+    if drift:
+        out.append(
+            Finding(
+                "fail",
+                "manifest",
+                "installed packages differ from the manifest: " + "; ".join(drift),
+                "something was pip-installed over the image; rebuild it or start a fresh container",
+            )
+        )
+    # What the image recorded against the pins it was built from (the build's own check).
+    mismatch = manifest_mod.mismatches(data)
+    if mismatch:
+        out.append(
+            Finding(
+                "fail",
+                "manifest",
+                "image does not match its own pins: " + "; ".join(mismatch),
+                "rebuild with `invoke build`; if it persists, the pins name a version the build cannot get",
+            )
+        )
+    # The image's pins against the host's current pins (env/pins.toml).
+    if expected_pins:
+        stale = [
+            f"{k}: image {pins.get(k, '') or '(none)'}, pins {v or '(none)'}"
+            for k, v in expected_pins.items()
+            if str(pins.get(k, "")) != str(v)
+        ]
+        if stale:
+            out.append(
+                Finding(
+                    "warn",
+                    "pins",
+                    "image was built from other pins: " + "; ".join(stale),
+                    "rebuild with `invoke build` to pick up env/pins.toml",
+                )
+            )
+        else:
+            out.append(Finding("ok", "pins", "image matches env/pins.toml"))
+    if not out or all(f.check == "pins" for f in out):
+        found = (
+            f"profile {data.get('profile', '?')}, triton {data.get('triton') or '?'}, python {data.get('python', '?')}"
+        )
+        out.insert(0, Finding("ok", "manifest", found))
+    return out
+
+
+def container_findings(
+    report: Mapping[str, Any], host_has_gpu: bool, expected_pins: Mapping[str, str] | None = None
+) -> list[Finding]:
+    """Turn the probe's JSON into findings; ``host_has_gpu`` decides whether no GPU is a failure."""
+    data = (report.get("manifest") or {}).get("data") or {}
+    profile = data.get("profile", "") if isinstance(data, Mapping) else ""
+    xpu = profile == "xpu"
+    out: list[Finding] = []
+
+    ur = report.get("ur") or {}
+    if ur.get("status") == "skip":
+        out.append(Finding("skip", "ur", ur.get("error") or "xpukit.runtime.ur not in the image"))
+    elif ur.get("status") != "ok" or not ur.get("loader"):
+        out.append(
+            Finding(
+                "fail",
+                "ur",
+                f"UR loader: {ur.get('error') or 'not found'}",
+                "xpu: use the DLE base (oneAPI compiler runtime); "
+                "cpu: install intel-cmplr-lib-ur and intel-cmplr-lib-rt",
+            )
+        )
+    else:
+        release = ur.get("release") or ur.get("release_error") or "release unknown"
+        form = f", launch: {ur['launch_form']}" if ur.get("launch_form") else ""
+        out.append(Finding("ok", "ur", f"UR loader {ur['loader']} ({release}{form})"))
+        adapters = ur.get("adapters") or []
+        if xpu and not any(a.startswith("level_zero") for a in adapters):
+            out.append(
+                Finding(
+                    "fail",
+                    "ur-adapters",
+                    f"no Level Zero adapter next to the loader (found: {', '.join(adapters) or 'none'})",
+                    "the oneAPI compiler runtime ships libur_adapter_level_zero.so; check the base image",
+                )
+            )
+        else:
+            out.append(Finding("ok" if adapters else "warn", "ur-adapters", ", ".join(adapters) or "none found"))
+        gpu_dev, cpu_dev = ur.get("gpu") or {}, ur.get("cpu") or {}
+        if gpu_dev.get("name"):
+            out.append(
+                Finding(
+                    "ok",
+                    "ur-gpu",
+                    f"{gpu_dev['name']} via {gpu_dev.get('backend', '?')}, driver {gpu_dev.get('driver_version', '?')}",
+                )
+            )
+        elif host_has_gpu:
+            out.append(
+                Finding(
+                    "fail",
+                    "ur-gpu",
+                    f"the host has an Intel GPU but UR sees none in the container ({gpu_dev.get('error', '')})",
+                    "run with the GPU flags (invoke shell, demo-ur and test add --device /dev/dri and --group-add); "
+                    "check the image has Intel's Level Zero GPU driver "
+                    "(libze-intel-gpu1 / intel-level-zero-gpu)",
+                )
+            )
+        else:
+            out.append(Finding("skip", "ur-gpu", "no Intel GPU on this host"))
+        if cpu_dev.get("name"):
+            out.append(Finding("ok", "ur-cpu", f"{cpu_dev['name']} via {cpu_dev.get('backend', '?')}"))
+        elif not xpu:
+            out.append(
+                Finding(
+                    "fail",
+                    "ur-cpu",
+                    f"no CPU device through UR ({cpu_dev.get('error', '')})",
+                    "the cpu profile needs intel-opencl-rt and OCL_ICD_FILENAMES pointing at libintelocl.so",
+                )
+            )
+
+    oc = report.get("ocloc") or {}
+    if oc.get("path"):
+        targets = oc.get("targets") or []
+        known = ", ".join(t for t in ("pvc", "dg2", "bmg", "lnl", "mtl") if t in targets)
+        out.append(
+            Finding(
+                "ok",
+                "ocloc",
+                f"ocloc {oc.get('version') or '(version unknown)'}: {len(targets)} targets "
+                f"({known or 'none of pvc/dg2/bmg/lnl/mtl'})",
+            )
+        )
+        if xpu and not {"bmg", "lnl"} <= set(targets):
+            out.append(
+                Finding(
+                    "warn",
+                    "ocloc",
+                    "this ocloc cannot target bmg/lnl",
+                    "install Intel's current intel-ocloc (matching the image's compute runtime)",
+                )
+            )
+    else:
+        out.append(
+            Finding(
+                "fail",
+                "ocloc",
+                oc.get("error") or "ocloc not found",
+                "xpu: install intel-ocloc from Intel's GPU repository; cpu: apt-get install intel-opencl-icd",
+            )
+        )
+
+    ze = report.get("level_zero") or {}
+    if ze.get("path"):
+        out.append(Finding("ok", "level-zero", f"loader {ze['path']} (version {ze.get('version') or '?'})"))
+    elif xpu:
+        out.append(
+            Finding(
+                "fail",
+                "level-zero",
+                ze.get("error") or "libze_loader.so.1 not found",
+                "install libze1 (Level Zero loader) from Intel's GPU repository in the image",
+            )
+        )
+    else:
+        out.append(Finding("skip", "level-zero", "not used by the cpu profile (UR runs on OpenCL)"))
+
+    one = report.get("oneapi") or {}
+    if one.get("version"):
+        env = "environment set" if one.get("setvars") else "setvars not applied"
+        out.append(Finding("ok", "oneapi", f"oneAPI {one['version']} at {one.get('root')} ({env})"))
+    elif xpu:
+        out.append(
+            Finding(
+                "fail",
+                "oneapi",
+                "no oneAPI compiler release under /opt/intel/oneapi",
+                "build the xpu profile FROM intel/deep-learning-essentials",
+            )
+        )
+    else:
+        out.append(Finding("skip", "oneapi", "not part of the cpu profile (UR from PyPI)"))
+
+    out.extend(_manifest_findings(report, expected_pins))
+    return out
+
+
+def in_container_checks(
+    image: str,
+    runner: ContainerRunner,
+    run_options: dict[str, Any],
+    host_has_gpu: bool,
+    expected_pins: Mapping[str, str] | None = None,
+) -> list[Finding]:
+    try:
+        code, stdout = runner(image, PROBE_COMMAND, run_options)
+    except ImageUnavailable as exc:
+        return [Finding("fail", "image", str(exc), f"build it: invoke build (image {image})")]
+    try:
+        report = parse_probe_output(stdout)
+    except ValueError as exc:
+        return [
+            Finding(
+                "fail",
+                "probe",
+                f"the probe in {image} exited {code} without a report ({exc})",
+                f"run it by hand: docker run --rm {image} {' '.join(PROBE_COMMAND)}",
+            )
+        ]
+    return [
+        Finding("ok", "image", f"{image}: probe ran"),
+        *container_findings(report, host_has_gpu, expected_pins),
+    ]
