@@ -3,9 +3,19 @@
     python benchmarks/bench_build.py [--profile cpu] [--ca-bundle PATH] [--cold] [--json OUT]
 
 --cold prunes BuildKit's whole cache first (wheelhouse and apt cache mounts included), so the cold
-build downloads everything again. Uses the engine at DOCKER_HOST and the base `invoke build` would
-pick. Image size is compared with what it installs: the base, the apt packages added on top
-(dpkg Installed-Size) and the venv as pip installed it (hardlinked duplicates counted each time).
+build downloads everything again.
+
+    python benchmarks/bench_build.py --reproducible [--baseline REV] [--repeat 2] [--json OUT]
+
+--reproducible: side by side in one run, on podman, each cold build in an empty store of its own
+(xpukit.host.verify.Store: no layers, no cache mounts): the Dockerfile and scripts/ of REV (default
+the commit before reproducible builds) built as before, against this tree's reproducible build
+(buildah --timestamp, hash-checked .pyc, build noise removed), alternating, REPEAT times each; then
+a no-op rebuild and a one-example edit in the last reproducible store.
+
+Uses the engine at DOCKER_HOST and the base `invoke build` would pick. Image size is compared
+with what it installs: the base, the apt packages added on top (dpkg Installed-Size)
+and the venv as pip installed it (hardlinked duplicates counted each time).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,13 +55,100 @@ def dpkg_kib(sdk, image: str) -> int:
     return sum(int(x) for x in out.split() if x.isdigit())
 
 
+BASELINE_REV = "df08263^"  # the tree before reproducible builds (Dockerfile and scripts/ only)
+
+
+def _run_timed(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    result = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"build failed: {' '.join(cmd[:8])} ...\n{(result.stdout + result.stderr)[-3000:]}")
+    return elapsed
+
+
+def _baseline_context(rev: str, dest: Path) -> Path:
+    """This tree's build context with the Dockerfile and scripts/ of ``rev``."""
+    build.copy_context(ROOT, dest)
+    shutil.rmtree(dest / "scripts")
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "Dockerfile", "scripts"], capture_output=True)
+    if archive.returncode != 0:
+        sys.exit(f"git archive {rev} failed: {archive.stderr.decode()[-300:]}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+def reproducible_main(args: argparse.Namespace) -> int:
+    """Today's cold build against the reproducible one, side by side on podman (module docstring)."""
+    from types import SimpleNamespace
+
+    from xpukit.host import podman as podman_mod
+    from xpukit.host import verify
+
+    podman = podman_mod.find_podman()
+    if podman is None:
+        sys.exit("--reproducible needs podman (apt-get install podman)")
+    sdk = engine.client()
+    profile = pins.load().profile(args.profile)
+    base = build.choose_base(profile, "", lambda ref: engine.image_exists(sdk, ref), None, print)
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(image="xpukit-bench", build_network=os.environ.get("XPUKIT_BUILD_NETWORK", "host")),
+        ca_bundle=SimpleNamespace(path=args.ca_bundle),
+    )
+    plan = SimpleNamespace(profile=profile, base=base)
+    results: dict[str, object] = {"baseline": args.baseline, "today_cold_s": [], "reproducible_cold_s": []}
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="xpukit-bench-") as tmp:
+        work = Path(tmp)
+        new_ctx = build.copy_context(ROOT, work / "ctx-new")
+        old_ctx = _baseline_context(args.baseline, work / "ctx-old")
+        new_cmd = verify.rebuild_command(plan, podman, new_ctx, "xpukit-bench:new", ctx)  # type: ignore[arg-type]
+        old_cmd = verify.rebuild_command(plan, podman, old_ctx, "xpukit-bench:old", ctx)  # type: ignore[arg-type]
+        at = old_cmd.index("--timestamp")
+        old_cmd = old_cmd[:at] + old_cmd[at + 2 :]  # today's podman build: no --timestamp
+        stores: list[verify.Store] = []
+        try:
+            for round_ in range(args.repeat):
+                for name, cmd in (("today_cold_s", old_cmd), ("reproducible_cold_s", new_cmd)):
+                    store = verify.Store(podman, work / f"store-{len(stores)}")
+                    stores.append(store)
+                    verify._load_base(sdk, base, store, work, lambda _m: None)
+                    seconds = round(_run_timed(store.wrap(cmd), store.env), 1)
+                    results[name].append(seconds)  # type: ignore[union-attr]
+                    print(f"round {round_ + 1}: {name} {seconds} s", flush=True)
+            last = stores[-1]
+            warm = [part for part in last.wrap(new_cmd) if part != "--no-cache"]
+            warm.insert(warm.index("build") + 1, "--layers")
+            results["ids_equal"] = len({s.image_id("xpukit-bench:new") for s in stores[1::2]}) == 1
+            # --layers keeps the layers from here on; the cold builds above kept none.
+            _run_timed(warm, last.env)
+            results["reproducible_noop_rebuild_s"] = round(_run_timed(warm, last.env), 2)
+            example = sorted((new_ctx / "examples").glob("*.py"))[0]
+            example.write_text(example.read_text() + f"\n# benchmark edit {time.time()}\n")
+            results["reproducible_example_edit_rebuild_s"] = round(_run_timed(warm, last.env), 2)
+        finally:
+            for store in stores:
+                store.remove()
+    today, repro = results["today_cold_s"], results["reproducible_cold_s"]
+    results["reproducible_over_today"] = round(sorted(repro)[len(repro) // 2] / sorted(today)[len(today) // 2], 3)  # type: ignore[arg-type]
+    machine = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "podman": podman}
+    print(json.dumps({"machine": machine, "results": results}, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "results": results}, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reproducible", action="store_true", help="today's cold build vs the reproducible one")
+    parser.add_argument("--baseline", default=BASELINE_REV, help="revision whose Dockerfile and scripts/ are today's")
+    parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--ca-bundle", default=os.environ.get("XPUKIT_CA_BUNDLE", ""))
     parser.add_argument("--cold", action="store_true", help="prune BuildKit's cache first")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.reproducible:
+        return reproducible_main(args)
 
     sdk = engine.client()
     cli = engine.pick_cli()
