@@ -12,7 +12,7 @@ include=$("$python" -c 'import sysconfig; print(sysconfig.get_path("include"))')
 mkdir -p "$out"
 # The same bytes from any checkout: the source's folder is mapped away (no build path in the binary's
 # strings or debug info), and the build id is a hash of the content, never random (docs/reproducible.md).
-flags=(-O2 -Wall -Werror -shared -fPIC "-ffile-prefix-map=$(dirname "$src")=." -Wl,--build-id=sha1)
+flags=(-O2 -Wall -Werror -shared -fPIC "-ffile-prefix-map=$(dirname "$src")=." "-Wl,--build-id=sha1")
 echo "+ gcc ${flags[*]} -I$include $src -o $out/_xpukit_launcher$suffix"
 gcc "${flags[@]}" -I"$include" "$src" -o "$out/_xpukit_launcher$suffix"
 PYTHONPATH=$out "$python" -c 'import _xpukit_launcher as m; assert m.ABI == 2; print("build-launcher.sh: ok", m.__file__)'
