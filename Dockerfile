@@ -152,7 +152,7 @@ ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG XPUKIT_PINS
 # What is installed, checked against the pins: the build fails on any difference.
-RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.manifest /opt/xpukit/manifest.json
+RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.image.manifest /opt/xpukit/manifest.json
 
 # Labels last: their values change per commit and must not invalidate any layer above.
 ARG XPUKIT_SOURCE

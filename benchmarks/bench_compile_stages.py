@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.dont_write_bytecode = True  # the source tree may be read-only
 
-from xpukit.runtime.compile import load_kernel  # noqa: E402
-from xpukit.runtime.ocloc import find_ocloc  # noqa: E402
+from xpukit.runtime.offline.compile import load_kernel  # noqa: E402
+from xpukit.runtime.offline.ocloc import find_ocloc  # noqa: E402
 from xpukit.runtime.tritonc import compile_kernel, parse_signature, xpu_backend  # noqa: E402
 
 KERNELS = ("scale_kernel", "add_kernel", "axpy_fp16_kernel", "row_sum_kernel")

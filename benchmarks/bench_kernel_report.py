@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.dont_write_bytecode = True  # the source tree may be read-only
 
-from xpukit.runtime.kernel_report import build_report  # noqa: E402
+from xpukit.runtime.offline.kernel_report import build_report  # noqa: E402
 
 TARGET_S = 0.5
 

@@ -15,21 +15,23 @@ By default the launch is the blog's own call style through xpukit's UR-backed Tr
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import math
-import os
 import sys
-import time
-from collections.abc import Iterator
-from typing import Any
-
-# Run from a checkout without installing: the repository root is this file's parent's parent.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
-try:  # importing Triton takes a while: Ctrl-C then is still one line, not a traceback
+# Ctrl-C while Python starts up (the standard library, numpy, Triton) is one line, not a traceback:
+# on a loaded machine even the standard library's imports take long enough to be interrupted.
+try:
+    import argparse
+    import contextlib
+    import math
+    import os
+    import time
+    from collections.abc import Iterator
+    from typing import Any
+
+    # Run from a checkout without installing: the repository root is this file's parent's parent.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from xpukit.runtime.interrupts import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside an extension's init would be lost (see the module)

@@ -18,8 +18,8 @@ pytest.importorskip("triton")
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_typed
 
-from xpukit.runtime import spirv
 from xpukit.runtime.launch import ProgramCache, TritonKernel
+from xpukit.runtime.offline import spirv
 from xpukit.runtime.triton_cache import CHECKSUMS_KEY, GROUP_PREFIX, HealingCacheManager, check_file
 
 pytestmark = pytest.mark.container

@@ -1,4 +1,4 @@
-"""xpukit.runtime.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
+"""xpukit.runtime.offline.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from runtime_required import skip_unless_in_image
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.compile import KernelCompileError, parse_constexprs, run_compile, run_zebin_info
-from xpukit.runtime.ocloc import OclocError, UnsupportedDeviceError, find_ocloc
-from xpukit.runtime.zebin import ZebinError
+from xpukit.runtime.offline.compile import KernelCompileError, parse_constexprs, run_compile, run_zebin_info
+from xpukit.runtime.offline.ocloc import OclocError, UnsupportedDeviceError, find_ocloc
+from xpukit.runtime.offline.zebin import ZebinError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "kernels.py"
 
@@ -189,7 +189,7 @@ def test_ocloc_failure_carries_log_and_repro(env, monkeypatch):
 @pytest.mark.container
 def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
     """`--target all`: exactly the GPU presets the installed ocloc lists, each with a zebin."""
-    from xpukit.runtime.ocloc import find_ocloc
+    from xpukit.runtime.offline.ocloc import find_ocloc
     from xpukit.runtime.tritonc import PRESETS
 
     tool = find_ocloc()

@@ -9,7 +9,7 @@ from fakehost import Node, make_host
 
 from xpukit.host import doctor, doctor_host, doctor_image, gpu
 from xpukit.host.findings import Finding
-from xpukit.runtime import doctor_probe
+from xpukit.runtime.image import doctor_probe
 
 pytestmark = pytest.mark.unit
 
@@ -298,7 +298,7 @@ def test_xpu_image_on_pvc_host_all_ok(tmp_path):
     code, lines = run(host, "xpukit:xpu", runner=runner, expected_pins={"fingerprint": "abc"})
     assert code == 0, "\n".join(lines)
     ((image, command, options),) = runner.calls
-    assert image == "xpukit:xpu" and command == ["python", "-m", "xpukit.runtime.doctor_probe"]
+    assert image == "xpukit:xpu" and command == ["python", "-m", "xpukit.runtime.image.doctor_probe"]
     # The probe runs with the same GPU passthrough as run/shell/test.
     assert options["devices"] == ["/dev/dri:/dev/dri:rwm"] and options["shm_size"] == "8g"
     assert "Data Center GPU Max 1550 via level_zero" in lines_for(lines, "ur-gpu")[0]

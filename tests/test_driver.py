@@ -508,7 +508,7 @@ def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
 def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     """A real pvc zebin (Triton SPIR-V through the installed ocloc) handed to the driver on the CPU
     device is refused with a clear error before any program is created."""
-    from xpukit.runtime.ocloc import find_ocloc
+    from xpukit.runtime.offline.ocloc import find_ocloc
     from xpukit.runtime.triton import ZebinNeedsGpu
     from xpukit.runtime.tritonc import compile_kernel
 

@@ -15,7 +15,7 @@ import pytest
 
 from xpukit.errors import XpukitError
 from xpukit.host import build, buildlog, pins, plan, trust, ui
-from xpukit.runtime import manifest
+from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -357,7 +357,7 @@ def test_a_failed_build_ends_in_one_diagnosed_line(tmp_path, capfd):
     assert "package numpy==0.0.1 is not available" in line and "env/pins.toml" in line and len(line) <= 200
 
 
-EDITS = ["xpukit/runtime/zebin.py", "examples/kernels.py", "tests/conftest.py", "env/pins.toml"]
+EDITS = ["xpukit/runtime/offline/zebin.py", "examples/kernels.py", "tests/conftest.py", "env/pins.toml"]
 
 
 @pytest.mark.parametrize("edited", EDITS)

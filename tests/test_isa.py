@@ -1,4 +1,4 @@
-"""xpukit.runtime.isa: Xe ISA from real zebins through the real ocloc and IGA, and its counts.
+"""xpukit.runtime.offline.isa: Xe ISA from real zebins through the real ocloc and IGA, and its counts.
 
 Counts are checked against counts the test takes itself from the ISA text (simple substring
 rules written here, not the module's parser), never against numbers from one run.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from runtime_required import skip_unless_in_image
 
-from xpukit.runtime import isa
+from xpukit.runtime.offline import isa
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "kernels.py"
 DOT_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32"}
@@ -131,7 +131,7 @@ def runtime(tmp_path, monkeypatch):
         skip_unless_in_image("ocloc is not installed here")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(isa.IGA_ENV, raising=False)
-    from xpukit.runtime.compile import load_kernel
+    from xpukit.runtime.offline.compile import load_kernel
 
     return load_kernel
 
@@ -159,7 +159,7 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
 
 
 def _dot_kernel(folder: Path):
-    from xpukit.runtime.compile import load_kernel
+    from xpukit.runtime.offline.compile import load_kernel
 
     (folder / "dot.py").write_text(DOT_SOURCE)
     return load_kernel(f"{folder / 'dot.py'}:dot_kernel").fn
@@ -193,7 +193,7 @@ def test_tl_dot_on_pvc_uses_dpas(runtime, tmp_path):
 def test_spilling_kernel_shows_scratch_sends(runtime, tmp_path):
     """A 32x32x32 tl.dot without DPAS (acm-g10's preset on triton-xpu 3.3 lowers it to FMAs) spills
     even after the 256-GRF retry: the zebin reports spill space and the ISA has scratch sends."""
-    from xpukit.runtime.zebin import read_zebin
+    from xpukit.runtime.offline.zebin import read_zebin
 
     compiled = _compile(_dot_kernel(tmp_path), DOT_SIGNATURE, {"M": 32, "N": 32, "K": 32}, "acm-g10")
     info = read_zebin(compiled.asm["zebin"]).kernel("dot_kernel")
@@ -211,7 +211,7 @@ def acm_zebin(tmp_path_factory) -> bytes:
     pytest.importorskip("triton")
     if shutil.which("ocloc") is None:
         skip_unless_in_image("ocloc is not installed here")
-    from xpukit.runtime.compile import load_kernel
+    from xpukit.runtime.offline.compile import load_kernel
 
     os.environ.setdefault("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     spec = load_kernel(f"{EXAMPLES}:add_kernel")
@@ -257,7 +257,7 @@ def test_ocloc_that_cannot_load_iga_is_one_line(acm_zebin, tmp_path):
 
 @pytest.mark.unit
 def test_not_a_zebin_is_one_line(tmp_path):
-    from xpukit.runtime.zebin import ZebinError
+    from xpukit.runtime.offline.zebin import ZebinError
 
     bogus = tmp_path / "x.zebin"
     bogus.write_bytes(b"hello")

@@ -18,7 +18,7 @@ from runtime_required import skip_unless_in_image
 from test_isa import independent_counts
 
 from xpukit.errors import XpukitError
-from xpukit.runtime import kernel_report
+from xpukit.runtime.offline import kernel_report
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "kernels.py"
@@ -70,7 +70,7 @@ def env(tmp_path, monkeypatch) -> Path:
 @pytest.mark.container
 def test_report_counts_equal_counts_from_isa_files(env):
     """Two targets x two configs; each cell equals the .isa `compile --asm` writes for that config."""
-    from xpukit.runtime.compile import run_compile
+    from xpukit.runtime.offline.compile import run_compile
 
     configs = ["BLOCK=256,num_warps=4", "BLOCK=1024,num_warps=8"]
     report = kernel_report.build_report(f"{EXAMPLES}:row_sum_kernel", ["pvc,acm-g10"], configs)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xpukit.host import build, pins
-from xpukit.runtime import manifest
+from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.container
 
@@ -29,7 +29,11 @@ def _pin_env(**override: str) -> dict[str, str]:
 
 def _run(env: dict[str, str], out: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "xpukit.runtime.manifest", out], env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "xpukit.runtime.image.manifest", out],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 

@@ -1,4 +1,4 @@
-"""xpukit.runtime.ocloc: version, flag dialect, device list, SPIR-V -> zebin, spill retry, errors.
+"""xpukit.runtime.offline.ocloc: version, flag dialect, device list, SPIR-V -> zebin, spill retry, errors.
 
 Unit tests drive a fake ``ocloc`` (a small shell script written to tmp_path) so the dialect and
 retry logic are checked where no ocloc is installed; container tests use the real one.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.ocloc import (
+from xpukit.runtime.offline.ocloc import (
     LARGE_GRF_FLAG,
     Ocloc,
     OclocError,
@@ -167,7 +167,7 @@ def scale_spirv(tmp_path_factory) -> bytes:
     pytest.importorskip("triton")
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
-    from xpukit.runtime.compile import load_kernel
+    from xpukit.runtime.offline.compile import load_kernel
     from xpukit.runtime.tritonc import compile_kernel, parse_signature
 
     spec = load_kernel(f"{EXAMPLES}:scale_kernel")
@@ -187,8 +187,8 @@ def test_real_ocloc_version_and_devices():
 @pytest.mark.container
 @needs_ocloc
 def test_real_ocloc_builds_every_supported_preset(scale_spirv):
+    from xpukit.runtime.offline.zebin import read_zebin
     from xpukit.runtime.tritonc import PRESETS
-    from xpukit.runtime.zebin import read_zebin
 
     tool = find_ocloc()
     supported = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from runtime_required import ur_session_or_skip
 
-from xpukit.runtime import spirv, ur
+from xpukit.runtime.offline import spirv, ur
 
 pytestmark = pytest.mark.container
 

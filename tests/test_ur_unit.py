@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.runtime import spirv
 from xpukit.runtime.launch import LaunchABI, ProgramCache, normalize_grid
+from xpukit.runtime.offline import spirv
 from xpukit.runtime.ur import _api, errors
 from xpukit.runtime.ur.launcher import PyAllocTable, py_fast_key
 from xpukit.runtime.ur.loader import detect_release, find_loader

@@ -1,4 +1,4 @@
-"""xpukit.runtime.zebin: reading zebins, checking payload layouts, and fuzzing the reader.
+"""xpukit.runtime.offline.zebin: reading zebins, checking payload layouts, and fuzzing the reader.
 
 Unit tests use a small synthetic zebin built in this file (ELF64, e_machine 205, a .text.<kernel>
 section and a .ze_info YAML shaped like ocloc 22.43's), so they run where no ocloc exists. The
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xpukit.runtime.zebin import EM_INTELGT, Zebin, ZebinError, check_layout, read_zebin, type_size
+from xpukit.runtime.offline.zebin import EM_INTELGT, Zebin, ZebinError, check_layout, read_zebin, type_size
 
 ZE_INFO = """---
 version:         '1.20'
@@ -300,7 +300,7 @@ def real_zebins(tmp_path_factory) -> dict[tuple[str, str], tuple[bytes, dict]]:
     pytest.importorskip("triton")
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
-    from xpukit.runtime.compile import load_kernel
+    from xpukit.runtime.offline.compile import load_kernel
     from xpukit.runtime.tritonc import compile_kernel, parse_signature
 
     built = {}

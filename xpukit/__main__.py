@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.compile import run_compile, run_zebin_info
-from xpukit.runtime.kernel_report import run_kernel_report
+from xpukit.runtime.offline.compile import run_compile, run_zebin_info
+from xpukit.runtime.offline.kernel_report import run_kernel_report
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 

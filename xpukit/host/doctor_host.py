@@ -12,7 +12,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import gpu
 from xpukit.host.findings import Finding
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.offline.ocloc import find_ocloc
 
 GIB = 1024**3
 # Rough free-space needs (estimates, not measurements): PyTorch's build tree + ccache is tens of GiB,

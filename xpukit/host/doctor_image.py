@@ -1,4 +1,4 @@
-"""The image half of ``invoke doctor``: runs the runtime probe (``xpukit.runtime.doctor_probe``)
+"""The image half of ``invoke doctor``: runs the runtime probe (``xpukit.runtime.image.doctor_probe``)
 inside the image and turns its report into findings (manifest and pins, UR loader, launch form
 and adapters, devices, ocloc, Triton)."""
 
@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from xpukit.host.findings import Finding
-from xpukit.runtime import manifest as manifest_mod
+from xpukit.runtime.image import manifest as manifest_mod
 
-PROBE_COMMAND = ["python", "-m", "xpukit.runtime.doctor_probe"]
+PROBE_COMMAND = ["python", "-m", "xpukit.runtime.image.doctor_probe"]
 
 # (image, command, docker-SDK run options) -> (exit code, stdout)
 ContainerRunner = Callable[[str, list[str], dict[str, Any]], tuple[int, str]]

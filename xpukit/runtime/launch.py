@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 from xpukit.runtime import kernel_cache
-from xpukit.runtime import spirv as spv
+from xpukit.runtime.offline import spirv as spv
 from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
 from xpukit.runtime.ur.core import Session
@@ -142,7 +142,7 @@ class LaunchABI:
         cls, fn: Any, signature: Mapping[str, str], metadata: Any, addresses: Set[int] = frozenset()
     ) -> LaunchABI:
         """``addresses``: indices of integer parameters the kernel turns into pointers
-        (:func:`xpukit.runtime.spirv.address_parameters`): checked like pointers at launch."""
+        (:func:`xpukit.runtime.offline.spirv.address_parameters`): checked like pointers at launch."""
         names = [n for n in getattr(fn, "arg_names", list(signature)) if n in signature]
         params = []
         for i, n in enumerate(names):

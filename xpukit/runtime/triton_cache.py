@@ -20,7 +20,8 @@ from pathlib import Path
 
 from triton.runtime.cache import FileCacheManager, default_cache_dir
 
-from xpukit.runtime import kernel_cache, spirv
+from xpukit.runtime import kernel_cache
+from xpukit.runtime.offline import spirv
 from xpukit.runtime.scratch import writable_cache_dir
 
 log = logging.getLogger("xpukit.cache")

@@ -14,7 +14,7 @@ triton-xpu 3.3.0b1 predates it: its ``make_spv`` itself calls ``ocloc ... -o F -
 ocloc 22.43 rejects) and returns the native binary under the ``spv`` name. ``install`` mirrors the
 three points above by wrapping methods at runtime, never by editing Triton's files, and only when
 the backend has no native stage. Differences from upstream: ocloc errors are ``OclocError``
-(upstream: ``RuntimeError``), the ocloc call goes through ``xpukit.runtime.ocloc`` (so 22.43's flag dialect
+(upstream: ``RuntimeError``), the ocloc call goes through ``xpukit.runtime.offline.ocloc`` (so 22.43's flag dialect
 works), and ``TRITON_STORE_BINARY_ONLY=1`` drops the .zebin (3.3's compile() keeps only listed
 extensions; changing that would mean editing Triton).
 """
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.isa import disassemble
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.offline.isa import disassemble
+from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.targets import preset_for_architecture
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"

@@ -19,8 +19,8 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime import kernel_cache
-from xpukit.runtime import spirv as spv
 from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
+from xpukit.runtime.offline import spirv as spv
 from xpukit.runtime.triton.bench import quantile, release_events, time_once
 from xpukit.runtime.triton.state import CURRENT, Active, NoActiveSession, ZebinNeedsGpu
 from xpukit.runtime.tritonc import xpu_backend

@@ -35,7 +35,7 @@ class UrError(XpukitError):
 _FIXES = {
     "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "use the kernel's entry-point name (Triton: the @triton.jit function name)",
     "UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE": "read the build log above; for the CPU device apply "
-    "xpukit.runtime.spirv.patch_for_cpu to Triton's SPIR-V",
+    "xpukit.runtime.offline.spirv.patch_for_cpu to Triton's SPIR-V",
     "UR_RESULT_ERROR_INVALID_BINARY": "rebuild from SPIR-V; the native binary is for another device or driver",
     "UR_RESULT_ERROR_ADAPTER_SPECIFIC": "check the kernel arguments (a missing local-memory argument "
     "gives this) and the adapter's log (UR_LOG_OPENCL/UR_LOG_LEVEL_ZERO)",

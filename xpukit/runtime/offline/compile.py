@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.isa import disassemble
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.offline.isa import disassemble
+from xpukit.runtime.offline.ocloc import find_ocloc
+from xpukit.runtime.offline.zebin import ZebinError, check_layout, read_zebin
 from xpukit.runtime.tritonc import compile_kernel, parse_signature
-from xpukit.runtime.zebin import ZebinError, check_layout, read_zebin
 from xpukit.targets import PRESETS, split_targets
 
 DECLARATIONS = "XPUKIT_KERNELS"

@@ -1,9 +1,9 @@
 """In-container half of `invoke doctor`: look at the runtime and print one JSON object.
 
-    python -m xpukit.runtime.doctor_probe
+    python -m xpukit.runtime.image.doctor_probe
 
 Standard library plus the kit's own probes: the UR loader search (xpukit.runtime.ur), the ocloc probe
-(xpukit.runtime.ocloc) and the manifest path (xpukit.runtime.manifest), so the doctor and the image
+(xpukit.runtime.offline.ocloc) and the manifest path (xpukit.runtime.image.manifest), so the doctor and the image
 build look in the same places. Every section reports its own error instead of raising: the host
 side turns the JSON into findings.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime import ur
-from xpukit.runtime.manifest import MANIFEST_PATH, dist_version
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.image.manifest import MANIFEST_PATH, dist_version
+from xpukit.runtime.offline.ocloc import find_ocloc
 
 PROBE_VERSION = 1
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")

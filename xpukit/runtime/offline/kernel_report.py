@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.compile import load_kernel, parse_constexprs, root_cause
-from xpukit.runtime.isa import IsaCounts, IsaError, count_isa, disassemble
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.offline.compile import load_kernel, parse_constexprs, root_cause
+from xpukit.runtime.offline.isa import IsaCounts, IsaError, count_isa, disassemble
+from xpukit.runtime.offline.ocloc import find_ocloc
+from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.runtime.tritonc import compile_kernel, parse_signature
-from xpukit.runtime.zebin import read_zebin
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")

@@ -26,8 +26,8 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.ocloc import Ocloc, find_ocloc
-from xpukit.runtime.zebin import read_zebin
+from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
+from xpukit.runtime.offline.zebin import read_zebin
 
 IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
 IGA_NAME = "libiga64.so"

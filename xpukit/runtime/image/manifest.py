@@ -1,6 +1,6 @@
 """The image's manifest: what is ACTUALLY installed, next to the pins it was built from.
 
-    python -m xpukit.runtime.manifest OUT.json     (the image build's last step)
+    python -m xpukit.runtime.image.manifest OUT.json     (the image build's last step)
 
 Versions come from the installed things themselves, through the kit's one UR loader search
 (``ur.loader.find_loader``) and one ocloc probe (``ocloc.find_ocloc``), never from the pins; the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.ocloc import find_ocloc
+from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.ur.loader import detect_release, find_loader
 
 MANIFEST_PATH = "/opt/xpukit/manifest.json"
