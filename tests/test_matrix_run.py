@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -220,3 +221,36 @@ def test_charliecloud_runs_the_cells_with_ch_run(test_image, tmp_path):
     assert "ch-run " in script and " docker run " not in script
     assert "versions: UR" in _abs(next(p for n, (_, _, p) in table.items() if n.startswith("demo"))).read_text()
     shutil.rmtree(out / "charliecloud", ignore_errors=True)  # 1.4 GB unpacked
+
+
+def test_ctrl_c_cancels_the_local_cells_and_still_prints_the_table(test_image, docker_client, tmp_path):
+    matrix = tmp_path / "slow.toml"
+    matrix.write_text(
+        MATRIX.replace('suite = ["demo", "compile", "fail-on-purpose"]', 'suite = ["slow"]')
+        + '[suites.slow]\ncommand = ["sleep", "300"]\naxes = ["target"]\n'
+    )
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "invoke", "matrix", "--file", str(matrix), "--out-dir", str(out)]
+    env = {**os.environ, "XPUKIT_PROFILE": "cpu", "XPUKIT_ENGINE": "docker"}
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        ours = {"name": "xpukit-matrix-"}
+        while not (list(out.glob("*/cells/*/started")) and docker_client.containers.list(filters=ours)):
+            assert time.monotonic() < deadline, "no slow cell started within 300 s"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "xpukit: interrupted" in stderr, stdout + stderr
+    table = rows(stdout)
+    assert sorted(table) == ["slow-acm-g10", "slow-pvc"] and "cancelled" in {r for r, _, _ in table.values()}
+    assert all(r != "passed" for r, _, _ in table.values()), stdout
+    run = next(out.glob("*/cells")).parent
+    assert (out / "last").read_text().strip() == run.name  # --only-failed reruns them
+    names = {c.name for c in docker_client.containers.list(all=True)}
+    assert not {n for n in names if n.startswith(f"xpukit-matrix-{run.name}-")}, names

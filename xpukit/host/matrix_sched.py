@@ -345,14 +345,18 @@ def run_local(prepared: Prepared, jobs: int, timeout: float) -> int:
             if deadline and time.monotonic() > deadline:
                 raise XpukitError(f"the matrix did not finish within {timeout:.0f} s", "raise --timeout")
             time.sleep(POLL)
-    finally:
-        for proc in running.values():  # Ctrl-C or a timeout: every cell is cancelled, none left running
+    except (KeyboardInterrupt, XpukitError):
+        # Ctrl-C or a timeout: every running cell is cancelled (its script removes its container and
+        # writes "cancelled"), none is left running; the table still shows where each cell got to.
+        for proc in running.values():
             proc.terminate()
         for proc in running.values():
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        finish(prepared)
+        raise
     progress.show(_counts(prepared))
     return finish(prepared)
 
@@ -432,10 +436,13 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
                 if time.monotonic() - gone_since > 5:
                     break
             if deadline and time.monotonic() > deadline:
-                raise XpukitError(f"Slurm job {job} did not finish within {opts.timeout:.0f} s", f"scancel {job}")
+                raise XpukitError(
+                    f"Slurm job {job} did not finish within {opts.timeout:.0f} s (cancelled)", "raise --timeout"
+                )
             time.sleep(POLL)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, XpukitError):
         subprocess.run([_slurm_tool("scancel"), job], check=False)
+        finish(prepared)
         raise
     return finish(prepared)
 
