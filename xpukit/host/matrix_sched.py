@@ -588,10 +588,15 @@ def run(ctx: Context, opts: Options) -> int:
     if opts.scheduler == "kubernetes":
         return run_kubernetes(ctx, cells, opts, out_dir)
     prepared = prepare(ctx, opts, cells, out_dir)
-    if opts.scheduler == "slurm":
-        return run_slurm(prepared, opts, ctx.dry_run)
     if ctx.dry_run:
-        print("# local: each cell script runs as `bash run.sh`, " + f"{opts.jobs or os.cpu_count()} at a time")
-        _print_cell_scripts(prepared)
-        return 0
+        try:
+            if opts.scheduler == "slurm":
+                return run_slurm(prepared, opts, dry_run=True)
+            print("# local: each cell script runs as `bash run.sh`, " + f"{opts.jobs or os.cpu_count()} at a time")
+            _print_cell_scripts(prepared)
+            return 0
+        finally:
+            shutil.rmtree(prepared.run.parent, ignore_errors=True)  # the dry run's temp folder
+    if opts.scheduler == "slurm":
+        return run_slurm(prepared, opts, dry_run=False)
     return run_local(prepared, opts.jobs, opts.timeout)
