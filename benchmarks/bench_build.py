@@ -116,8 +116,7 @@ def reproducible_main(args: argparse.Namespace) -> int:
                     results[name].append(seconds)  # type: ignore[union-attr]
                     print(f"round {round_ + 1}: {name} {seconds} s", flush=True)
             last = stores[-1]
-            warm = [part for part in last.wrap(new_cmd) if part != "--no-cache"]
-            warm.insert(warm.index("build") + 1, "--layers")
+            warm = last.wrap(new_cmd)  # the same command: --layers now finds the cold build's layers
             results["ids_equal"] = len({s.image_id("xpukit-bench:new") for s in stores[1::2]}) == 1
             # --layers keeps the layers from here on; the cold builds above kept none.
             _run_timed(warm, last.env)

@@ -16,6 +16,10 @@ wheelhouse="${XPUKIT_WHEELHOUSE:-/var/cache/xpukit/wheelhouse}"
 run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
 if [[ -s /run/secrets/ca_bundle ]]; then export PIP_CERT=/run/secrets/ca_bundle; fi
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_PROGRESS_BAR=off
+# No bytecode as a side effect: a download imports stdlib modules (netrc) whose .pyc the system
+# python would then write into the layer only when the wheelhouse was empty. The venv's .pyc files
+# are written below, on purpose and hash-checked.
+export PYTHONDONTWRITEBYTECODE=1
 
 run python3 -m venv "$venv"
 run mkdir -p "$wheelhouse"

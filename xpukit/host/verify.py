@@ -380,16 +380,16 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
             cmd += ["-f", str(context / "Dockerfile")]
             skip = True
             continue
-        if part == "--layers":
-            continue  # nothing to reuse in an empty store, nothing to keep
-        cmd.append(part)
-    return [*cmd, "--no-cache", "-t", tag, str(context)]
+        cmd.append(part)  # --layers stays: an empty store has nothing to reuse, and the layers must be
+        # made exactly as `invoke build` makes them (buildah leaves other mount points in a layer
+        # under --no-cache)
+    return [*cmd, "-t", tag, str(context)]
 
 
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
     import time
 
-    say(f"verify: {label}: building from nothing in {store.folder} (podman build --no-cache, its own store)")
+    say(f"verify: {label}: building from nothing in {store.folder} (an empty podman store and TMPDIR)")
     started = time.monotonic()
     code, _tail = engine.stream_keeping_tail(cmd, store.env)
     if code != 0:
