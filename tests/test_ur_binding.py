@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from runtime_required import ur_session_or_skip
 
-from xpukit.runtime.offline import spirv, ur
+from xpukit.runtime import ur
+from xpukit.runtime.offline import spirv
 
 pytestmark = pytest.mark.container
 
