@@ -5,6 +5,10 @@
   on a host without that runtime it is skipped with the reason (`invoke test` runs it in the image).
 - docker: needs an engine and the image `invoke test` built (XPUKIT_TEST_IMAGE). With
   XPUKIT_REQUIRE_DOCKER=1 a missing engine fails these tests instead of skipping them.
+
+No test talks to a team's shared kernel cache: XPUKIT_KERNEL_CACHE and its files are unset for
+every test (`invoke test` passes them into the image like every task); a test that needs a cache
+starts its own Redis.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"needs an Intel GPU: {why_not_gpu}"))
         elif "container" in item.keywords and runtime_missing:
             item.add_marker(pytest.mark.skip(reason=runtime_missing))
+
+
+@pytest.fixture(autouse=True)
+def _no_team_kernel_cache(monkeypatch):
+    for name in ("XPUKIT_KERNEL_CACHE", "XPUKIT_KERNEL_CACHE_KEY_FILE", "XPUKIT_KERNEL_CACHE_PASSWORD_FILE",
+                 "XPUKIT_KERNEL_CACHE_CA_FILE", "XPUKIT_KERNEL_CACHE_DEBUG"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")

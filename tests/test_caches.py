@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +21,7 @@ pytest.importorskip("triton")
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_typed
 
+from xpukit.runtime import cache_auth
 from xpukit.runtime.launch import ProgramCache, TritonKernel
 from xpukit.runtime.offline import spirv
 from xpukit.runtime.triton_cache import CHECKSUMS_KEY, GROUP_PREFIX, HealingCacheManager, check_file
@@ -252,3 +256,130 @@ def test_program_cache_entry_with_only_one_file_heals(session, triton_dir, tmp_p
     run_scale(session, cache)
     assert len(warnings_of(caplog)) == 1
     assert [e for e, _ in cache.events] == ["corrupt", "store"]
+
+
+# --- the program cache's authenticator: entries changed by anything but this cache ----------------
+
+PROGRAM_RUN = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from runtime_required import ur_session_or_skip
+from test_launch_kernels import scale_typed
+from xpukit.runtime.launch import ProgramCache, TritonKernel
+
+
+class TrustingCache(ProgramCache):
+    # What a cache with only a checksum did with a binary whose checksum was updated: load it.
+    def read(self, key, device, spirv_sha256):
+        return open(sys.argv[3], "rb").read()
+
+
+session = ur_session_or_skip()
+cache = (TrustingCache if len(sys.argv) > 3 else ProgramCache)(sys.argv[1])
+x = np.arange({n}, dtype=np.float32)
+exact = []
+for block in map(int, sys.argv[2].split(",")):
+    kernel = TritonKernel(scale_typed, {sig!r}, {{"BLOCK": block}}, cache=cache)
+    with session.from_numpy(x) as dx, session.empty({n}, np.float32) as dy:
+        kernel[(-(-{n} // block),)](dx, dy, np.float32(1.5), {n}, session=session)
+        session.finish()
+        exact.append(bool(np.array_equal(dy.to_numpy(np.float32, {n}), x * np.float32(1.5))))
+print(json.dumps({{"events": cache.events, "exact": exact}}))
+"""
+
+
+def program_script(tmp_path: Path, directory: Path, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "program_run.py"
+    script.write_text(PROGRAM_RUN.format(tests=str(Path(__file__).parent), n=N, sig=SIG))
+    cmd = [sys.executable, str(script), str(directory), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def run_program_script(tmp_path: Path, directory: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    """The scale kernel at two block sizes through ProgramCache(directory), in a fresh process: a
+    forged native binary that got through would kill it (SIGILL), not fail a check."""
+    proc = program_script(tmp_path, directory, "256,1024")
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["exact"] == [True, True], result
+    return proc, result
+
+
+def program_warnings(proc: subprocess.CompletedProcess) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if "program cache" in ln]
+
+
+def entries_by_block(directory: Path, result: dict) -> dict[int, tuple[Path, Path]]:
+    """(bin, json) of the first run's entries, by block size (the run stores 256 first, then 1024)."""
+    keys = [key for event, key in result["events"] if event == "store"]
+    assert len(keys) == 2, result
+    return {b: (directory / f"{k}.bin", directory / f"{k}.json") for b, k in zip((256, 1024), keys, strict=True)}
+
+
+def forge_binary(bin_path: Path, meta_path: Path) -> bytes:
+    """What the issue describes: bytes changed in the middle of the binary, checksum and size updated."""
+    data = bytearray(bin_path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    bin_path.write_bytes(bytes(data))
+    meta = json.loads(meta_path.read_text())
+    meta.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    meta_path.write_text(json.dumps(meta))
+    return bytes(data)
+
+
+def test_program_binary_changed_with_its_checksum_updated_is_rejected(tmp_path):
+    """The issue's case: such an entry used to kill every later run with SIGILL and stay. Now it
+    fails its authenticator: one warning, dropped, rebuilt from SPIR-V, never loaded."""
+    directory = tmp_path / "programs"
+    _, first = run_program_script(tmp_path, directory)
+    bin_path, meta_path = entries_by_block(directory, first)[1024]
+    forged = forge_binary(bin_path, meta_path)
+    # Control: loaded as a checksum-only cache loaded it, the forged binary kills the process.
+    (tmp_path / "forged.bin").write_bytes(forged)
+    crash = program_script(tmp_path, tmp_path / "control", "1024", str(tmp_path / "forged.bin"))
+    assert crash.returncode != 0, "the forged binary ran cleanly: this test no longer forges anything harmful"
+
+    proc, second = run_program_script(tmp_path, directory)
+    warnings = program_warnings(proc)
+    assert len(warnings) == 1 and "authenticator" in warnings[0] and "rebuilt" in warnings[0], proc.stderr
+    assert [e for e, _ in second["events"]] == ["hit", "corrupt", "store"], second
+    assert bin_path.read_bytes() != forged  # the entry was replaced by the rebuilt binary
+    proc, third = run_program_script(tmp_path, directory)
+    assert program_warnings(proc) == [] and [e for e, _ in third["events"]] == ["hit", "hit"]
+
+
+@pytest.mark.parametrize("attack", ["wrong key", "replayed entry of another kernel"])
+def test_program_entry_under_another_key_or_name_is_rejected(tmp_path, attack):
+    directory = tmp_path / "programs"
+    _, first = run_program_script(tmp_path, directory)
+    entries = entries_by_block(directory, first)
+    if attack == "wrong key":
+        # Every entry was made under the old key: each is rejected once, then rebuilt under the new one.
+        key_file = directory / cache_auth.LOCAL_KEY_NAME
+        key_file.unlink()
+        key_file.write_bytes(os.urandom(32))
+        key_file.chmod(0o600)
+        expected = ["corrupt", "store", "corrupt", "store"]
+    else:
+        # The 256-block kernel's valid entry copied over the 1024-block one's: a valid record and
+        # authenticator, of another entry.
+        for src, dst in zip(entries[256], entries[1024], strict=True):
+            dst.write_bytes(src.read_bytes())
+        expected = ["hit", "corrupt", "store"]
+    proc, second = run_program_script(tmp_path, directory)
+    warnings = program_warnings(proc)
+    assert len(warnings) == expected.count("corrupt"), proc.stderr
+    assert all("authenticator" in w for w in warnings), warnings
+    assert [e for e, _ in second["events"]] == expected, second
+
+
+def test_program_cache_key_others_can_read_turns_the_cache_off_with_one_warning(tmp_path):
+    directory = tmp_path / "programs"
+    run_program_script(tmp_path, directory)
+    (directory / cache_auth.LOCAL_KEY_NAME).chmod(0o644)
+    proc, second = run_program_script(tmp_path, directory)
+    warnings = program_warnings(proc)
+    assert len(warnings) == 1 and "chmod 600" in warnings[0], proc.stderr
+    assert [e for e, _ in second["events"]] == ["miss", "store-failed", "miss", "store-failed"], second

@@ -145,6 +145,42 @@ def test_podman_runs_the_ur_demo_exactly(kit):
     assert "is missing; building it" not in result.stdout  # the image built above, found by its tag
 
 
+def test_podman_demo_uses_the_hosts_shared_kernel_cache(kit, tmp_path):
+    """XPUKIT_KERNEL_CACHE with its key and password files, exported on the host, reaches podman's
+    container too (host network, read-only copies the image's user can read): the first demo fills
+    Redis, the second reads it."""
+    from services import RedisClient, redis_server
+
+    key, password = tmp_path / "key", tmp_path / "pw"
+    for path, data in ((key, os.urandom(32)), (password, b"podman-cache-pw\n")):
+        path.write_bytes(data)
+        path.chmod(0o600)
+    with redis_server(tmp_path / "redis", password="podman-cache-pw") as port:
+        env = {
+            "XPUKIT_KERNEL_CACHE": f"redis://127.0.0.1:{port}",
+            "XPUKIT_KERNEL_CACHE_KEY_FILE": str(key),
+            "XPUKIT_KERNEL_CACHE_PASSWORD_FILE": str(password),
+            "XPUKIT_KERNEL_CACHE_DEBUG": "1",
+            "HOME": str(tmp_path / "home"),
+        }
+        # A fresh cache volume each time: a new machine, whose local caches are empty.
+        runs = [_with_env(kit, {**env, "XPUKIT_CACHE_VOLUME": f"xpukit-cache-{uuid.uuid4().hex[:8]}"}).invoke(
+            "demo-ur", "--", "--n", "4096") for _ in range(2)]  # fmt: skip
+        for run in runs:
+            assert run.returncode == 0 and run.stdout.rstrip().endswith("OK"), run.stdout[-2000:] + run.stderr[-1000:]
+        with RedisClient(port, "podman-cache-pw") as redis:
+            assert redis.keys("xpukit:k*")
+        assert "kernel cache miss" in runs[0].stdout and "kernel cache hit" not in runs[0].stdout
+        assert "kernel cache hit" in runs[1].stdout and "kernel cache miss" not in runs[1].stdout
+
+
+def _with_env(kit: Kit, env: dict[str, str]) -> Kit:
+    other = Kit.__new__(Kit)
+    other.__dict__.update(kit.__dict__)
+    other.env = {**kit.env, **env}
+    return other
+
+
 def test_podman_runs_the_container_tests(kit):
     result = kit.invoke("test", "--phase", "container")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-1000:]

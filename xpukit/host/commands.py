@@ -498,7 +498,8 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
     image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
-    content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options)
+    cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
+    content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)
     path = Path(out) if Path(out).is_absolute() else ROOT / out
     if ctx.dry_run:
         print(devcontainer_mod.render(content), end="")

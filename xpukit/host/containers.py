@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from xpukit.host import gpu, ui
+from xpukit.host import gpu, shared_cache, ui
 from xpukit.host import pins as pins_mod
 from xpukit.host.settings import Context
 
@@ -20,7 +20,8 @@ def container_options(
     mounts: dict[str, str] | None = None,
     as_caller: bool = False,
 ) -> dict[str, Any]:
-    """docker SDK run options: the checkout read-only, the Triton cache volume, GPU access (xpu).
+    """docker SDK run options: the checkout read-only, the Triton cache volume, GPU access (xpu),
+    and the host's shared kernel cache (``XPUKIT_KERNEL_CACHE``, :func:`kernel_cache_options`).
 
     ``mounts``: more host paths, mounted at the same path with the given mode. ``as_caller``: run as
     the calling user, so files written to the host belong to them, not to the image's user.
@@ -41,6 +42,9 @@ def container_options(
         options["user"] = f"{os.getuid()}:{os.getgid()}"
         # No home for an arbitrary uid in the image: Triton's cache goes to /tmp.
         options["environment"].update({"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
+    cache = kernel_cache_options(ctx)
+    if cache is not None:
+        cache.apply(options)
     if ctx.profile == "xpu":
         found = gpu_options(ctx)
         for note in found.notes:
@@ -51,6 +55,16 @@ def container_options(
             else:
                 options[key] = value
     return options
+
+
+def kernel_cache_options(ctx: Context) -> shared_cache.Forwarding | None:
+    """The host's XPUKIT_KERNEL_CACHE for a container (variables, read-only files, network), or
+    None when unset: every task's container and the devcontainer take it from here."""
+    api = ctx.engine.api if ctx.engine.kind == "docker" else ""
+    found = shared_cache.forwarding(ctx.environ, api, write=not ctx.dry_run)
+    for note in found.notes if found is not None else []:
+        ui.warn(note)
+    return found
 
 
 def gpu_options(ctx: Context) -> gpu.GpuRunOptions:

@@ -3,8 +3,10 @@
 What a devcontainer-aware editor starts is what ``invoke shell`` starts: the kit's image (by
 digest when ``env/lock/images.toml`` records one), the checkout at /workspace, Triton's and the
 kit's caches in the named volume, the image's non-root user, and on an Intel GPU host the same GPU
-options (``GpuRunOptions.cli_flags``: devices, by-path links, render group, shm). The committed file
-is the cpu profile's default; a test keeps it equal to what this module generates.
+options (``GpuRunOptions.cli_flags``: devices, by-path links, render group, shm), and where
+``XPUKIT_KERNEL_CACHE`` is set when it is generated, the shared kernel cache the tasks' containers
+get (``xpukit.host.shared_cache``). The committed file is the cpu profile's default; a test keeps
+it equal to what this module generates.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host.gpu import GpuRunOptions
+from xpukit.host.shared_cache import Forwarding
 
 WORKSPACE = "/workspace"
 CACHE_MOUNT = "/home/xpukit/.cache"
@@ -23,9 +26,15 @@ USER = "10001"  # the image's xpukit user, by number (Dockerfile: USER 10001:100
 PYTHON = "/opt/xpukit/venv/bin/python"
 
 
-def config(image: str, profile: str, cache_volume: str, gpu: GpuRunOptions | None = None) -> dict[str, Any]:
+def config(
+    image: str,
+    profile: str,
+    cache_volume: str,
+    gpu: GpuRunOptions | None = None,
+    kernel_cache: Forwarding | None = None,
+) -> dict[str, Any]:
     """The devcontainer.json content for ``image`` (a tag or ``repo@sha256:...``)."""
-    return {
+    content = {
         "name": f"xpukit ({profile})",
         "image": image,
         "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
@@ -44,6 +53,13 @@ def config(image: str, profile: str, cache_volume: str, gpu: GpuRunOptions | Non
             }
         },
     }
+    if kernel_cache is not None:
+        content["containerEnv"].update(kernel_cache.environment)
+        for host_path, spec in kernel_cache.volumes.items():
+            content["mounts"].append(f"source={host_path},target={spec['bind']},type=bind,readonly")
+        if kernel_cache.network_mode:
+            content["runArgs"] += ["--network", kernel_cache.network_mode]
+    return content
 
 
 def render(content: dict[str, Any]) -> str:

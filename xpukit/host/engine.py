@@ -219,6 +219,8 @@ def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[st
         args += ["-e", f"{key}={value}"]
     if options.get("working_dir"):
         args += ["-w", options["working_dir"]]
+    if options.get("network_mode"):
+        args += ["--network", options["network_mode"]]
     for device in options.get("devices") or []:
         args += ["--device", device]
     for gid in options.get("group_add") or []:

@@ -1,7 +1,9 @@
 """The native-binary program cache: what ``urProgramGetInfo(BINARIES)`` returned for a SPIR-V
 program, reloaded with ``urProgramCreateWithBinary`` on the next run (keyed by device, driver, UR
-release, build options and SPIR-V hash). A stale or corrupt entry is rebuilt from SPIR-V, never
-trusted.
+release, build options and SPIR-V hash). A stale, corrupt or forged entry is rebuilt from SPIR-V,
+never trusted: every entry carries an HMAC-SHA256 (``xpukit.runtime.cache_auth``) over its
+metadata, the binary's SHA-256 and its own name, made with the folder's private key, so a binary
+changed by anyone but this user's kit (checksum updated or not) is dropped before the device sees it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import json
 import logging
 import os
 import tempfile
+import threading
+from hmac import compare_digest as hmac_equal
 from pathlib import Path
 from typing import Any
 
+from xpukit.runtime import cache_auth
 from xpukit.runtime.scratch import writable_cache_dir
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ProgramCacheCorrupt, UrError
@@ -22,7 +27,12 @@ from xpukit.runtime.ur.objects import Program
 
 log = logging.getLogger("xpukit.launch")
 
-CACHE_FORMAT = 1
+# 2: entries carry an authenticator ("mac"). The format is part of every key, so format-1 entries
+# are never looked up (no warning for each old entry): they are simply not this cache's.
+CACHE_FORMAT = 2
+MAC_DOMAIN = "program-cache"
+_key_warned: set[str] = set()
+_key_lock = threading.Lock()
 
 
 def default_cache_dir() -> Path:
@@ -30,15 +40,48 @@ def default_cache_dir() -> Path:
     return Path(base) / "ur-programs"
 
 
+def entry_meta(device: Any, spirv_sha256: str, data: bytes) -> dict[str, Any]:
+    """What an entry records about its binary (the shared cache sends the same record)."""
+    return {
+        "format": CACHE_FORMAT,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "device": device.cache_key(),
+        "ur_release": device.ur_release,
+        "spirv_sha256": spirv_sha256,
+    }
+
+
+def entry_problems(meta: Any, data: bytes, device: Any, spirv_sha256: str) -> list[str]:
+    """The checks an entry's record fails against its binary and this device ([] when none)."""
+    if not isinstance(meta, dict):
+        return [f"JSON {type(meta).__name__} instead of an object"]
+    problems = []
+    if meta.get("format") != CACHE_FORMAT:
+        problems.append("format")
+    if meta.get("size") != len(data) or meta.get("sha256") != hashlib.sha256(data).hexdigest():
+        problems.append("binary checksum")
+    if meta.get("device") != device.cache_key() or meta.get("spirv_sha256") != spirv_sha256:
+        problems.append("device/driver/SPIR-V")
+    return problems
+
+
+def _canonical(meta: dict[str, Any]) -> bytes:
+    return json.dumps({k: v for k, v in meta.items() if k != "mac"}, sort_keys=True, separators=(",", ":")).encode()
+
+
 class ProgramCache:
     """Native device binaries from ``urProgramGetInfo(BINARIES)``, reloaded with
     ``urProgramCreateWithBinary``. Each entry is ``<key>.bin`` plus ``<key>.json`` holding its
-    SHA-256, size, device and driver; any mismatch or a failed load means rebuild from SPIR-V.
+    SHA-256, size, device, driver and an HMAC of all that and the entry's name with the folder's
+    key (``.xpukit-key``, made on first use, mode 600); any mismatch or a failed load means rebuild
+    from SPIR-V.
     """
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
         self.directory = Path(directory) if directory else default_cache_dir()
         self.events: list[tuple[str, str]] = []  # (event, key): hit, miss, corrupt, store, store-failed
+        self._mac: tuple[Path, cache_auth.MacKey | None] | None = None
 
     def key(self, device: Any, spirv_sha256: str, options: str = "") -> str:
         text = f"{CACHE_FORMAT}|{device.cache_key()}|{device.ur_release}|{options}|{spirv_sha256}"
@@ -48,6 +91,26 @@ class ProgramCache:
         # A read-only folder (docker run --read-only) means a private temporary one, with one warning.
         return writable_cache_dir(self.directory, "program cache")
 
+    def mac_key(self) -> cache_auth.MacKey | None:
+        """The folder's key; None (one warning per folder and process: the cache is off) when the
+        key file there is not this user's private file."""
+        directory = self._usable_directory()
+        if self._mac is None or self._mac[0] != directory:
+            try:
+                self._mac = (directory, cache_auth.local_key(directory))
+            except (cache_auth.KernelCacheConfigError, OSError) as exc:
+                self._mac = (directory, None)
+                text = exc.one_line() if isinstance(exc, cache_auth.KernelCacheConfigError) else str(exc)
+                with _key_lock:
+                    first = str(directory) not in _key_warned
+                    _key_warned.add(str(directory))
+                if first:
+                    log.warning("xpukit: program cache off for this run: %s", text)
+        return self._mac[1]
+
+    def _mac_of(self, mac_key: cache_auth.MacKey, key: str, meta: dict[str, Any]) -> str:
+        return mac_key.tag(MAC_DOMAIN, key, _canonical(meta)).hex()
+
     def _paths(self, key: str) -> tuple[Path, Path]:
         directory = self._usable_directory()
         return directory / f"{key}.bin", directory / f"{key}.json"
@@ -56,6 +119,9 @@ class ProgramCache:
         """The cached binary, None when absent; :class:`ProgramCacheCorrupt` when it fails a check."""
         bin_path, meta_path = self._paths(key)
         if not meta_path.exists() and not bin_path.exists():
+            return None
+        mac_key = self.mac_key()
+        if mac_key is None:
             return None
         try:
             meta = json.loads(meta_path.read_text())
@@ -67,13 +133,11 @@ class ProgramCache:
                 f"program cache entry {key}: {meta_path.name} holds a JSON {type(meta).__name__}, not an object",
                 "it is rebuilt from SPIR-V",
             )
-        problems = []
-        if meta.get("format") != CACHE_FORMAT:
-            problems.append("format")
-        if meta.get("size") != len(data) or meta.get("sha256") != hashlib.sha256(data).hexdigest():
-            problems.append("binary checksum")
-        if meta.get("device") != device.cache_key() or meta.get("spirv_sha256") != spirv_sha256:
-            problems.append("device/driver/SPIR-V")
+        problems = entry_problems(meta, data, device, spirv_sha256)
+        # Checked on the record as read: a binary changed with its checksum updated fails here.
+        mac = meta.get("mac")
+        if not isinstance(mac, str) or not hmac_equal(mac, self._mac_of(mac_key, key, meta)):
+            problems.insert(0, "authenticator")
         if problems:
             raise ProgramCacheCorrupt(
                 f"program cache entry {key} fails its {', '.join(problems)} check",
@@ -82,15 +146,24 @@ class ProgramCache:
         return data
 
     def write(self, key: str, device: Any, spirv_sha256: str, data: bytes) -> bool:
+        problem = self._write(key, entry_meta(device, spirv_sha256, data), data)
+        if problem == "":  # no usable key: said once already (mac_key)
+            self.events.append(("store-failed", key))
+            return False
+        if problem is not None:
+            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", self.directory, problem)
+            self.events.append(("store-failed", key))
+            return False
+        self.events.append(("store", key))
+        return True
+
+    def _write(self, key: str, meta: dict[str, Any], data: bytes) -> str | None:
+        """Write an entry with its authenticator; what went wrong ("": no usable key), or None."""
         bin_path, meta_path = self._paths(key)
-        meta = {
-            "format": CACHE_FORMAT,
-            "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "device": device.cache_key(),
-            "ur_release": device.ur_release,
-            "spirv_sha256": spirv_sha256,
-        }
+        mac_key = self.mac_key()
+        if mac_key is None:
+            return ""
+        meta = {**meta, "mac": self._mac_of(mac_key, key, meta)}
         directory = bin_path.parent
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -105,11 +178,8 @@ class ProgramCache:
                         os.unlink(tmp)
                     raise
         except OSError as exc:
-            log.warning("xpukit: cannot write program cache %s (%s); continuing without it", directory, exc)
-            self.events.append(("store-failed", key))
-            return False
-        self.events.append(("store", key))
-        return True
+            return str(exc)
+        return None
 
     def drop(self, key: str) -> None:
         for p in self._paths(key):

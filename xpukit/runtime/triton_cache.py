@@ -7,6 +7,13 @@ SHA-256 per file in Triton's group file (an extra key stock Triton ignores) and,
 an entry, checks every file: checksum, JSON that parses to an object, SPIR-V that walks cleanly to
 its last word, an ELF zebin, UTF-8 IR text. Any failure drops the whole entry with one warning and
 Triton recompiles it. A cache folder that cannot be written falls back to a private temporary one.
+
+With ``XPUKIT_KERNEL_CACHE`` every file is also shared, and what comes back from the shared store is
+opened with the team's key first (``xpukit.runtime.kernel_cache``: each value is sealed over its
+name, which holds Triton's hash of the kernel and its options, so an entry of another kernel or
+another specialization copied under this name is rejected). The local folder itself is checked,
+not authenticated: it is the user's own (a key per folder would also refuse a cache baked into an
+image, which the kit serves read-only).
 """
 
 from __future__ import annotations
@@ -136,7 +143,8 @@ class HealingCacheManager(FileCacheManager):
         if self._store is None:
             return None
         group_name = f"{GROUP_PREFIX}{filename}"
-        found = self._store.get([f"triton:{self.key}:{group_name}"])
+        label = f"triton {self.key[:16]}.. {filename}"
+        found = self._store.get([f"triton:{self.key}:{group_name}"], entry=label)
         if not found:
             return None
         raw = next(iter(found.values()))
@@ -145,7 +153,7 @@ class HealingCacheManager(FileCacheManager):
         except (ValueError, AttributeError):
             return None
         keys = [f"triton:{self.key}:{n}" for n in names if Path(n).name == n]
-        files = self._store.get(keys)
+        files = self._store.get(keys, entry=label)
         if not names or len(files) != len(names):
             return None
         store, self._store = self._store, None  # what came from the store is not sent back to it
