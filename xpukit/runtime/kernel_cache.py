@@ -94,9 +94,9 @@ class RemoteStore:
                 self.down = True
                 log.warning("xpukit: kernel cache %s unavailable (%s); using the local cache only", self.url, exc)
 
-    def get(self, names: list[str], entry: str = "") -> dict[str, bytes]:
-        """The values found, opened with the key; a value that does not open is dropped from Redis
-        and the entry (``entry`` names it) gets one warning."""
+    def get(self, names: list[str]) -> dict[str, bytes]:
+        """The values found, opened with the key. Values that do not open are dropped from Redis
+        with one warning (per call: one entry's files are asked for together)."""
         if self.down or not names:
             return {}
         try:
@@ -122,12 +122,7 @@ class RemoteStore:
             self.stats.rejected += 1 if rejected else 0
         if rejected:
             name, why = rejected[0]
-            log.warning(
-                "xpukit: shared kernel cache entry %s rejected: %s %s; dropped, rebuilt here",
-                entry or name,
-                name,
-                why,
-            )
+            log.warning("xpukit: shared kernel cache entry %s rejected: %s; dropped, rebuilt here", name, why)
             self.delete([n for n, _ in rejected])
         if os.environ.get(cache_auth.DEBUG_ENV) == "1":
             for n in names:
@@ -220,7 +215,7 @@ class SharedProgramCache(ProgramCache):
         if data is not None:
             return data
         name = f"program:{key}"
-        value = self.store.get([name], entry=f"program {key}").get(name)
+        value = self.store.get([name]).get(name)
         if value is None:
             return None
         record, _, data = value.partition(b"\n")

@@ -143,8 +143,7 @@ class HealingCacheManager(FileCacheManager):
         if self._store is None:
             return None
         group_name = f"{GROUP_PREFIX}{filename}"
-        label = f"triton {self.key[:16]}.. {filename}"
-        found = self._store.get([f"triton:{self.key}:{group_name}"], entry=label)
+        found = self._store.get([f"triton:{self.key}:{group_name}"])
         if not found:
             return None
         raw = next(iter(found.values()))
@@ -153,7 +152,7 @@ class HealingCacheManager(FileCacheManager):
         except (ValueError, AttributeError):
             return None
         keys = [f"triton:{self.key}:{n}" for n in names if Path(n).name == n]
-        files = self._store.get(keys, entry=label)
+        files = self._store.get(keys)
         if not names or len(files) != len(names):
             return None
         store, self._store = self._store, None  # what came from the store is not sent back to it
