@@ -337,3 +337,43 @@ def test_invoke_compile_twice_hits_the_shared_cache(docker_client, test_image, t
         for zebin in (tmp_path / "out1").rglob("*.zebin"):
             assert zebin.read_bytes() == (tmp_path / "out2" / zebin.relative_to(tmp_path / "out1")).read_bytes()
         print(f"invoke compile: {first_s:.2f} s filling the cache, {second_s:.2f} s from it")
+
+
+@pytest.mark.docker
+def test_the_devcontainer_reaches_the_hosts_shared_cache(docker_client, test_image, tmp_path):
+    """devcontainer.json generated with the cache set (what `invoke devcontainer` writes then),
+    brought up by the devcontainer CLI: the image's user reads the key and password, and reaches
+    Redis on the host's loopback."""
+    from test_devcontainer import CLI, _devcontainer
+
+    from xpukit.host import devcontainer
+
+    if not CLI.exists():
+        message = "needs the devcontainer CLI: npm ci --prefix env/npm"
+        if os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    with shared_cache_server(tmp_path) as cache:
+        volume = f"xpukit-test-devcontainer-cache-{os.getpid()}"
+        override = tmp_path / "devcontainer.json"
+        content = devcontainer.config(test_image, "cpu", volume, None, shared_cache.forwarding(cache.env))
+        override.write_text(json.dumps(content))
+        env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+        try:
+            up = _devcontainer("up", "--override-config", str(override), env=env)
+            assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
+            probe = _devcontainer(
+                "exec", "--override-config", str(override), "python", "tests/kernel_cache_probe.py", env=env
+            )
+            assert probe.returncode == 0, probe.stdout[-2000:] + probe.stderr[-2000:]
+            result = json.loads(probe.stdout.strip().splitlines()[-1])
+            assert all(result["exact"].values()) and result["stores"] > 0 and result["errors"] == 0, result
+            with cache.client() as redis:
+                assert redis.keys(cache.prefix + "*")
+        finally:
+            for c in docker_client.containers.list(
+                all=True, filters={"label": f"devcontainer.local_folder={REPO_ROOT}"}
+            ):
+                c.remove(force=True)
+            for v in docker_client.volumes.list(filters={"name": volume}):
+                v.remove(force=True)
