@@ -174,7 +174,6 @@ def main() -> int:
     med = {k: statistics.median(v) for k, v in res.items()}
     targets = {
         "scale": 1.5,
-        "scale_wait": 1.3,
         "scale_varying": 1.5,
         "many_args": 1.5,
         "direct": 1.2,
