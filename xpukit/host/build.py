@@ -141,22 +141,24 @@ def content_hash(root: Path, args: dict[str, str]) -> str:
     return digest.hexdigest()[:12]
 
 
+def git(root: Path, *args: str) -> str:
+    """``git -C root ARGS``'s output, "" where there is no git or no repository."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
 def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     """Source, revision and creation time for the OCI labels, from git where there is one."""
 
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
-        except OSError:
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    revision = git("rev-parse", "HEAD")
-    if revision and git("status", "--porcelain", "--untracked-files=no"):
+    revision = git(root, "rev-parse", "HEAD")
+    if revision and git(root, "status", "--porcelain", "--untracked-files=no"):
         revision += "-dirty"
     # The commit's time, not the wall clock, keeps a rebuild of the same commit identical.
-    created = git("log", "-1", "--format=%cI") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    source = git("config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
+    created = git(root, "log", "-1", "--format=%cI") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    source = git(root, "config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
     return {
         "XPUKIT_SOURCE": source,
         "XPUKIT_REVISION": revision or "unknown",
@@ -187,18 +189,11 @@ def source_date(root: Path, environ: dict[str, str] | None = None) -> SourceDate
             )
         return SourceDate(given, "SOURCE_DATE_EPOCH from the environment")
 
-    def git(*args: str) -> str:
-        try:
-            out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
-        except OSError:
-            return ""
-        return out.stdout.strip() if out.returncode == 0 else ""
-
-    epoch = git("log", "-1", "--format=%ct")
+    epoch = git(root, "log", "-1", "--format=%ct")
     if not epoch.isdigit():
         return SourceDate("", "no git commit to take the time from")
-    commit = git("rev-parse", "--short=12", "HEAD")
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    commit = git(root, "rev-parse", "--short=12", "HEAD")
+    dirty = git(root, "status", "--porcelain", "--untracked-files=no")
     note = "; uncommitted changes: reproducible from this tree, not from the commit" if dirty else ""
     return SourceDate(epoch, f"commit {commit}'s time{note}")
 
