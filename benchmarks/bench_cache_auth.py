@@ -2,7 +2,7 @@
 """What authenticating cache entries costs per entry: HMAC-SHA256 (xpukit.runtime.cache_auth)
 against the SHA-256 checksum the caches already computed, for the sizes a cache holds.
 
-  seal / open     a shared-cache value (xpukit.runtime.kernel_cache): HMAC over name + content
+  seal / open     a shared-cache value (xpukit.runtime.triton.kernel_cache): HMAC over name + content
   sha256          the checksum alone (what every entry already paid)
   program record  the local program cache's extra work: HMAC over its JSON record (~0.3 KB)
 

@@ -25,7 +25,7 @@ sys.dont_write_bytecode = True  # the source tree may be read-only
 
 from xpukit.runtime.offline.compile import load_kernel  # noqa: E402
 from xpukit.runtime.offline.ocloc import find_ocloc  # noqa: E402
-from xpukit.runtime.tritonc import compile_kernel, parse_signature, xpu_backend  # noqa: E402
+from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature, xpu_backend  # noqa: E402
 
 KERNELS = ("scale_kernel", "add_kernel", "axpy_fp16_kernel", "row_sum_kernel")
 STAGES = ("ttir", "ttgir", "llir", "spv", "zebin")

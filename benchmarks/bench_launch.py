@@ -41,8 +41,8 @@ import triton.language as tl  # noqa: E402
 from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from examples.kernels import scale_kernel as scale  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
-from xpukit.runtime.launch import TritonKernel  # noqa: E402
 from xpukit.runtime.triton import URDriver, activate  # noqa: E402
+from xpukit.runtime.triton.launch import TritonKernel  # noqa: E402
 from xpukit.runtime.ur import launcher  # noqa: E402
 from xpukit.runtime.ur.objects import DeviceArray  # noqa: E402
 

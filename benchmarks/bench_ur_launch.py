@@ -33,7 +33,7 @@ import triton.language as tl  # noqa: E402
 
 from benchmarks.common import machine, per_call_us, pyopencl_on, report  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
-from xpukit.runtime.launch import ProgramCache, TritonKernel  # noqa: E402
+from xpukit.runtime.triton.launch import ProgramCache, TritonKernel  # noqa: E402
 from xpukit.runtime.ur import _api  # noqa: E402
 
 BLOCK = 1024

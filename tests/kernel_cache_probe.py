@@ -15,8 +15,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from examples.kernels import add_kernel, scale_kernel
-from xpukit.runtime import kernel_cache, ur
-from xpukit.runtime.triton import URDriver, activate, from_numpy
+from xpukit.runtime import ur
+from xpukit.runtime.triton import URDriver, activate, from_numpy, kernel_cache
 
 BLOCKS = (64, 128, 256)  # three specializations: three Triton entries per kernel
 

@@ -27,8 +27,8 @@ import triton.language as tl
 
 from examples.kernels import scale_kernel as scale_ptr
 from xpukit.runtime import ur
-from xpukit.runtime.launch import TritonKernel
 from xpukit.runtime.triton import URDriver, activate, current_session
+from xpukit.runtime.triton.launch import TritonKernel
 from xpukit.runtime.ur import launcher
 from xpukit.runtime.ur.objects import DeviceArray
 

@@ -22,9 +22,9 @@ from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_typed
 
 from xpukit.runtime import cache_auth
-from xpukit.runtime.launch import ProgramCache, TritonKernel
 from xpukit.runtime.offline import spirv
-from xpukit.runtime.triton_cache import CHECKSUMS_KEY, GROUP_PREFIX, HealingCacheManager, check_file
+from xpukit.runtime.triton.launch import ProgramCache, TritonKernel
+from xpukit.runtime.triton.triton_cache import CHECKSUMS_KEY, GROUP_PREFIX, HealingCacheManager, check_file
 
 pytestmark = pytest.mark.container
 
@@ -197,7 +197,7 @@ def test_moved_cache_is_read_where_it_now_lives(session, tmp_path, monkeypatch, 
     ],
 )
 def test_file_checks_name_the_problem(name, data, problem):
-    from xpukit.runtime.triton_cache import CorruptEntry
+    from xpukit.runtime.triton.triton_cache import CorruptEntry
 
     with pytest.raises(CorruptEntry, match=problem):
         check_file(name, data, metadata=True)
@@ -266,7 +266,7 @@ import numpy as np
 sys.path.insert(0, {tests!r})
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_typed
-from xpukit.runtime.launch import ProgramCache, TritonKernel
+from xpukit.runtime.triton.launch import ProgramCache, TritonKernel
 
 
 class TrustingCache(ProgramCache):

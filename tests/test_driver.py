@@ -22,7 +22,6 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.driver import driver as triton_driver  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from xpukit.runtime.launch import ProgramCache  # noqa: E402
 from xpukit.runtime.triton import (  # noqa: E402
     DeviceArray,
     NoActiveSession,
@@ -31,6 +30,7 @@ from xpukit.runtime.triton import (  # noqa: E402
     empty,
     from_numpy,
 )
+from xpukit.runtime.triton.launch import ProgramCache  # noqa: E402
 from xpukit.runtime.ur.errors import KernelArgumentError  # noqa: E402
 
 pytestmark = pytest.mark.container
@@ -510,7 +510,7 @@ def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     device is refused with a clear error before any program is created."""
     from xpukit.runtime.offline.ocloc import find_ocloc
     from xpukit.runtime.triton import ZebinNeedsGpu
-    from xpukit.runtime.tritonc import compile_kernel
+    from xpukit.runtime.triton.tritonc import compile_kernel
 
     ck = compile_kernel(
         scale_addr, {"in_addr": "i64", "out_addr": "i64", "scale": "fp32", "n": "i32"}, {"BLOCK_SIZE": 1024}, "pvc"

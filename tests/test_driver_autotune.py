@@ -10,8 +10,8 @@ import pytest
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
-from xpukit.runtime.launch import ProgramCache  # noqa: E402
 from xpukit.runtime.triton import URDriver, activate, do_bench, empty, from_numpy  # noqa: E402
+from xpukit.runtime.triton.launch import ProgramCache  # noqa: E402
 
 pytestmark = pytest.mark.container
 

@@ -92,21 +92,57 @@ def test_the_graph_sees_function_level_imports(tmp_path):
     assert imports_of(source, modules, "xpukit.m") == {"xpukit.n", "xpukit.o.p", "xpukit.q"}
     graph = import_graph()
     # zebin_stage.install used to import tritonc inside a function; tritonc imports zebin_stage.
-    assert "xpukit.runtime.zebin_stage" in graph["xpukit.runtime.tritonc"]
-    assert "xpukit.runtime.tritonc" not in graph["xpukit.runtime.zebin_stage"]
+    assert "xpukit.runtime.triton.zebin_stage" in graph["xpukit.runtime.triton.tritonc"]
+    assert "xpukit.runtime.triton.tritonc" not in graph["xpukit.runtime.triton.zebin_stage"]
 
 
 def test_triton_on_ur_depends_one_way():
-    """xpukit.runtime.triton in layers: activate -> fast_table -> driver -> bench, binder -> state
-    (state imports nothing of the package; each layer only what is below it)."""
+    """xpukit.runtime.triton in layers, each importing only what is below it: the compile side
+    (zebin_stage, the caches, tritonc), the launch door (launch), then state -> bench, binder ->
+    driver -> fast_table -> activate (state imports nothing of the package)."""
     graph = import_graph()
-    layers = ["state", "bench", "binder", "driver", "fast_table", "activate"]
-    below = {"state": set(), "bench": set(), "binder": {"state"}, "driver": {"state", "bench"}}
-    below["fast_table"] = {"state", "driver"}
+    below: dict[str, set[str]] = {"state": set(), "bench": set(), "zebin_stage": set(), "pointer_params": set()}
+    below["program_cache"] = set()
+    below["kernel_cache"] = {"program_cache"}
+    below["triton_cache"] = {"kernel_cache"}
+    below["tritonc"] = {"kernel_cache", "triton_cache", "zebin_stage"}
+    below["launch"] = {"kernel_cache", "program_cache", "tritonc"}
+    below["binder"] = {"state"}
+    below["driver"] = {"state", "bench", "launch", "kernel_cache", "tritonc"}
+    below["fast_table"] = {"state", "driver", "launch", "pointer_params", "tritonc"}
     below["activate"] = {"state", "bench", "binder", "driver", "fast_table"}
-    for layer in layers:
+    files = {p.stem for p in (PACKAGE / "runtime" / "triton").glob("*.py") if p.stem != "__init__"}
+    assert files == set(below), f"a module of xpukit.runtime.triton has no layer here: {sorted(files ^ set(below))}"
+    for layer in below:
         inside = {m.rpartition(".")[2] for m in graph[f"xpukit.runtime.triton.{layer}"] if ".triton." in m}
         assert inside <= below[layer], f"xpukit.runtime.triton.{layer} imports {sorted(inside - below[layer])}"
+
+
+def test_the_runtime_subjects_depend_one_way():
+    """ground (scratch, cache_auth, interrupts) <- ur <- offline <- triton, image. Offline tools
+    reach Triton on UR only through its compiler entry point (tritonc: Triton as the kit configures
+    it); the binding knows nothing above it."""
+    graph = import_graph()
+    ground = {"xpukit.runtime.scratch", "xpukit.runtime.cache_auth", "xpukit.runtime.interrupts"}
+    allowed = {
+        "ground": set(),
+        "ur": {"ur"},
+        "offline": {"offline", "ground", "xpukit.runtime.triton.tritonc"},
+        "image": {"image", "ur", "offline", "ground"},
+        "triton": {"triton", "ur", "offline", "ground"},
+    }
+
+    def subject(module: str) -> str:
+        return "ground" if module in ground else module.split(".")[2]
+
+    for name, targets in graph.items():
+        if not name.startswith("xpukit.runtime.") or name.count(".") < 2:
+            continue
+        for target in targets:
+            if not target.startswith("xpukit.runtime.") or target == name:
+                continue
+            ok = allowed[subject(name)]
+            assert subject(target) in ok or target in ok, f"{name} imports {target}"
 
 
 def test_no_import_cycles():

@@ -137,7 +137,7 @@ def runtime(tmp_path, monkeypatch):
 
 
 def _compile(fn, signature, constexprs, target, **options):
-    from xpukit.runtime.tritonc import compile_kernel
+    from xpukit.runtime.triton.tritonc import compile_kernel
 
     return compile_kernel(fn, signature, constexprs, target, {"generate_native_code": True, **options})
 

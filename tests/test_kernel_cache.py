@@ -29,7 +29,8 @@ from services import RedisClient, TlsFiles, free_port, make_tls_certs, redis_ser
 
 from xpukit.host import shared_cache
 from xpukit.host.pins import REPO_ROOT
-from xpukit.runtime import cache_auth, kernel_cache
+from xpukit.runtime import cache_auth
+from xpukit.runtime.triton import kernel_cache
 
 PASSWORD = "team-cache-password-" + "x" * 8
 

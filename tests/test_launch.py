@@ -16,7 +16,7 @@ from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_raw, scale_typed
 
 from xpukit.runtime import ur
-from xpukit.runtime.launch import BoundKernel, ProgramCache, TritonKernel
+from xpukit.runtime.triton.launch import BoundKernel, ProgramCache, TritonKernel
 
 pytestmark = pytest.mark.container
 

@@ -10,7 +10,7 @@ pytest.importorskip("triton")
 from runtime_required import ur_session_or_skip
 from test_launch_kernels import scale_typed
 
-from xpukit.runtime.launch import ProgramCache, TritonKernel
+from xpukit.runtime.triton.launch import ProgramCache, TritonKernel
 
 pytestmark = pytest.mark.container
 

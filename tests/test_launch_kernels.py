@@ -179,13 +179,13 @@ def session():
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    from xpukit.runtime.launch import ProgramCache
+    from xpukit.runtime.triton.launch import ProgramCache
 
     return ProgramCache(tmp_path_factory.mktemp("programs"))
 
 
 def run(session, cache, fn, signature, constexprs, grid, *args):
-    from xpukit.runtime.launch import TritonKernel
+    from xpukit.runtime.triton.launch import TritonKernel
 
     k = TritonKernel(fn, signature, constexprs, cache=cache)
     k[grid](*args, session=session)

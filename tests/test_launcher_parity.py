@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_required import ur_session_or_skip
 
-from xpukit.runtime.launch import TritonKernel
+from xpukit.runtime.triton.launch import TritonKernel
 from xpukit.runtime.ur import launcher as launcher_mod
 from xpukit.runtime.ur.errors import KernelArgumentError, raise_result
 

@@ -168,7 +168,7 @@ def scale_spirv(tmp_path_factory) -> bytes:
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
     from xpukit.runtime.offline.compile import load_kernel
-    from xpukit.runtime.tritonc import compile_kernel, parse_signature
+    from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
     spec = load_kernel(f"{EXAMPLES}:scale_kernel")
     compiled = compile_kernel(spec.fn, parse_signature(spec.signature), spec.constexprs, "pvc")
@@ -188,7 +188,7 @@ def test_real_ocloc_version_and_devices():
 @needs_ocloc
 def test_real_ocloc_builds_every_supported_preset(scale_spirv):
     from xpukit.runtime.offline.zebin import read_zebin
-    from xpukit.runtime.tritonc import PRESETS
+    from xpukit.runtime.triton.tritonc import PRESETS
 
     tool = find_ocloc()
     supported = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]

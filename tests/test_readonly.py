@@ -100,7 +100,7 @@ def run_typed(session, kernel) -> None:
 def test_read_only_triton_cache_falls_back_with_one_warning(session, tmp_path, monkeypatch, caplog, fresh_fallback):
     from test_launch_kernels import scale_raw, scale_typed
 
-    from xpukit.runtime.launch import TritonKernel
+    from xpukit.runtime.triton.launch import TritonKernel
 
     cache = read_only_dir(tmp_path / "triton")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
@@ -120,7 +120,7 @@ def test_read_only_triton_cache_falls_back_with_one_warning(session, tmp_path, m
 def test_read_only_program_cache_falls_back_and_still_caches(session, tmp_path, monkeypatch, caplog, fresh_fallback):
     from test_launch_kernels import scale_typed
 
-    from xpukit.runtime.launch import ProgramCache, TritonKernel
+    from xpukit.runtime.triton.launch import ProgramCache, TritonKernel
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     directory = read_only_dir(tmp_path / "programs")

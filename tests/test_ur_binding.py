@@ -32,7 +32,7 @@ def scale_spirv():
     pytest.importorskip("triton")
     from test_launch_kernels import scale_typed
 
-    from xpukit.runtime.tritonc import compile_kernel
+    from xpukit.runtime.triton.tritonc import compile_kernel
 
     ck = compile_kernel(
         scale_typed, {"x_ptr": "*fp32", "y_ptr": "*fp32", "scale": "fp32", "n": "i32"}, {"BLOCK": 128}, "cpu"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from runtime_required import skip_unless_in_image
 
-from xpukit.runtime import zebin_stage
+from xpukit.runtime.triton import zebin_stage
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "kernels.py"
 
@@ -71,7 +71,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 def _compile(target: str = "pvc", options: dict | None = None):
     from xpukit.runtime.offline.compile import load_kernel
-    from xpukit.runtime.tritonc import compile_kernel, parse_signature
+    from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
     spec = load_kernel(f"{EXAMPLES}:scale_kernel")
     return compile_kernel(spec.fn, parse_signature(spec.signature), spec.constexprs, target, options)
@@ -90,7 +90,7 @@ def _assert_zebin_kernel(kernel, cache: Path) -> None:
 @pytest.mark.container
 def test_install_mode_matches_backend():
     pytest.importorskip("triton")
-    from xpukit.runtime.tritonc import xpu_backend
+    from xpukit.runtime.triton.tritonc import xpu_backend
 
     backend = xpu_backend()
     mode = zebin_stage.install(backend)
@@ -136,7 +136,7 @@ def test_no_zebin_by_default_or_with_zero(cache, monkeypatch, value):
 @pytest.mark.container
 def test_zebin_for_cpu_target_is_an_error(cache):
     from xpukit.errors import XpukitError
-    from xpukit.runtime.tritonc import xpu_backend
+    from xpukit.runtime.triton.tritonc import xpu_backend
 
     if not zebin_stage.installed(xpu_backend()):
         pytest.skip("upstream's native stage decides what a CPU target does")

@@ -27,7 +27,7 @@ from xpukit.errors import XpukitError
 from xpukit.runtime.offline.isa import disassemble
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError, check_layout, read_zebin
-from xpukit.runtime.tritonc import compile_kernel, parse_signature
+from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 from xpukit.targets import PRESETS, split_targets
 
 DECLARATIONS = "XPUKIT_KERNELS"

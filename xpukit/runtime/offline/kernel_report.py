@@ -19,7 +19,7 @@ from xpukit.runtime.offline.compile import load_kernel, parse_constexprs, root_c
 from xpukit.runtime.offline.isa import IsaCounts, IsaError, count_isa, disassemble
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.runtime.tritonc import compile_kernel, parse_signature
+from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")

@@ -11,9 +11,9 @@
         s.synchronize()
 
 Inside ``activate(session)`` Triton's runtime uses :class:`URDriver`: the target comes from the
-UR device (``xpukit.runtime.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR
+UR device (``xpukit.runtime.triton.launch.target_for_device``: the ``cpu`` preset on the CPU device, UR
 device info on a GPU), device and stream from the session, binaries are loaded through UR (the CPU
-SPIR-V patch where needed, the native-binary :class:`~xpukit.runtime.program_cache.ProgramCache`),
+SPIR-V patch where needed, the native-binary :class:`~xpukit.runtime.triton.program_cache.ProgramCache`),
 and every launch goes through the core layer's checked launcher (``xpukit.runtime.ur.launcher``).
 
 Activation is per thread (and per asyncio task): each ``activate`` block sets the calling
@@ -21,7 +21,7 @@ context's session; other threads keep theirs, and a thread with none gets :class
 What is process-wide is what Triton keeps process-wide: while at least one block is open anywhere,
 Triton's active driver is xpukit's, and ``triton.runtime.jit.specialize_impl`` and
 ``JITFunction.run`` are wrapped; the last block to end restores all three. The Intel backend's
-arch parser is replaced for the rest of the process (``xpukit.runtime.tritonc.xpu_backend``).
+arch parser is replaced for the rest of the process (``xpukit.runtime.triton.tritonc.xpu_backend``).
 
 Arguments: Python ints (raw device addresses or integers), xpukit USM allocations (passed as their
 address, like ``.ptr``), :class:`DeviceArray` or anything with ``ptr``/``data_ptr()`` and ``dtype``

@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime import kernel_cache
-from xpukit.runtime.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
 from xpukit.runtime.offline import spirv as spv
+from xpukit.runtime.triton import kernel_cache
 from xpukit.runtime.triton.bench import quantile, release_events, time_once
+from xpukit.runtime.triton.launch import BoundKernel, CompiledArtifact, LaunchABI, ProgramCache, target_for_device
 from xpukit.runtime.triton.state import CURRENT, Active, NoActiveSession, ZebinNeedsGpu
-from xpukit.runtime.tritonc import xpu_backend
+from xpukit.runtime.triton.tritonc import xpu_backend
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError
 from xpukit.runtime.ur.objects import DeviceArray, Event, Queue

@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from xpukit.runtime.launch import BoundKernel
-from xpukit.runtime.pointer_params import pointer_params
 from xpukit.runtime.triton.driver import URFunction, URLauncher
+from xpukit.runtime.triton.launch import BoundKernel
+from xpukit.runtime.triton.pointer_params import pointer_params
 from xpukit.runtime.triton.state import CURRENT
-from xpukit.runtime.tritonc import COMPILE_LOCK
+from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.launcher import fast_key
@@ -73,7 +73,7 @@ class _FastTable:
         # far: an int there must be a live address (else Triton would type a stale small address
         # as i32 and fail deep in its compiler).
         self.address_params: set[int] = set()
-        # What the kernel's source says (xpukit.runtime.pointer_params): checked before compiling.
+        # What the kernel's source says (xpukit.runtime.triton.pointer_params): checked before compiling.
         pointers = pointer_params(fn)
         self.kernel_name = getattr(fn, "__name__", "kernel")
         self.cast_params = [(i, n) for i, n in enumerate(self.names) if n in pointers.address]

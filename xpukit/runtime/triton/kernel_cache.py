@@ -1,7 +1,7 @@
 """A kernel cache shared between machines: ``XPUKIT_KERNEL_CACHE=redis://HOST:PORT[/DB]`` (or
 ``rediss://`` for TLS).
 
-Triton's compiled kernels go through the kit's cache manager (``xpukit.runtime.triton_cache``,
+Triton's compiled kernels go through the kit's cache manager (``xpukit.runtime.triton.triton_cache``,
 selected with Triton's ``TRITON_CACHE_MANAGER`` hook) and the kit's native binaries through
 :class:`SharedProgramCache`: what one machine compiled is a cache hit on every other machine that
 points at the same Redis, after the same checks as a local entry. Counters (:func:`stats`) say how
@@ -34,7 +34,7 @@ from typing import Any
 
 from xpukit.runtime import cache_auth
 from xpukit.runtime.cache_auth import KernelCacheConfigError, MacKey
-from xpukit.runtime.program_cache import ProgramCache, entry_meta, entry_problems
+from xpukit.runtime.triton.program_cache import ProgramCache, entry_meta, entry_problems
 from xpukit.runtime.ur.errors import ProgramCacheCorrupt
 
 __all__ = ["ENV", "KernelCacheConfigError", "RemoteStore", "SharedProgramCache", "Stats", "program_cache", "stats"]
@@ -193,7 +193,7 @@ def stats() -> Stats:
 
 def install() -> bool:
     """Check XPUKIT_KERNEL_CACHE and its files now (a bad setting is one clear error before anything
-    compiles); Triton's cache manager (xpukit.runtime.triton_cache) and the program cache then share
+    compiles); Triton's cache manager (xpukit.runtime.triton.triton_cache) and the program cache then share
     through it. Returns whether sharing is on."""
     return remote_store() is not None
 

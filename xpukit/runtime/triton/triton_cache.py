@@ -9,7 +9,7 @@ its last word, an ELF zebin, UTF-8 IR text. Any failure drops the whole entry wi
 Triton recompiles it. A cache folder that cannot be written falls back to a private temporary one.
 
 With ``XPUKIT_KERNEL_CACHE`` every file is also shared, and what comes back from the shared store is
-opened with the team's key first (``xpukit.runtime.kernel_cache``: each value is sealed over its
+opened with the team's key first (``xpukit.runtime.triton.kernel_cache``: each value is sealed over its
 name, which holds Triton's hash of the kernel and its options, so an entry of another kernel or
 another specialization copied under this name is rejected). The local folder itself is checked,
 not authenticated: it is the user's own (a key per folder would also refuse a cache baked into an
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from triton.runtime.cache import FileCacheManager, default_cache_dir
 
-from xpukit.runtime import kernel_cache
 from xpukit.runtime.offline import spirv
 from xpukit.runtime.scratch import writable_cache_dir
+from xpukit.runtime.triton import kernel_cache
 
 log = logging.getLogger("xpukit.cache")
 

@@ -25,10 +25,10 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
-from xpukit.runtime import kernel_cache
 from xpukit.runtime.offline import spirv as spv
-from xpukit.runtime.program_cache import ProgramCache, default_cache_dir
-from xpukit.runtime.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
+from xpukit.runtime.triton import kernel_cache
+from xpukit.runtime.triton.program_cache import ProgramCache, default_cache_dir
+from xpukit.runtime.triton.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
 from xpukit.runtime.ur.launcher import (

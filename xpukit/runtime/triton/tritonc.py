@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime import kernel_cache, zebin_stage
+from xpukit.runtime.triton import kernel_cache, zebin_stage
 
 # The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
 from xpukit.targets import PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
@@ -50,7 +50,7 @@ def xpu_backend() -> type:
         )
     # Not a cycle: triton_cache imports triton at module level, and this module must stay
     # importable where Triton is not installed (the host's unit tests read its presets).
-    from xpukit.runtime import triton_cache
+    from xpukit.runtime.triton import triton_cache
 
     triton_cache.install()  # Triton's cache checks its entries and survives a read-only folder
     backend = backends["intel"].compiler

@@ -59,7 +59,7 @@ def installed(backend_cls: type) -> bool:
 def install(backend_cls: type) -> str:
     """Register xpukit's zebin stage unless the backend has its own. Returns "native" or "xpukit".
 
-    Idempotent. ``backend_cls``: Triton's XPUBackend as ``xpukit.runtime.tritonc.xpu_backend`` loads it.
+    Idempotent. ``backend_cls``: Triton's XPUBackend as ``xpukit.runtime.triton.tritonc.xpu_backend`` loads it.
     """
     if installed(backend_cls):
         return "xpukit"
