@@ -1,5 +1,7 @@
 # xpukit's image, one Dockerfile for every profile. `invoke build` computes every build arg from
-# env/pins.toml (`invoke build --dry-run` prints them); nothing here names a version.
+# env/pins.toml (`invoke build --dry-run` prints them); nothing here names a version. The image's
+# layout (user, paths) comes from xpukit/layout.py as the XPUKIT_* build args: nothing here names a
+# path of the kit's either, but the ENTRYPOINT (exec form expands nothing; tests/test_dockerfile.py).
 #
 # Stages: system (base + OS packages + ocloc + user) -> runtime (venv from the hash-locked lock file,
 # wheels from the triton-* and torch-* stages, then the kit's sources and the manifest). The
@@ -12,6 +14,12 @@ ARG TORCH_SOURCE=none
 
 FROM ${BASE_IMAGE} AS system
 ARG XPUKIT_PROFILE
+ARG XPUKIT_USER
+ARG XPUKIT_UID
+ARG XPUKIT_HOME
+ARG XPUKIT_TRITON_CACHE
+ARG XPUKIT_KIT_CACHE
+ARG XPUKIT_SCRIPTS
 ARG APT_PACKAGES
 ARG OCLOC_SOURCE
 ARG OCLOC_PACKAGE
@@ -19,33 +27,36 @@ ARG OCLOC_VERSION
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
-COPY scripts/apt-env.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh /opt/xpukit/scripts/
+RUN test -n "${XPUKIT_SCRIPTS}" || { echo "error: the XPUKIT_* build args are not set (fix: build with invoke build)" >&2; exit 2; }
+COPY scripts/common.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    /opt/xpukit/scripts/install-apt.sh ${APT_PACKAGES} \
- && /opt/xpukit/scripts/install-ocloc.sh \
- && useradd --create-home --uid 10001 --user-group --shell /bin/bash xpukit \
- && install -d -o xpukit -g xpukit /home/xpukit/.cache/triton /home/xpukit/.cache/xpukit \
- && /opt/xpukit/scripts/clean-build-noise.sh xpukit
+    ${XPUKIT_SCRIPTS}/install-apt.sh ${APT_PACKAGES} \
+ && ${XPUKIT_SCRIPTS}/install-ocloc.sh \
+ && useradd --create-home --home-dir "${XPUKIT_HOME}" --uid "${XPUKIT_UID}" --user-group --shell /bin/bash "${XPUKIT_USER}" \
+ && install -d -o "${XPUKIT_USER}" -g "${XPUKIT_USER}" "${XPUKIT_TRITON_CACHE}" "${XPUKIT_KIT_CACHE}" \
+ && ${XPUKIT_SCRIPTS}/clean-build-noise.sh "${XPUKIT_USER}"
 
 # ---- the compiled launch path (xpukit/runtime/ur/_launcher.c); the compiler stays in this stage
 FROM system AS launcher
 ARG BUILD_APT_PACKAGES
-COPY scripts/apt-env.sh scripts/install-apt.sh scripts/build-launcher.sh /opt/xpukit/scripts/
+ARG XPUKIT_SCRIPTS
+COPY scripts/build-launcher.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES}
-COPY xpukit/runtime/ur/_launcher.c /opt/xpukit/csrc/
-RUN /opt/xpukit/scripts/build-launcher.sh /opt/xpukit/csrc/_launcher.c /opt/xpukit/ext
+    ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES}
+COPY xpukit/runtime/ur/_launcher.c /tmp/xpukit-csrc/
+RUN ${XPUKIT_SCRIPTS}/build-launcher.sh /tmp/xpukit-csrc/_launcher.c /tmp/xpukit-ext
 
 # ---- source builds (xpu profile): build tools only live in these stages
 FROM system AS builder
 ARG BUILD_APT_PACKAGES
-COPY scripts/xpu-common.sh scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
+ARG XPUKIT_SCRIPTS
+COPY scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh ${XPUKIT_SCRIPTS}/
 # Ubuntu 24.04's python3 refuses pip installs (PEP 668): the builds use their own venv.
 RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    /opt/xpukit/scripts/install-apt.sh ${BUILD_APT_PACKAGES} \
+    ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES} \
  && python3 -m venv /opt/build-venv
 ENV PATH=/opt/build-venv/bin:$PATH \
     PYTHON=/opt/build-venv/bin/python \
@@ -57,34 +68,37 @@ ARG TRITON_REPO
 ARG TRITON_COMMIT
 ARG LLVM_SOURCE
 ARG MAX_JOBS
+ARG XPUKIT_SCRIPTS
 RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
     --mount=type=cache,id=xpukit-triton-home,target=/root/.triton \
     --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
     --mount=type=secret,id=ca_bundle \
     --mount=type=secret,id=github_token \
-    /opt/xpukit/scripts/build-llvm.sh \
- && /opt/xpukit/scripts/build-triton.sh
+    ${XPUKIT_SCRIPTS}/build-llvm.sh \
+ && ${XPUKIT_SCRIPTS}/build-triton.sh
 
 FROM builder AS torch-source
 ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG TORCH_XPU_ARCH_LIST
 ARG MAX_JOBS
+ARG XPUKIT_SCRIPTS
 RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
     --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
     --mount=type=secret,id=ca_bundle \
     --mount=type=secret,id=github_token \
-    /opt/xpukit/scripts/build-pytorch.sh
+    ${XPUKIT_SCRIPTS}/build-pytorch.sh
 
 FROM system AS torch-wheel
 ARG TORCH_SOURCE
 ARG TORCH_VERSION
 ARG TORCH_INDEX_URL
-COPY scripts/xpu-common.sh scripts/build-pytorch.sh /opt/xpukit/scripts/
+ARG XPUKIT_SCRIPTS
+COPY scripts/build-pytorch.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-pip,target=/root/.cache/pip \
     --mount=type=secret,id=ca_bundle \
     python3 -m venv /opt/build-venv \
- && PYTHON=/opt/build-venv/bin/python WHEEL_DIR=/wheels /opt/xpukit/scripts/build-pytorch.sh
+ && PYTHON=/opt/build-venv/bin/python WHEEL_DIR=/wheels ${XPUKIT_SCRIPTS}/build-pytorch.sh
 
 # Profiles whose Triton comes from PyPI or that ship no PyPI-external PyTorch get empty wheel dirs.
 FROM system AS triton-pypi
@@ -109,36 +123,45 @@ ARG UR_SOURCE
 ARG UR_VERSION
 ARG UR_PACKAGES
 ARG UR_MATRIX
-COPY env/lock/${XPUKIT_PROFILE}.txt /opt/xpukit/env/requirements.lock
-COPY scripts/install-python.sh scripts/check-ur.sh scripts/xpu-common.sh /opt/xpukit/scripts/
+ARG XPUKIT_ROOT
+ARG XPUKIT_SCRIPTS
+ARG XPUKIT_VENV
+ARG XPUKIT_SRC
+ARG XPUKIT_MANIFEST
+ARG XPUKIT_TRITON_CACHE
+ARG XPUKIT_KIT_CACHE
+ARG XPUKIT_UID
+ARG XPUKIT_HOME
+COPY env/lock/${XPUKIT_PROFILE}.txt ${XPUKIT_ROOT}/env/requirements.lock
+COPY scripts/install-python.sh scripts/check-ur.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/var/cache/xpukit/wheelhouse,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     --mount=type=bind,from=triton-wheels,source=/wheels,target=/tmp/xpukit-wheels/triton \
     --mount=type=bind,from=torch-wheels,source=/wheels,target=/tmp/xpukit-wheels/torch \
-    /opt/xpukit/scripts/install-python.sh /opt/xpukit/env/requirements.lock \
+    ${XPUKIT_SCRIPTS}/install-python.sh ${XPUKIT_ROOT}/env/requirements.lock \
         /tmp/xpukit-wheels/triton /tmp/xpukit-wheels/torch \
- && if [ "${UR_SOURCE}" = oneapi ]; then /opt/xpukit/scripts/check-ur.sh; fi
+ && if [ "${UR_SOURCE}" = oneapi ]; then ${XPUKIT_SCRIPTS}/check-ur.sh; fi
 
-ENV VIRTUAL_ENV=/opt/xpukit/venv \
-    PATH=/opt/xpukit/venv/bin:$PATH \
-    PYTHONPATH=/opt/xpukit/src \
-    TRITON_CACHE_DIR=/home/xpukit/.cache/triton \
-    XPUKIT_CACHE_DIR=/home/xpukit/.cache/xpukit \
+ENV VIRTUAL_ENV=${XPUKIT_VENV} \
+    PATH=${XPUKIT_VENV}/bin:$PATH \
+    PYTHONPATH=${XPUKIT_SRC} \
+    TRITON_CACHE_DIR=${XPUKIT_TRITON_CACHE} \
+    XPUKIT_CACHE_DIR=${XPUKIT_KIT_CACHE} \
     XPUKIT_IN_CONTAINER=1
 
 # Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets. No step below writes
 # bytecode: a .pyc records its source's mtime, which differs per checkout (docs/reproducible.md).
-RUN --mount=type=bind,from=launcher,source=/opt/xpukit/ext,target=/tmp/xpukit-ext \
+RUN --mount=type=bind,from=launcher,source=/tmp/xpukit-ext,target=/tmp/xpukit-ext \
     export PYTHONDONTWRITEBYTECODE=1 \
  && cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
-COPY scripts/entrypoint.sh /opt/xpukit/scripts/
-COPY pyproject.toml /opt/xpukit/src/
-COPY env/pins.toml /opt/xpukit/src/env/pins.toml
-COPY xpukit /opt/xpukit/src/xpukit
-COPY examples /opt/xpukit/src/examples
-COPY tests /opt/xpukit/src/tests
+COPY scripts/entrypoint.sh ${XPUKIT_SCRIPTS}/
+COPY pyproject.toml ${XPUKIT_SRC}/
+COPY env/pins.toml ${XPUKIT_SRC}/env/pins.toml
+COPY xpukit ${XPUKIT_SRC}/xpukit
+COPY examples ${XPUKIT_SRC}/examples
+COPY tests ${XPUKIT_SRC}/tests
 
 ARG BASE_IMAGE
 ARG APT_PACKAGES
@@ -152,7 +175,7 @@ ARG TORCH_SOURCE
 ARG TORCH_COMMIT
 ARG XPUKIT_PINS
 # What is installed, checked against the pins: the build fails on any difference.
-RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.image.manifest /opt/xpukit/manifest.json
+RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.image.manifest "${XPUKIT_MANIFEST}"
 
 # Labels last: their values change per commit and must not invalidate any layer above.
 ARG XPUKIT_SOURCE
@@ -175,7 +198,8 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       io.xpukit.pins.digest="${XPUKIT_PINS}"
 
 # The xpukit user created in the system stage, by number so every runtime resolves it.
-USER 10001:10001
-WORKDIR /home/xpukit
+USER ${XPUKIT_UID}:${XPUKIT_UID}
+WORKDIR ${XPUKIT_HOME}
+# Exec form expands no variable: layout.ENTRYPOINT, checked by tests/test_dockerfile.py.
 ENTRYPOINT ["/opt/xpukit/scripts/entrypoint.sh"]
 CMD ["bash"]

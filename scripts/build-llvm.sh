@@ -7,8 +7,8 @@
 set -euo pipefail
 
 SCRIPT_NAME=build-llvm
-# shellcheck source=SCRIPTDIR/xpu-common.sh
-. "$(dirname "$0")/xpu-common.sh"
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "$0")/common.sh"
 
 usage() {
   cat <<'EOF'

@@ -4,21 +4,17 @@
 #   install-apt.sh [--dry-run] PACKAGE[=VERSION]...
 set -euo pipefail
 
-dry_run=0
-if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
+SCRIPT_NAME=install-apt
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "$0")/common.sh"
+
+if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
 if [[ "${1:-}" == "--help" ]]; then sed -n '2,4p' "$0"; exit 0; fi
-if [[ $# -eq 0 ]]; then echo "install-apt.sh: no packages requested; nothing to do"; exit 0; fi
-
-# shellcheck source=scripts/apt-env.sh
-. "$(dirname "$0")/apt-env.sh"
-
-run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
+if [[ $# -eq 0 ]]; then note "no packages requested; nothing to do"; exit 0; fi
 
 # Debian's docker-clean hook empties apt's cache after every install, defeating the cache mount.
 run rm -f /etc/apt/apt.conf.d/docker-clean
 run mkdir -p "${apt_cache_dirs[@]}"
-if [[ $dry_run -eq 0 ]]; then
-  echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache
-fi
+write_lines /etc/apt/apt.conf.d/keep-cache 'Binary::apt::APT::Keep-Downloaded-Packages "true";'
 run apt-get "${apt_opts[@]}" update -q
 run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$@"

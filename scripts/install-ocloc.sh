@@ -8,23 +8,23 @@
 #   install-ocloc.sh [--dry-run]
 set -euo pipefail
 
-dry_run=0
-if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
+SCRIPT_NAME=install-ocloc
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "$0")/common.sh"
+
+if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
 if [[ "${1:-}" == "--help" ]]; then sed -n '2,8p' "$0"; exit 0; fi
 
-: "${OCLOC_SOURCE:?set OCLOC_SOURCE (apt or intel-gpu-repo); invoke build sets it from env/pins.toml}"
-: "${OCLOC_PACKAGE:?set OCLOC_PACKAGE}"
+[[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt or intel-gpu-repo (invoke build sets it from env/pins.toml)"
+[[ -n "${OCLOC_PACKAGE:-}" ]] || die "OCLOC_PACKAGE is not set" "set OCLOC_PACKAGE, e.g. intel-opencl-icd (invoke build sets it from env/pins.toml)"
 OCLOC_VERSION="${OCLOC_VERSION:-}"
 INTEL_GPU_REPO_URL="${INTEL_GPU_REPO_URL:-https://repositories.intel.com/gpu/ubuntu}"
 INTEL_GPU_REPO_KEY="${INTEL_GPU_REPO_KEY:-https://repositories.intel.com/gpu/intel-graphics.key}"
 
-# shellcheck source=scripts/apt-env.sh
-. "$(dirname "$0")/apt-env.sh"
 curl_opts=(-fsSL)
-if [[ -s /run/secrets/ca_bundle ]]; then
-  curl_opts+=(--cacert /run/secrets/ca_bundle)
+if [[ -s ${CA_BUNDLE_FILE:-/run/secrets/ca_bundle} ]]; then
+  curl_opts+=(--cacert "${CA_BUNDLE_FILE:-/run/secrets/ca_bundle}")
 fi
-run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
 
 case "$OCLOC_SOURCE" in
   apt)
@@ -43,23 +43,21 @@ case "$OCLOC_SOURCE" in
     # shellcheck disable=SC1091 # the base image's own file, read at build time
     codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-noble}")"
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends ca-certificates curl gnupg
-    if [[ $dry_run -eq 1 ]]; then
-      echo "+ curl ${curl_opts[*]} $INTEL_GPU_REPO_KEY | gpg --dearmor -o /usr/share/keyrings/intel-graphics.gpg"
+    if [[ $DRY_RUN -eq 1 ]]; then
+      echo "$(quote_cmd curl "${curl_opts[@]}" "$INTEL_GPU_REPO_KEY") | gpg --dearmor --yes -o /usr/share/keyrings/intel-graphics.gpg"
     else
       curl "${curl_opts[@]}" "$INTEL_GPU_REPO_KEY" | gpg --dearmor --yes -o /usr/share/keyrings/intel-graphics.gpg
     fi
     line="deb [arch=amd64 signed-by=/usr/share/keyrings/intel-graphics.gpg] $INTEL_GPU_REPO_URL $codename unified"
-    if [[ $dry_run -eq 1 ]]; then
-      echo "+ echo '$line' > /etc/apt/sources.list.d/intel-gpu.list"
-    else
-      echo "$line" > /etc/apt/sources.list.d/intel-gpu.list
-    fi
+    write_lines /etc/apt/sources.list.d/intel-gpu.list "$line"
     run apt-get "${apt_opts[@]}" update -q
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
     ;;
   *)
-    echo "install-ocloc.sh: unknown OCLOC_SOURCE '$OCLOC_SOURCE' (use apt or intel-gpu-repo)" >&2
-    exit 2
+    die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt or OCLOC_SOURCE=intel-gpu-repo"
     ;;
 esac
-if [[ $dry_run -eq 0 ]]; then command -v ocloc >/dev/null || { echo "install-ocloc.sh: ocloc is not on PATH after the install" >&2; exit 1; }; fi
+if [[ $DRY_RUN -eq 0 ]] && ! have ocloc; then
+  echo "error: install-ocloc.sh: ocloc is not on PATH after installing $OCLOC_PACKAGE" >&2
+  exit 1
+fi

@@ -6,15 +6,19 @@
 # behind proxies that drop caching headers, a wheelhouse does not.
 set -euo pipefail
 
-dry_run=0
-if [[ "${1:-}" == "--dry-run" ]]; then dry_run=1; shift; fi
+SCRIPT_NAME=install-python
+# shellcheck source=SCRIPTDIR/common.sh
+. "$(dirname "$0")/common.sh"
+
+if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
 if [[ "${1:-}" == "--help" || $# -lt 1 ]]; then sed -n '2,6p' "$0"; exit 0; fi
 lock="$1"; shift
-venv="${XPUKIT_VENV:-/opt/xpukit/venv}"
+# The venv's path is the image layout's (xpukit/layout.py), passed by invoke build as a build arg.
+[[ -n "${XPUKIT_VENV:-}" ]] || die "XPUKIT_VENV is not set" "set XPUKIT_VENV to the venv's path (invoke build passes it)"
+venv=$XPUKIT_VENV
 wheelhouse="${XPUKIT_WHEELHOUSE:-/var/cache/xpukit/wheelhouse}"
 
-run() { echo "+ $*"; if [[ $dry_run -eq 0 ]]; then "$@"; fi; }
-if [[ -s /run/secrets/ca_bundle ]]; then export PIP_CERT=/run/secrets/ca_bundle; fi
+use_ca_bundle
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_PROGRESS_BAR=off
 # No bytecode as a side effect: a download imports stdlib modules (netrc) whose .pyc the system
 # python would then write into the layer only when the wheelhouse was empty. The venv's .pyc files
@@ -26,7 +30,7 @@ run mkdir -p "$wheelhouse"
 # Offline first: everything already in the wheelhouse installs with no index at all.
 if ! run "$venv/bin/pip" install -q --require-hashes --no-deps --only-binary=:all: \
       --no-index --find-links "$wheelhouse" -r "$lock" 2>/dev/null; then
-  echo "install-python.sh: the wheelhouse lacks some locked wheels; downloading them"
+  note "the wheelhouse lacks some locked wheels; downloading them"
   run "$venv/bin/pip" download -q --require-hashes --no-deps --only-binary=:all: -d "$wheelhouse" -r "$lock"
   run "$venv/bin/pip" install -q --require-hashes --no-deps --only-binary=:all: \
       --no-index --find-links "$wheelhouse" -r "$lock"
@@ -48,9 +52,9 @@ done
 #   backtraces still name functions;
 # - identical copies of large .so files: wheels cannot carry symlinks, and pip stamps each copy
 #   with its own extraction time, so the comparison ignores timestamps (about 290 MiB).
-if [[ $dry_run -eq 1 ]]; then
-  echo "+ rm -rf <every triton/backends/* but intel>"
-  echo "+ strip --strip-debug <every .so under $venv with a .debug_info section>"
+if [[ $DRY_RUN -eq 1 ]]; then
+  note "rm -rf every triton/backends/* but intel"
+  note "strip --strip-debug every .so under $venv with a .debug_info section"
 else
   shopt -s nullglob
   for backend in "$venv"/lib/python3*/site-packages/triton/backends/*/; do
@@ -71,7 +75,7 @@ fi
 run "$venv/bin/python" -m compileall -q -f -j0 --invalidation-mode checked-hash "$venv/lib" "$venv/bin"
 run hardlink --quiet --ignore-time "$venv"
 # PyTorch's XPU wheels name pytorch-triton-xpu, which this image replaces with its own Triton.
-if [[ $dry_run -eq 0 ]]; then
+if [[ $DRY_RUN -eq 0 ]]; then
   if ! problems="$("$venv/bin/pip" check 2>&1)"; then
     problems="$(grep -v 'pytorch-triton-xpu' <<<"$problems" || true)"
     if [[ -n "$problems" ]]; then echo "$problems" >&2; exit 1; fi

@@ -72,7 +72,7 @@ def test_sources_come_after_the_dependency_layers():
     """Editing examples/, tests/ or xpukit/ must not invalidate the apt or venv layers (the launch
     path's C source goes to its own stage, whose only product is copied after the venv)."""
     lines = DOCKERFILE.splitlines()
-    install = max(i for i, ln in enumerate(lines) if "install-python.sh /opt" in ln)
+    install = max(i for i, ln in enumerate(lines) if "install-python.sh ${XPUKIT_ROOT}" in ln)
     launcher_copy = next(i for i, ln in enumerate(lines) if "from=launcher," in ln)
     assert launcher_copy > install
     for source in ("COPY xpukit ", "COPY examples", "COPY tests"):
@@ -91,3 +91,20 @@ def test_hadolint_clean():
     for match in re.finditer(r"^# hadolint ignore=.*$", DOCKERFILE, re.M):
         before = DOCKERFILE[: match.start()].rstrip().splitlines()[-1]
         assert before.startswith("#") and len(before) > 20, f"unjustified: {match.group(0)}"
+
+
+def test_the_image_layout_is_written_once_in_xpukit_layout():
+    """The Dockerfile and the build scripts take the image's paths and user from the build args that
+    xpukit/layout.py gives; the one literal left is the exec-form ENTRYPOINT, which expands nothing."""
+    from xpukit import layout
+
+    facts = [layout.ROOT, layout.HOME, str(layout.UID), layout.WORKSPACE]
+    entrypoint = re.search(r"^ENTRYPOINT \[\"([^\"]+)\"\]", DOCKERFILE, re.M)
+    assert entrypoint and entrypoint.group(1) == layout.ENTRYPOINT
+    rest = DOCKERFILE.replace(entrypoint.group(0), "")
+    scripts = {p.name: p.read_text() for p in (pins.REPO_ROOT / "scripts").glob("*.sh")}
+    for name, text in {"Dockerfile": rest, **scripts}.items():
+        for fact in facts:
+            assert fact not in text, f"{name} writes {fact}: take it from xpukit/layout.py's build args"
+    for arg in layout.build_args():
+        assert re.search(rf"^ARG {arg}$", DOCKERFILE, re.M), f"{arg} is declared with a default, or not at all"

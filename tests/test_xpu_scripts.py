@@ -266,7 +266,7 @@ def _git(*args: str, cwd: Path) -> str:
 
 
 def _checkout(tmp_path: Path, repo: str, commit: str, token: Path) -> subprocess.CompletedProcess[str]:
-    script = f'. {SCRIPTS}/xpu-common.sh; use_github_token; git_checkout "$1" "$2" "$3"'
+    script = f'. {SCRIPTS}/common.sh; use_github_token; git_checkout "$1" "$2" "$3"'
     return subprocess.run(
         ["bash", "-c", script, "checkout", repo, commit, str(tmp_path / "out")],
         env={**os.environ, "GITHUB_TOKEN_FILE": str(token)},
@@ -453,7 +453,7 @@ def test_check_ur_fails_without_oneapi(tmp_path):
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="needs shellcheck (apt-get install shellcheck)")
 def test_scripts_are_shellcheck_clean():
-    files = [str(SCRIPTS / n) for n in [*SCRIPT_NAMES, "xpu-common.sh"]]
+    files = [str(p) for p in sorted(SCRIPTS.glob("*.sh"))]
     proc = subprocess.run(["shellcheck", "-x", *files], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host import pins as pins_mod
@@ -120,6 +121,7 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "UR_MATRIX": " ".join(table["ur"].get("matrix", [])),
         "PYPI_PINS": " ".join(profile.pypi_requirements()),
         "XPUKIT_PINS": profile.fingerprint(),
+        **layout.build_args(),  # the image's paths and user, owned by xpukit/layout.py
     }
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from xpukit import layout
 from xpukit.host import gpu, shared_cache, ui
 from xpukit.host import pins as pins_mod
 from xpukit.host.settings import Context
 
 ROOT = pins_mod.REPO_ROOT
-WORKSPACE = "/workspace"  # where the checkout is mounted (read-only) in the container
-CACHE_MOUNT = "/home/xpukit/.cache"
+WORKSPACE = layout.WORKSPACE  # where the checkout is mounted (read-only) in the container
+CACHE_MOUNT = layout.CACHE
 
 
 def container_options(
@@ -32,7 +33,7 @@ def container_options(
             ctx.settings.cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"},
         },
         "working_dir": WORKSPACE,
-        "environment": {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1", **(extra_env or {})},
+        "environment": {**layout.CONTAINER_ENV, **(extra_env or {})},
         # A dry run asks the engine too (podman: a service for the task), so it prints the real line.
         **ctx.engine.run_options(),
     }

@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.host.gpu import GpuRunOptions
 from xpukit.host.shared_cache import Forwarding
 
-WORKSPACE = "/workspace"
-CACHE_MOUNT = "/home/xpukit/.cache"
-USER = "10001"  # the image's xpukit user, by number (Dockerfile: USER 10001:10001)
-PYTHON = "/opt/xpukit/venv/bin/python"
+WORKSPACE = layout.WORKSPACE
+USER = str(layout.UID)  # the image's user by number, as the image's USER names it
 
 
 def config(
@@ -43,13 +42,13 @@ def config(
         # The image's user is fixed by number; rewriting its uid would need a rebuild per host.
         "updateRemoteUserUID": False,
         "overrideCommand": True,
-        "containerEnv": {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1"},
-        "mounts": [f"source={cache_volume},target={CACHE_MOUNT},type=volume"],
+        "containerEnv": dict(layout.CONTAINER_ENV),
+        "mounts": [f"source={cache_volume},target={layout.CACHE},type=volume"],
         "runArgs": gpu.cli_flags() if gpu is not None and gpu.passthrough else [],
         "customizations": {
             "vscode": {
                 "extensions": ["ms-python.python", "charliermarsh.ruff"],
-                "settings": {"python.defaultInterpreterPath": PYTHON, "ruff.nativeServer": "on"},
+                "settings": {"python.defaultInterpreterPath": layout.PYTHON, "ruff.nativeServer": "on"},
             }
         },
     }

@@ -41,7 +41,7 @@ def _manifest_findings(report: Mapping[str, Any], expected_pins: Mapping[str, st
                 "fail",
                 "manifest",
                 manifest.get("error") or "no manifest in the image",
-                "rebuild the image with `invoke build` (its last step writes /opt/xpukit/manifest.json)",
+                f"rebuild the image with `invoke build` (its last step writes {manifest_mod.MANIFEST_PATH})",
             )
         ]
     installed = report.get("installed") or {}

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import containers, engine, sharing, testing, ui
 from xpukit.host import matrix as mx
@@ -27,7 +28,7 @@ from xpukit.host.settings import Context, check_choice
 
 SCHEDULERS = ("local", "slurm", "kubernetes")
 RUNTIMES = ("engine", "charliecloud", "apptainer")
-IMAGE_SRC = "/opt/xpukit/src"  # the kit's source inside the image (Kubernetes: no checkout mount)
+IMAGE_SRC = layout.SRC  # the kit's source inside the image (Kubernetes: no checkout mount)
 GPU_RESOURCES = ("gpu.intel.com/i915", "gpu.intel.com/xe")
 POLL = 0.5  # seconds between looks at the cells' files
 
@@ -533,7 +534,7 @@ def k8s_manifest(ctx: Context, cells: list[mx.Cell], run_name: str, opts: Option
                 "metadata": {"labels": {"app.kubernetes.io/name": "xpukit-matrix"}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "securityContext": {"runAsUser": 10001, "runAsGroup": 10001},
+                    "securityContext": {"runAsUser": layout.UID, "runAsGroup": layout.UID},
                     "containers": [container],
                     "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
                 },

@@ -21,11 +21,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.ur.loader import detect_release, find_loader
 
-MANIFEST_PATH = "/opt/xpukit/manifest.json"
+MANIFEST_PATH = layout.MANIFEST
 # build arg -> key under "pins"
 PIN_ARGS = {
     "PYTHON_VERSION": "python",

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
-# Helpers shared by the xpu build scripts (build-llvm.sh, build-triton.sh, build-pytorch.sh,
-# check-ur.sh). Sourced, never run. Keep it free of side effects at source time.
+# The one helper file every image-build script in scripts/ sources (as PyTorch's
+# .ci/docker/common/*.sh source common_utils.sh): printing and running commands (--dry-run),
+# errors, checkouts, tokens, CA bundles and apt's options. Sourced, never run; sourcing it only
+# sets variables and defines functions.
 
 DRY_RUN=${DRY_RUN:-0}
 GITHUB_TOKEN_FILE=${GITHUB_TOKEN_FILE:-/run/secrets/github_token}
@@ -165,3 +167,20 @@ parse_args() {
     esac
   done
 }
+
+# apt's options during the image build (install-apt.sh, install-ocloc.sh).
+# One cache mount, /var/cache/xpukit-apt, holds apt's downloads, package cache and lists, because
+# buildah < 1.29 (podman builds) unlocks only the last `sharing=locked` mount of a RUN, and a second
+# locked mount hangs the next RUN that uses it (buildah #4349). The lists sit one folder down:
+# `apt-get update` deletes every file it does not know from the lists folder, buildah's lock file
+# among them (buildah #4342).
+APT_CACHE_ROOT=/var/cache/xpukit-apt
+apt_opts=(-o Dpkg::Use-Pty=0 -o "Dir::Cache=$APT_CACHE_ROOT" -o "Dir::State::Lists=$APT_CACHE_ROOT/lists")
+# A CA bundle given as a BuildKit secret (invoke build --ca-bundle) lets apt reach https mirrors
+# behind TLS-intercepting proxies; it is read in place and never copied into the image.
+if [[ -s ${CA_BUNDLE_FILE:-/run/secrets/ca_bundle} ]]; then
+  apt_opts+=(-o "Acquire::https::CAInfo=${CA_BUNDLE_FILE:-/run/secrets/ca_bundle}")
+fi
+# Folders apt expects under its cache and lists (created inside the mount, never in a layer).
+# shellcheck disable=SC2034 # read by the scripts that source this file
+apt_cache_dirs=("$APT_CACHE_ROOT/archives/partial" "$APT_CACHE_ROOT/lists/partial")

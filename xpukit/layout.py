@@ -1,0 +1,45 @@
+"""The image's layout, written once: where things live inside the kit's image and its containers.
+
+Ground level, like ``targets``: imports nothing, so the host kit (containers, devcontainer, doctor,
+Kubernetes jobs) and the runtime (the manifest, written inside the image) read the same values.
+The Dockerfile and the build scripts get them as build args (:func:`build_args`, passed by
+``invoke build``), so the Dockerfile names none of these paths itself (tests/test_dockerfile.py).
+"""
+
+from __future__ import annotations
+
+USER = "xpukit"  # the image's non-root user
+UID = 10001  # ... by number (also its group), so every runtime resolves it without /etc/passwd
+HOME = f"/home/{USER}"
+CACHE = f"{HOME}/.cache"  # the named cache volume's mount point in every container
+TRITON_CACHE = f"{CACHE}/triton"  # TRITON_CACHE_DIR
+KIT_CACHE = f"{CACHE}/xpukit"  # XPUKIT_CACHE_DIR (program cache, kernel cache)
+
+ROOT = "/opt/xpukit"  # everything the kit installs
+SCRIPTS = f"{ROOT}/scripts"  # scripts/ of the checkout, as the build ran them
+VENV = f"{ROOT}/venv"
+PYTHON = f"{VENV}/bin/python"
+SRC = f"{ROOT}/src"  # the kit's own sources, baked in (PYTHONPATH when no checkout is mounted)
+MANIFEST = f"{ROOT}/manifest.json"  # what is installed, written by the build's last step
+ENTRYPOINT = f"{SCRIPTS}/entrypoint.sh"
+
+WORKSPACE = "/workspace"  # where a task mounts the checkout (read-only) and works
+# What every container of a task (and the devcontainer) runs with: the mounted checkout first on
+# the path, and no bytecode written into it (it is read-only, and .pyc files differ per checkout).
+CONTAINER_ENV = {"PYTHONPATH": WORKSPACE, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def build_args() -> dict[str, str]:
+    """The layout as the Dockerfile's build args (ARG XPUKIT_..., no defaults there)."""
+    return {
+        "XPUKIT_USER": USER,
+        "XPUKIT_UID": str(UID),
+        "XPUKIT_HOME": HOME,
+        "XPUKIT_TRITON_CACHE": TRITON_CACHE,
+        "XPUKIT_KIT_CACHE": KIT_CACHE,
+        "XPUKIT_ROOT": ROOT,
+        "XPUKIT_SCRIPTS": SCRIPTS,
+        "XPUKIT_VENV": VENV,
+        "XPUKIT_SRC": SRC,
+        "XPUKIT_MANIFEST": MANIFEST,
+    }
