@@ -14,16 +14,14 @@ from pathlib import Path
 
 from invoke import Collection, Exit, task
 
-from xpukit.errors import XpukitError
-from xpukit.host import commands, docs_tables, matrix_sched, settings, ui
+from xpukit.errors import EXIT_USAGE, XpukitError, guard
+from xpukit.host import commands, docs_tables, matrix_sched, settings
 from xpukit.host.build import Variant
 from xpukit.targets import split_targets
 
-try:  # invoke reads this file next, and would answer a broken one with a traceback
-    settings.check_project_yaml(Path(__file__).resolve().parent)
-except XpukitError as _exc:
-    print(ui.error_line(_exc), file=sys.stderr)
-    sys.exit(2)
+# invoke reads this file next, and would answer a broken one with a traceback
+if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
+    sys.exit(EXIT_USAGE)
 
 COMMON_HELP = {
     "profile": "auto|cpu|xpu (auto: xpu where the host has an Intel GPU render node, else cpu)",
@@ -41,24 +39,24 @@ def _help(*common: str, **extra: str) -> dict[str, str]:
     return {**{name: merged[name] for name in common}, **{k.replace("_", "-"): v for k, v in extra.items()}}
 
 
+def _bad_input(call):
+    """What the user typed (a flag, a setting) is refused with exit 2, as invoke's own parser does."""
+    try:
+        return call()
+    except XpukitError as exc:
+        exc.exit_code = EXIT_USAGE
+        raise
+
+
 def _settings(c, **flags) -> settings.Context:
     """The task's context: invoke.yaml's `xpukit:` section (read by invoke's config) under env and flags."""
-    try:
-        return settings.make_context(flags, c.config.get("xpukit"))
-    except XpukitError as exc:
-        if flags.get("debug"):
-            raise
-        raise Exit(ui.error_line(exc), code=2) from None
+    return _bad_input(lambda: settings.make_context(flags, c.config.get("xpukit")))
 
 
-def _targets(target, debug: bool) -> list[str]:
-    """--target values as preset names (the default when not given); bad input is one line, exit 2."""
-    try:
-        return split_targets(target or None)  # not given: [] from invoke; --target '': [''], an error
-    except XpukitError as exc:
-        if debug:
-            raise
-        raise Exit(ui.error_line(exc), code=2) from None
+def _targets(target) -> list[str]:
+    """--target values as preset names (the default when not given)."""
+    # not given: [] from invoke; --target '': [''], an error
+    return _bad_input(lambda: split_targets(target or None))
 
 
 def _after_double_dash() -> list[str]:
@@ -71,16 +69,13 @@ def _finish(code: int) -> None:
         raise Exit(code=code)
 
 
-def interruptible(func):
-    """Ctrl-C anywhere in a task (settings, engine calls): one line and exit 130, no traceback."""
+def bounded(func):
+    """Every task's body goes through the kit's one error boundary (xpukit.errors.guard): a kit error
+    anywhere in it (settings, flags, engine calls) is one line, Ctrl-C one line and exit 130."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except KeyboardInterrupt:
-            print("xpukit: interrupted", file=sys.stderr, flush=True)
-            raise Exit(code=commands.INTERRUPTED) from None
+        _finish(guard(lambda: func(*args, **kwargs), debug=bool(kwargs.get("debug"))))
 
     return wrapper
 
@@ -265,7 +260,7 @@ def compile(
         s,
         where,
         kernel=kernel,
-        targets=_targets(target, debug),
+        targets=_targets(target),
         out_dir=out,
         signature=signature,
         constexprs=list(constexpr or []),
@@ -318,7 +313,7 @@ def kernel_report(
             s,
             where,
             kernel,
-            _targets(target, debug),
+            _targets(target),
             list(config or []),
             format,
             signature,
@@ -453,6 +448,6 @@ TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, do
 TASKS += (verify,)
 TASKS += (devcontainer, kernel_report, matrix)
 for each in TASKS:
-    each.body = interruptible(each.body)
+    each.body = bounded(each.body)
 ns = Collection(*TASKS)
 ns.configure({"xpukit": {}})

@@ -18,6 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import triton
 import triton.language as tl
 
+from xpukit.errors import guard
+
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, output_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
@@ -43,7 +45,7 @@ def add(x, y):
     return output
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=98432)
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
@@ -51,40 +53,40 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import numpy as np
 
-    from xpukit.errors import XpukitError
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate, do_bench, from_numpy
 
-    try:
-        with ur.Session(args.device) as s, activate(s):
-            print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}]")
-            rng = np.random.default_rng(0)
-            x_h = rng.random(args.size, dtype=np.float32)
-            y_h = rng.random(args.size, dtype=np.float32)
-            with from_numpy(x_h) as x, from_numpy(y_h) as y, add(x, y) as out:
-                s.synchronize()
-                got = out.to_numpy()
-            want = x_h + y_h
-            diff = float(np.max(np.abs(got - want))) if args.size else 0.0
-            print(f"max abs difference vs numpy: {diff}")
-            if args.bench:
-                for size in (2**12, 2**16, 2**20):
-                    a, b = rng.random(size, dtype=np.float32), rng.random(size, dtype=np.float32)
-                    with from_numpy(a) as da, from_numpy(b) as db:
-                        outs = []
-                        ms = do_bench(lambda: outs.append(add(da, db)), quantiles=[0.5])  # noqa: B023
-                        s.synchronize()
-                        for o in outs:
-                            o.close()
-                    print(f"size {size:>8}: {ms * 1e3:8.1f} us, {3 * a.nbytes / (ms * 1e-3) / 1e9:6.2f} GB/s")
-    except XpukitError as exc:
-        print(f"error: {type(exc).__name__}: {exc.one_line()}", file=sys.stderr)
-        return 2
+    with ur.Session(args.device) as s, activate(s):
+        print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}]")
+        rng = np.random.default_rng(0)
+        x_h = rng.random(args.size, dtype=np.float32)
+        y_h = rng.random(args.size, dtype=np.float32)
+        with from_numpy(x_h) as x, from_numpy(y_h) as y, add(x, y) as out:
+            s.synchronize()
+            got = out.to_numpy()
+        want = x_h + y_h
+        diff = float(np.max(np.abs(got - want))) if args.size else 0.0
+        print(f"max abs difference vs numpy: {diff}")
+        if args.bench:
+            for size in (2**12, 2**16, 2**20):
+                a, b = rng.random(size, dtype=np.float32), rng.random(size, dtype=np.float32)
+                with from_numpy(a) as da, from_numpy(b) as db:
+                    outs = []
+                    ms = do_bench(lambda: outs.append(add(da, db)), quantiles=[0.5])  # noqa: B023
+                    s.synchronize()
+                    for o in outs:
+                        o.close()
+                print(f"size {size:>8}: {ms * 1e3:8.1f} us, {3 * a.nbytes / (ms * 1e-3) / 1e9:6.2f} GB/s")
     if not np.array_equal(got, want):
         print("MISMATCH")
         return 1
     print("OK")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The kit's one error boundary: a device or driver failure is one line naming its type, exit 2.
+    return guard(lambda: run(argv), prog=None, any_error=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import triton
 import triton.language as tl
 
+from xpukit.errors import guard
+
 
 @triton.jit
 def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
@@ -52,7 +54,7 @@ def softmax(x):
     return y
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1823)
     p.add_argument("--cols", type=int, default=781)
@@ -60,20 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import numpy as np
 
-    from xpukit.errors import XpukitError
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate, from_numpy
 
-    try:
-        with ur.Session(args.device) as s, activate(s):
-            print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}]")
-            x_h = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
-            with from_numpy(x_h) as x, softmax(x) as y:
-                s.synchronize()
-                got = y.to_numpy()
-    except XpukitError as exc:
-        print(f"error: {type(exc).__name__}: {exc.one_line()}", file=sys.stderr)
-        return 2
+    with ur.Session(args.device) as s, activate(s):
+        print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}]")
+        x_h = np.random.default_rng(0).standard_normal((args.rows, args.cols), dtype=np.float32)
+        with from_numpy(x_h) as x, softmax(x) as y:
+            s.synchronize()
+            got = y.to_numpy()
     e = np.exp(x_h - x_h.max(axis=1, keepdims=True))
     want = e / e.sum(axis=1, keepdims=True)
     diff = float(np.max(np.abs(got - want)))
@@ -83,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print("OK")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The kit's one error boundary: a device or driver failure is one line naming its type, exit 2.
+    return guard(lambda: run(argv), prog=None, any_error=True)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,12 @@ By default the launch is the blog's own call style through xpukit's UR-backed Tr
 
 from __future__ import annotations
 
+import os
 import sys
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+# Run from a checkout without installing: the repository root is this file's parent's parent.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from xpukit.errors import guard, interrupted  # the kit's one error boundary (standard library only)
 
 # Ctrl-C while Python starts up (the standard library, numpy, Triton) is one line, not a traceback:
 # on a loaded machine even the standard library's imports take long enough to be interrupted.
@@ -25,13 +28,10 @@ try:
     import argparse
     import contextlib
     import math
-    import os
     import time
     from collections.abc import Iterator
     from typing import Any
 
-    # Run from a checkout without installing: the repository root is this file's parent's parent.
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from xpukit.runtime.interrupts import deferred_sigint
 
     with deferred_sigint():  # a Ctrl-C inside an extension's init would be lost (see the module)
@@ -39,8 +39,7 @@ try:
         import triton
         import triton.language as tl
 except KeyboardInterrupt:
-    print("interrupted", file=sys.stderr)
-    sys.exit(EXIT_INTERRUPTED)
+    sys.exit(interrupted(prog=None))
 
 
 @triton.jit
@@ -238,22 +237,8 @@ def run_explicit(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        if args.debug:
-            raise
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as exc:
-        if args.debug:
-            raise
-        from xpukit.errors import XpukitError
-
-        text = exc.one_line() if isinstance(exc, XpukitError) else f"{type(exc).__name__}: {exc}"
-        name = type(exc).__name__
-        print(f"error: {text if text.startswith(name) else f'{name}: {text}'}".splitlines()[0], file=sys.stderr)
-        return 2
+    # A device or driver failure is one line naming its type, like the kit's own errors.
+    return guard(lambda: run(args), debug=args.debug, prog=None, any_error=True)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from xpukit.errors import XpukitError
+from xpukit.errors import guard
 from xpukit.runtime.offline.compile import run_compile, run_zebin_info
 from xpukit.runtime.offline.kernel_report import run_kernel_report
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+from xpukit.targets import DEFAULT_TARGET
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     comp = commands.add_parser("compile", help="compile a Triton kernel to SPIR-V and zebin")
     comp.add_argument("kernel", help="path.py:function")
-    comp.add_argument("--target", default="pvc", help="target(s), comma-separated, or all")
+    comp.add_argument("--target", default=DEFAULT_TARGET, help="target(s), comma-separated, or all")
     comp.add_argument("--out", default="out", help="output folder")
     comp.add_argument("--signature", default=None, help="e.g. 'x_ptr:*fp32,n:i32'")
     comp.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE, repeatable")
@@ -41,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--signature", default=None)
     report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
     args = parser.parse_args(argv)
-    try:
+
+    def run() -> int:
         if args.command == "compile":
             return run_compile(
                 kernel=args.kernel,
@@ -57,16 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.kernel, args.target or ["pvc"], args.config, args.format, args.signature, args.constexpr
             )
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
-    except XpukitError as exc:
-        if args.debug:
-            raise
-        print(f"xpukit: error: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        if args.debug:
-            raise
-        print("xpukit: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+
+    return guard(run, debug=args.debug)  # the kit's one error boundary (xpukit/errors.py)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,19 @@
-"""The kit's one error type: a message naming the problem and a fix naming the remedy."""
+"""The kit's one error type, and the one error boundary every entry point goes through.
+
+An entry point (`python -m xpukit`, each invoke task, the examples) calls :func:`guard`: a kit
+error is one line on stderr naming the problem and the fix, Ctrl-C is one line and exit 130, and
+only --debug shows a traceback. Ground level: imports only the standard library, so the runtime,
+the host kit and the examples all reach it.
+"""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+EXIT_USAGE = 2  # bad input a user typed (argparse's and invoke's code too)
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+MAX_ERROR_CHARS = 200  # an error line longer than this is cut (the fix is kept whole)
 
 
 class XpukitError(Exception):
@@ -19,3 +32,71 @@ class XpukitError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} (fix: {self.fix})" if self.fix else self.message
+
+
+class UsageError(XpukitError):
+    """Bad input a user typed (an option's value, a setting): exit 2, like argparse's."""
+
+    exit_code = EXIT_USAGE
+
+
+def _prefix(prog: str | None) -> str:
+    return f"{prog}: " if prog else ""
+
+
+def error_line(exc: XpukitError, prog: str | None = "xpukit") -> str:
+    """The one line an error prints (the fix is kept whole; a long message is cut first)."""
+    head = f"{_prefix(prog)}error: "
+    line = head + exc.one_line()
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    fix = f" (fix: {exc.fix})" if exc.fix else ""
+    room = max(40, MAX_ERROR_CHARS - len(head) - len(fix) - 3)
+    return f"{head}{exc.message.strip().splitlines()[0][:room]}...{fix}"[:MAX_ERROR_CHARS]
+
+
+def interrupted(prog: str | None = "xpukit") -> int:
+    """Say that Ctrl-C stopped the program, in one line; returns the exit code to use."""
+    print(f"{_prefix(prog)}interrupted", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def guard(
+    call: Callable[[], int | None],
+    *,
+    debug: bool = False,
+    prog: str | None = "xpukit",
+    any_error: bool = False,
+) -> int:
+    """Run an entry point's body and return its exit code: a kit error prints one line and exits
+    with its code, Ctrl-C prints one line and exits 130; with ``debug`` both raise (a traceback).
+
+    ``any_error``: every other exception too becomes one line (its type named) and exit 2, for a
+    user-run example, whose failures (a device, a driver) are the user's to read, not the kit's bugs.
+    """
+    try:
+        return call() or 0
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        return interrupted(prog)
+    except XpukitError as exc:
+        if debug:
+            raise
+        if any_error:
+            return _any_error(exc, prog)
+        print(error_line(exc, prog), file=sys.stderr, flush=True)
+        return exc.exit_code
+    except Exception as exc:
+        if debug or not any_error:
+            raise
+        return _any_error(exc, prog)
+
+
+def _any_error(exc: Exception, prog: str | None) -> int:
+    name = type(exc).__name__
+    text = exc.one_line() if isinstance(exc, XpukitError) else str(exc).strip()
+    text = (text.splitlines() or [""])[0]
+    text = text if text.startswith(name) else f"{name}: {text}" if text else name
+    print(f"{_prefix(prog)}error: {text}", file=sys.stderr, flush=True)
+    return EXIT_USAGE

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xpukit.errors import XpukitError
+from xpukit.errors import XpukitError, guard
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
 from xpukit.host import containers, doctor, doctor_host, engine, registry, sharing, testing, ui
@@ -28,7 +28,6 @@ from xpukit.host.plan import ImagePlan, check_base, dry_run_sdk, ensure_image, l
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
 
 ROOT = pins_mod.REPO_ROOT
-INTERRUPTED = 130  # what a shell reports for a command stopped by SIGINT
 
 F = TypeVar("F", bound=Callable[..., int])
 
@@ -38,18 +37,10 @@ def guarded(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> int:
-        try:
+        def body() -> int:
             return func(ctx, *args, **kwargs)
-        except XpukitError as exc:
-            if ctx.debug:
-                raise
-            print(ui.error_line(exc), file=sys.stderr, flush=True)
-            return exc.exit_code
-        except KeyboardInterrupt:
-            if ctx.debug:
-                raise
-            print("xpukit: interrupted", file=sys.stderr, flush=True)
-            return INTERRUPTED
+
+        return guard(body, debug=ctx.debug)  # the kit's one error boundary (xpukit/errors.py)
 
     return wrapper  # type: ignore[return-value]
 

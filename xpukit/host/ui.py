@@ -11,9 +11,8 @@ import sys
 from collections.abc import Iterator
 from typing import TextIO
 
-from xpukit.errors import XpukitError
+from xpukit.errors import MAX_ERROR_CHARS, error_line  # noqa: F401  (the host's names for them)
 
-MAX_ERROR_CHARS = 200
 _progress_on_stderr = False
 
 
@@ -38,13 +37,3 @@ def say(message: str) -> None:
 
 def warn(message: str) -> None:
     print(f"xpukit: warning: {message}", file=sys.stderr, flush=True)
-
-
-def error_line(exc: XpukitError) -> str:
-    """The one line an error prints (the fix is kept whole; a long message is cut first)."""
-    line = f"xpukit: error: {exc.one_line()}"
-    if len(line) <= MAX_ERROR_CHARS:
-        return line
-    fix = f" (fix: {exc.fix})" if exc.fix else ""
-    room = max(40, MAX_ERROR_CHARS - len("xpukit: error: ") - len(fix) - 3)
-    return f"xpukit: error: {exc.message.strip().splitlines()[0][:room]}...{fix}"[:MAX_ERROR_CHARS]

@@ -1,0 +1,76 @@
+"""The kit's one error boundary (xpukit.errors.guard): every entry point goes through it, and what it
+prints and returns for a kit error, any other error, Ctrl-C and --debug."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from xpukit.errors import EXIT_INTERRUPTED, EXIT_USAGE, XpukitError, guard
+from xpukit.host.pins import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+# Every program a user starts: tasks (invoke), the host commands, `python -m xpukit`, the examples.
+ENTRY_POINTS = ["tasks.py", "xpukit/host/commands.py", "xpukit/__main__.py", *sorted(
+    str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "examples").glob("*.py"))]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_no_entry_point_writes_its_own_boundary(path):
+    """The policy (one line, exit codes, Ctrl-C -> 130) is written once, in xpukit/errors.py."""
+    text = (REPO_ROOT / path).read_text()
+    assert not re.search(r"(=|return|exit\()\s*130\b", text), f"{path} sets exit code 130 itself: use xpukit.errors"
+    assert "except KeyboardInterrupt" not in text.replace("except KeyboardInterrupt:\n    sys.exit(interrupted(", ""), (
+        f"{path} catches Ctrl-C itself: go through xpukit.errors.guard"
+    )
+    assert "error: {" not in text, f"{path} formats its own error line: use xpukit.errors.error_line"
+
+
+def test_a_kit_error_is_one_line_with_its_fix_and_its_code(capsys):
+    class Refused(XpukitError):
+        exit_code = 3
+
+    def body() -> int:
+        raise Refused("the widget is missing\nsecond line never shown", "install the widget")
+
+    assert guard(body) == 3
+    assert capsys.readouterr().err == "xpukit: error: the widget is missing (fix: install the widget)\n"
+
+
+def test_ctrl_c_is_one_line_and_130(capsys):
+    def body() -> int:
+        raise KeyboardInterrupt
+
+    assert guard(body, prog=None) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_debug_shows_the_traceback_and_other_errors_are_bugs():
+    def kit() -> int:
+        raise XpukitError("x")
+
+    with pytest.raises(XpukitError):
+        guard(kit, debug=True)
+    with pytest.raises(KeyboardInterrupt):
+        guard(lambda: (_ for _ in ()).throw(KeyboardInterrupt), debug=True)
+    with pytest.raises(ZeroDivisionError):  # not a kit error: a bug, shown as one
+        guard(lambda: 1 // 0)
+
+
+def test_an_example_names_any_error_in_one_line_with_exit_2(capsys):
+    def body() -> int:
+        raise RuntimeError("driver said no\nmore detail")
+
+    assert guard(body, prog=None, any_error=True) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: RuntimeError: driver said no\n"
+
+
+def test_python_m_xpukit_goes_through_it():
+    p = subprocess.run([sys.executable, "-m", "xpukit", "compile", "/nonexistent.py:kernel"], cwd=REPO_ROOT,
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("xpukit: error: ") and "(fix: " in p.stderr and "Traceback" not in p.stderr
