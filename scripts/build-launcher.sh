@@ -22,4 +22,4 @@ run mkdir -p "$out"
 flags=(-O2 -Wall -Werror -shared -fPIC "-ffile-prefix-map=$(dirname "$src")=." "-Wl,--build-id=sha1")
 run gcc "${flags[@]}" -I"$include" "$src" -o "$out/_xpukit_launcher$suffix"
 # shellcheck disable=SC2016 # python code, not shell
-run env PYTHONPATH="$out" "$python" -c 'import _xpukit_launcher as m; assert m.ABI == 2; print("build-launcher.sh: ok", m.__file__)'
+run env PYTHONPATH="$out" "$python" -c 'import _xpukit_launcher as m; assert m.ABI == 3; print("build-launcher.sh: ok", m.__file__)'

@@ -12,7 +12,7 @@ from typing import Any
 
 from xpukit.runtime.triton.binder import make_specializer
 from xpukit.runtime.triton.driver import URDriver, default_driver
-from xpukit.runtime.triton.fast_table import getitem_partial, make_fast_run
+from xpukit.runtime.triton.fast_table import getitem_dispatch, make_fast_run
 from xpukit.runtime.ur.core import Session
 
 # Process-wide: Triton's driver and JITFunction.run are global, so they are swapped while at least
@@ -35,7 +35,7 @@ def _enter_global(drv: URDriver) -> None:
             _SAVED["getitem"] = jit.JITFunction.__dict__.get("__getitem__")  # None: inherited (KernelInterface)
             jit.specialize_impl = make_specializer(jit.specialize_impl)
             jit.JITFunction.run = make_fast_run(jit.JITFunction.run)
-            jit.JITFunction.__getitem__ = getitem_partial
+            jit.JITFunction.__getitem__ = getitem_dispatch
             triton_driver.set_active(drv)
         _GLOBAL_DEPTH += 1
 

@@ -16,7 +16,7 @@ from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
-from xpukit.runtime.ur.launcher import fast_key
+from xpukit.runtime.ur.launcher import COMPILED, fast_key
 from xpukit.runtime.ur.objects import USMAllocation
 
 
@@ -69,6 +69,10 @@ class _FastTable:
             n: prm.default for n, prm in sig.parameters.items() if prm.default is not inspect.Parameter.empty
         }
         self.entries: dict[tuple, _FastEntry] = {}
+        # What kernel[grid] reads (the Dispatch, in C or its Python twin): (table key, fast key) ->
+        # (session, submit, argument positions or None for all, compiled kernel, entry), the last
+        # session recorded; another session's call takes the Python door, which finds its own.
+        self.hits: dict[tuple, tuple] = {}
         # Positions of integer parameters the kernel has turned into pointers in a variant seen so
         # far: an int there must be a live address (else Triton would type a stale small address
         # as i32 and fail deep in its compiler).
@@ -151,12 +155,88 @@ class _FastTable:
                 for sid in [sid for sid, b in entry.bound.items() if b.closed]:  # sessions gone since
                     del entry.bound[sid]
                 entry.bound[id(session)] = bound
+                index = None if tuple(idx) == tuple(range(len(args))) else tuple(idx)
+                self.hits[(table_key, key)] = (session, bound.submit, index, kernel, entry)
 
 
-def getitem_partial(self: Any, grid: Any) -> Callable[..., Any]:
-    """``kernel[grid]``: Triton's own returns a Python lambda around ``run``; a partial is the same
-    call without that frame on every launch."""
-    return functools.partial(self.run, grid=grid, warmup=False)
+class PyDispatch:
+    """The Python twin of ``_xpukit_launcher.Dispatch`` (used when the launcher is not compiled,
+    and by the parity tests): ``kernel[grid](*args)`` for a call the table has seen goes straight
+    to the recorded kernel's launch door (``BoundKernel.submit``); every other case (no session,
+    a closed one, hooks, benchmarking, an unseen signature, another session's entry, a bad grid)
+    is Triton's ``run`` as the kit wrapped it, which checks, compiles, records and launches."""
+
+    def __init__(self, fn: Any, hits: dict, modes: bytes, current: Any, compiled_kernel: Any) -> None:
+        self.fn, self.hits, self.modes, self.current, self.ck = fn, hits, modes, current, compiled_kernel
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return functools.partial(self.call, grid)
+
+    def _python_door(self, grid: Any, args: tuple, kwargs: dict) -> Any:
+        return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def call(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
+        act = self.current.get()
+        if act is None:
+            return self._python_door(grid, args, kwargs)
+        session, stream = act.session, act.stream
+        if (
+            session._closed
+            or stream.events is not None
+            or self.fn.pre_run_hooks
+            or self.ck.launch_enter_hook is not None
+            or self.ck.launch_exit_hook is not None
+            or self.fn.used_global_vals
+        ):
+            return self._python_door(grid, args, kwargs)
+        key = fast_key(args, kwargs or None, self.modes, session.allocations)
+        hit = self.hits.get((act.table_key, key)) if key is not None else None
+        if hit is None or hit[0] is not session:
+            return self._python_door(grid, args, kwargs)
+        _session, submit, index, kernel, entry = hit
+        g = grid
+        if not isinstance(g, tuple | list) and callable(g):
+            g = g(entry.meta(args, kwargs))
+        if not isinstance(g, tuple | list) or not 1 <= len(g) <= 3:
+            return self._python_door(grid, args, kwargs)
+        queue = stream.queue._handle
+        if queue is None:
+            return self._python_door(grid, args, kwargs)
+        n = len(g)
+        submit(
+            queue,
+            g[0],
+            g[1] if n > 1 else 1,
+            g[2] if n > 2 else 1,
+            args if index is None else tuple(args[i] for i in index),
+        )
+        act.driver.stats.launches += 1
+        return kernel
+
+
+def dispatch_for(fn: Any, compiled: bool | None = None) -> Any:
+    """The kernel's Dispatch (compiled when the launcher is), made on first use and kept on it."""
+    name = "_xpukit_dispatch" if compiled is None else f"_xpukit_dispatch_{int(compiled)}"
+    d = fn.__dict__.get(name)
+    if d is None:
+        from triton.compiler import CompiledKernel
+
+        from xpukit.runtime.ur import launcher
+
+        table = fn.__dict__.get("_xpukit_fast")
+        if table is None:
+            table = fn.__dict__.setdefault("_xpukit_fast", _FastTable(fn))
+        use_c = COMPILED if compiled is None else compiled
+        cls = launcher.Dispatch if use_c else PyDispatch
+        d = fn.__dict__.setdefault(name, cls(fn, table.hits, table.modes, CURRENT, CompiledKernel))
+    return d
+
+
+def getitem_dispatch(self: Any, grid: Any) -> Callable[..., Any]:
+    """``kernel[grid]``: the kernel's Dispatch bound to the grid (Triton's own returns a lambda
+    around ``run``, which costs Triton's and the kit's Python on every launch)."""
+    d = self.__dict__.get("_xpukit_dispatch")
+    return (d if d is not None else dispatch_for(self))[grid]
 
 
 def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -832,6 +833,374 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
     return key;
 }
 
+/* ------------------------------------------------------------------ Dispatch */
+
+/* kernel[grid](*args, **kwargs) for a call seen before, in one C call: the same steps as the
+ * compiled-launch table's Python door (xpukit/runtime/triton/fast_table.py, PyDispatch), which
+ * this must match; every case it does not cover is handed to that door (fallback(fn) gives
+ * Triton's ``run``, as the kit wrapped it), so both refuse and launch the same things.
+ *
+ * Dispatch(fn, hits, modes, current, compiled_kernel): one per JITFunction. hits: the table's
+ * dict (table_key, fast_key) -> (session, submit, index, kernel, entry), filled by the Python
+ * door when Triton's own run has compiled and launched; current: the ContextVar of the active
+ * session record. d[grid] gives a GridCall; calling it launches. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn, *hits, *modes, *current, *ck;
+    /* the last activation seen, and what the call reads from it (refreshed when it changes) */
+    PyObject *act, *session, *stream, *table_key, *stats, *alloc;
+} Dispatch;
+
+typedef struct {
+    PyObject_HEAD
+    Dispatch *d;
+    PyObject *grid;
+    vectorcallfunc vectorcall;
+} GridCall;
+
+static PyTypeObject DispatchType, GridCallType;
+static PyObject *str_session, *str_stream, *str_table_key, *str_driver, *str_stats, *str_allocations, *str_closed,
+    *str_events, *str_queue, *str_pre_run_hooks, *str_enter_hook, *str_exit_hook, *str_used_global_vals,
+    *str_launches, *str_meta, *str_run, *str_grid, *str_warmup, *int_one;
+
+static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
+    Py_VISIT(d->fn);
+    Py_VISIT(d->hits);
+    Py_VISIT(d->act);
+    Py_VISIT(d->session);
+    Py_VISIT(d->stream);
+    Py_VISIT(d->stats);
+    return 0;
+}
+
+static int dispatch_clear(Dispatch *d) {
+    Py_CLEAR(d->fn);
+    Py_CLEAR(d->hits);
+    Py_CLEAR(d->modes);
+    Py_CLEAR(d->current);
+    Py_CLEAR(d->ck);
+    Py_CLEAR(d->act);
+    Py_CLEAR(d->session);
+    Py_CLEAR(d->stream);
+    Py_CLEAR(d->table_key);
+    Py_CLEAR(d->stats);
+    Py_CLEAR(d->alloc);
+    return 0;
+}
+
+static void dispatch_dealloc(Dispatch *d) {
+    PyObject_GC_UnTrack(d);
+    dispatch_clear(d);
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static int dispatch_init(Dispatch *d, PyObject *args, PyObject *kw) {
+    PyObject *fn, *hits, *modes, *current, *ck;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch takes positional arguments only");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(args, "OO!O!OO", &fn, &PyDict_Type, &hits, &PyBytes_Type, &modes, &current, &ck)) return -1;
+    if (!PyContextVar_CheckExact(current)) {
+        PyErr_SetString(PyExc_TypeError, "current must be a ContextVar");
+        return -1;
+    }
+    dispatch_clear(d);
+    Py_INCREF(fn);
+    d->fn = fn;
+    Py_INCREF(hits);
+    d->hits = hits;
+    Py_INCREF(modes);
+    d->modes = modes;
+    Py_INCREF(current);
+    d->current = current;
+    Py_INCREF(ck);
+    d->ck = ck;
+    return 0;
+}
+
+/* 1: attr is truthy (or missing/failing: treated as "take the Python door"), 0: falsy. */
+static int truthy_attr(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) {
+        PyErr_Clear();
+        return 1;
+    }
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (r < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    return r;
+}
+
+static int not_none_attr(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) {
+        PyErr_Clear();
+        return 1;
+    }
+    int r = v != Py_None;
+    Py_DECREF(v);
+    return r;
+}
+
+/* Read what the call needs from a new activation record; -1 (error cleared) if it lacks any. */
+static int dispatch_refresh(Dispatch *d, PyObject *act) {
+    PyObject *session = PyObject_GetAttr(act, str_session);
+    PyObject *stream = session ? PyObject_GetAttr(act, str_stream) : NULL;
+    PyObject *table_key = stream ? PyObject_GetAttr(act, str_table_key) : NULL;
+    PyObject *driver = table_key ? PyObject_GetAttr(act, str_driver) : NULL;
+    PyObject *stats = driver ? PyObject_GetAttr(driver, str_stats) : NULL;
+    PyObject *alloc = stats ? PyObject_GetAttr(session, str_allocations) : NULL;
+    Py_XDECREF(driver);
+    if (!alloc || !PyObject_TypeCheck(alloc, &AllocTableType)) {
+        PyErr_Clear();
+        Py_XDECREF(session);
+        Py_XDECREF(stream);
+        Py_XDECREF(table_key);
+        Py_XDECREF(stats);
+        Py_XDECREF(alloc);
+        return -1;
+    }
+    Py_INCREF(act);
+    Py_XSETREF(d->act, act);
+    Py_XSETREF(d->session, session);
+    Py_XSETREF(d->stream, stream);
+    Py_XSETREF(d->table_key, table_key);
+    Py_XSETREF(d->stats, stats);
+    Py_XSETREF(d->alloc, alloc);
+    return 0;
+}
+
+/* The Python door: fn.run(*args, grid=grid, warmup=False, **kwargs), looked up now (activate()
+ * swaps JITFunction.run in and out). */
+static PyObject *dispatch_fallback(Dispatch *d, PyObject *grid, PyObject *args, PyObject *kwargs) {
+    PyObject *run = PyObject_GetAttr(d->fn, str_run);
+    if (!run) return NULL;
+    PyObject *kw = kwargs ? PyDict_Copy(kwargs) : PyDict_New();
+    PyObject *r = NULL;
+    if (kw && PyDict_SetItem(kw, str_grid, grid) == 0 && PyDict_SetItem(kw, str_warmup, Py_False) == 0)
+        r = PyObject_Call(run, args, kw);
+    Py_XDECREF(kw);
+    Py_DECREF(run);
+    return r;
+}
+
+static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
+    Dispatch *d = g->d;
+    PyObject *act = NULL;
+    if (PyContextVar_Get(d->current, NULL, &act) < 0) return NULL;
+    if (!act || act == Py_None) goto python_door; /* no session: the door raises NoActiveSession */
+    if (act != d->act && dispatch_refresh(d, act) < 0) goto python_door;
+    /* Borrowed from here on, never re-read from d: Python code run below (a .ptr property, a
+     * grid function) may let another thread refresh d with its own activation. act, which this
+     * call holds, keeps them alive. */
+    PyObject *session = d->session, *stream = d->stream, *table_key = d->table_key, *stats = d->stats;
+    PyObject *alloc = d->alloc;
+    if (truthy_attr(session, str_closed) || not_none_attr(stream, str_events) ||
+        truthy_attr(d->fn, str_pre_run_hooks) || not_none_attr(d->ck, str_enter_hook) ||
+        not_none_attr(d->ck, str_exit_hook) || truthy_attr(d->fn, str_used_global_vals))
+        goto python_door;
+    {
+        PyObject *fk_args[4] = {args, kwargs ? kwargs : Py_None, d->modes, alloc};
+        PyObject *key = fast_key(NULL, fk_args, 4);
+        if (!key) goto error;
+        if (key == Py_None) {
+            Py_DECREF(key);
+            goto python_door;
+        }
+        PyObject *k2 = PyTuple_Pack(2, table_key, key);
+        Py_DECREF(key);
+        if (!k2) goto error;
+        PyObject *hit = PyDict_GetItemWithError(d->hits, k2); /* borrowed */
+        Py_DECREF(k2);
+        if (!hit) {
+            if (PyErr_Occurred()) goto error;
+            goto python_door;
+        }
+        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 5 || PyTuple_GET_ITEM(hit, 0) != session)
+            goto python_door; /* another session's: the Python door finds this one's */
+        Py_INCREF(hit);
+        PyObject *submit = PyTuple_GET_ITEM(hit, 1), *index = PyTuple_GET_ITEM(hit, 2);
+        PyObject *kernel = PyTuple_GET_ITEM(hit, 3), *entry = PyTuple_GET_ITEM(hit, 4);
+        /* the grid: a tuple/list of 1 to 3, or a callable of the launch's meta-parameters */
+        PyObject *grid = g->grid;
+        Py_INCREF(grid);
+        if (!PyTuple_Check(grid) && !PyList_Check(grid) && PyCallable_Check(grid)) {
+            PyObject *kw = kwargs ? Py_NewRef(kwargs) : PyDict_New();
+            PyObject *meta = kw ? PyObject_CallMethodObjArgs(entry, str_meta, args, kw, NULL) : NULL;
+            Py_XDECREF(kw);
+            PyObject *r = meta ? PyObject_CallOneArg(grid, meta) : NULL;
+            Py_XDECREF(meta);
+            Py_DECREF(grid);
+            if (!r) {
+                Py_DECREF(hit);
+                goto error;
+            }
+            grid = r;
+        }
+        PyObject *gseq = (PyTuple_Check(grid) || PyList_Check(grid)) ? PySequence_Tuple(grid) : NULL;
+        Py_DECREF(grid);
+        Py_ssize_t gn = gseq ? PyTuple_GET_SIZE(gseq) : 0;
+        if (gn < 1 || gn > 3) { /* the Python door names the bad grid */
+            PyErr_Clear();
+            Py_XDECREF(gseq);
+            Py_DECREF(hit);
+            goto python_door;
+        }
+        PyObject *queue = NULL;
+        PyObject *q = PyObject_GetAttr(stream, str_queue);
+        if (q) {
+            queue = PyObject_GetAttr(q, str_handle);
+            Py_DECREF(q);
+        }
+        if (!queue || queue == Py_None) { /* closed: the Python door raises the kit's error */
+            PyErr_Clear();
+            Py_XDECREF(queue);
+            Py_DECREF(gseq);
+            Py_DECREF(hit);
+            goto python_door;
+        }
+        PyObject *picked;
+        if (index == Py_None) {
+            Py_INCREF(args);
+            picked = args;
+        } else {
+            Py_ssize_t m = PyTuple_GET_SIZE(index), na = PyTuple_GET_SIZE(args);
+            picked = PyTuple_New(m);
+            for (Py_ssize_t j = 0; picked && j < m; j++) {
+                Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, j));
+                if (i < 0 || i >= na) { /* cannot happen for a recorded key; be safe */
+                    Py_CLEAR(picked);
+                    PyErr_SetString(PyExc_IndexError, "xpukit: argument index out of range");
+                    break;
+                }
+                PyObject *o = PyTuple_GET_ITEM(args, i);
+                Py_INCREF(o);
+                PyTuple_SET_ITEM(picked, j, o);
+            }
+        }
+        PyObject *r = NULL;
+        if (picked) {
+            PyObject *call[5] = {queue, PyTuple_GET_ITEM(gseq, 0), gn > 1 ? PyTuple_GET_ITEM(gseq, 1) : int_one,
+                                 gn > 2 ? PyTuple_GET_ITEM(gseq, 2) : int_one, picked};
+            r = PyObject_Vectorcall(submit, call, 5, NULL);
+            Py_DECREF(picked);
+        }
+        Py_DECREF(queue);
+        Py_DECREF(gseq);
+        if (!r) {
+            Py_DECREF(hit);
+            goto error;
+        }
+        Py_DECREF(r); /* an event handle only when asked for: None here */
+        /* driver.stats.launches += 1 */
+        PyObject *count = PyObject_GetAttr(stats, str_launches);
+        PyObject *next = count ? PyNumber_Add(count, int_one) : NULL;
+        Py_XDECREF(count);
+        if (!next || PyObject_SetAttr(stats, str_launches, next) < 0) {
+            Py_XDECREF(next);
+            Py_DECREF(hit);
+            goto error;
+        }
+        Py_DECREF(next);
+        Py_INCREF(kernel);
+        Py_DECREF(hit);
+        Py_XDECREF(act);
+        return kernel;
+    }
+python_door:
+    Py_XDECREF(act);
+    return dispatch_fallback(d, g->grid, args, kwargs);
+error:
+    Py_XDECREF(act);
+    return NULL;
+}
+
+static PyObject *gridcall_vectorcall(PyObject *self, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *args = PyTuple_New(n);
+    if (!args) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(a[i]);
+        PyTuple_SET_ITEM(args, i, a[i]);
+    }
+    PyObject *kwargs = NULL;
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+        kwargs = PyDict_New();
+        for (Py_ssize_t i = 0; kwargs && i < PyTuple_GET_SIZE(kwnames); i++)
+            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), a[n + i]) < 0) Py_CLEAR(kwargs);
+        if (!kwargs) {
+            Py_DECREF(args);
+            return NULL;
+        }
+    }
+    PyObject *r = gridcall_call((GridCall *)self, args, kwargs);
+    Py_DECREF(args);
+    Py_XDECREF(kwargs);
+    return r;
+}
+
+static int gridcall_traverse(GridCall *g, visitproc visit, void *arg) {
+    Py_VISIT(g->d);
+    Py_VISIT(g->grid);
+    return 0;
+}
+
+static int gridcall_clear(GridCall *g) {
+    Py_CLEAR(g->d);
+    Py_CLEAR(g->grid);
+    return 0;
+}
+
+static void gridcall_dealloc(GridCall *g) {
+    PyObject_GC_UnTrack(g);
+    gridcall_clear(g);
+    Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+/* d[grid] -> GridCall */
+static PyObject *dispatch_getitem(Dispatch *d, PyObject *grid) {
+    GridCall *g = PyObject_GC_New(GridCall, &GridCallType);
+    if (!g) return NULL;
+    Py_INCREF(d);
+    g->d = d;
+    Py_INCREF(grid);
+    g->grid = grid;
+    g->vectorcall = gridcall_vectorcall;
+    PyObject_GC_Track(g);
+    return (PyObject *)g;
+}
+
+static PyMappingMethods dispatch_as_mapping = {.mp_subscript = (binaryfunc)dispatch_getitem};
+
+static PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.Dispatch",
+    .tp_basicsize = sizeof(Dispatch),
+    .tp_dealloc = (destructor)dispatch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "kernel[grid] for a JITFunction: a seen signature launches in C, anything else goes to Triton's run.",
+    .tp_traverse = (traverseproc)dispatch_traverse,
+    .tp_clear = (inquiry)dispatch_clear,
+    .tp_as_mapping = &dispatch_as_mapping,
+    .tp_init = (initproc)dispatch_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyTypeObject GridCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.GridCall",
+    .tp_basicsize = sizeof(GridCall),
+    .tp_dealloc = (destructor)gridcall_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "kernel[grid]: call it with the kernel's arguments.",
+    .tp_traverse = (traverseproc)gridcall_traverse,
+    .tp_clear = (inquiry)gridcall_clear,
+    .tp_call = (ternaryfunc)gridcall_call,
+    .tp_vectorcall_offset = offsetof(GridCall, vectorcall),
+};
+
 static PyObject *register_memory_types(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *usm, *arr;
@@ -857,19 +1226,36 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
-    if (PyType_Ready(&AllocTableType) < 0 || PyType_Ready(&LauncherType) < 0) return NULL;
+    if (PyType_Ready(&AllocTableType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
+        PyType_Ready(&GridCallType) < 0)
+        return NULL;
     str_handle = PyUnicode_InternFromString("_handle");
     str_alloc = PyUnicode_InternFromString("alloc");
     str_ptr = PyUnicode_InternFromString("ptr");
     str_dtype = PyUnicode_InternFromString("dtype");
     if (!str_handle || !str_alloc || !str_ptr || !str_dtype) return NULL;
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&str_session, "session"}, {&str_stream, "stream"}, {&str_table_key, "table_key"}, {&str_driver, "driver"},
+        {&str_stats, "stats"}, {&str_allocations, "allocations"}, {&str_closed, "_closed"}, {&str_events, "events"},
+        {&str_queue, "queue"}, {&str_pre_run_hooks, "pre_run_hooks"}, {&str_enter_hook, "launch_enter_hook"},
+        {&str_exit_hook, "launch_exit_hook"}, {&str_used_global_vals, "used_global_vals"},
+        {&str_launches, "launches"}, {&str_meta, "meta"}, {&str_run, "run"}, {&str_grid, "grid"},
+        {&str_warmup, "warmup"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
+    if (!(int_one = PyLong_FromLong(1))) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&AllocTableType);
     Py_INCREF(&LauncherType);
+    Py_INCREF(&DispatchType);
     if (PyModule_AddObject(m, "AllocTable", (PyObject *)&AllocTableType) < 0 ||
         PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-        PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

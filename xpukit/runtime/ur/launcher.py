@@ -435,7 +435,7 @@ def _load_extension() -> Any:
         import _xpukit_launcher
     except ImportError:
         return None
-    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 2 else None
+    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 3 else None
 
 
 def _register_nothing(*_types: type) -> None:
@@ -447,6 +447,8 @@ COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
 fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
+# kernel[grid] in C (xpukit.runtime.triton.fast_table.PyDispatch is its twin); None without the extension.
+Dispatch: Any = _EXT.Dispatch if _EXT else None
 register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
@@ -461,6 +463,7 @@ __all__ = [
     "COMPILED",
     "IMPLEMENTATION",
     "AllocTable",
+    "Dispatch",
     "Launcher",
     "PyAllocTable",
     "PyLauncher",
