@@ -111,6 +111,31 @@ def test_count_isa_skips_labels_padding_and_reads_predicates():
 
 
 @pytest.mark.unit
+def test_fma_alu_and_spill_bytes():
+    """Lines as ocloc 22.43 disassembles acm-g10's tl.dot (legacy dataport scratch, 32-byte hwords)."""
+    text = "\n".join(
+        [
+            "        mad (16|M0)  r10.0<1>:f  r10.0<1;0>:f  r20.0<1;0>:f  r30.0<1;0>:f",
+            "        mad (16|M16) r11.0<1>:f  r11.0<1;0>:f  r21.0<1;0>:f  r31.0<1;0>:f",
+            "        add (16|M0)  r1.0<1>:d  r2.0<1;1,0>:d  16:w",
+            "        shl (16|M0)  r1.0<1>:d  r2.0<1;1,0>:d  2:w",
+            "        send.dc0 (16|M0)  null  r188  r9:2  0x0  0x020F1000  {A@3,$3} "
+            "// wr:1h+2, rd:0; hword scratch block write x2",
+            "(W)     send.dc0 (16|M0)  r3  r188  null:0  0x0  0x024C2000  {$5} "
+            "// wr:1h+0, rd:4; hword scratch block read x4",
+        ]
+    )
+    counts = isa.count_isa(text)
+    assert (counts.fma, counts.alu, counts.math, counts.dpas) == (2, 2, 0, 0)
+    assert counts.sends["scratch_spill"] == counts.sends["scratch_fill"] == 1
+    assert (counts.scratch_spill_bytes, counts.scratch_fill_bytes) == (64, 128)
+    # LSC messages: data size x vector, times the lanes unless transposed.
+    assert isa.send_bytes(16, "store.ugm.d32x4.a32.ss[a0.2][A+0x0]") == 256
+    assert isa.send_bytes(16, "load.ugm.d32x8t.a32.ss[a0.2][A+0x0]") == 32
+    assert isa.send_bytes(16, "load.ugm.d32.a64") == 64
+
+
+@pytest.mark.unit
 def test_iga_search_finds_versioned_library(tmp_path, monkeypatch):
     monkeypatch.delenv(isa.IGA_ENV, raising=False)
     assert isa.find_iga_library([str(tmp_path)]) is None
@@ -201,6 +226,8 @@ def test_spilling_kernel_shows_scratch_sends(runtime, tmp_path):
     if info.spill_size == 0:
         pytest.fail(f"expected spills; build flags {compiled.metadata.build_flags!r}")
     assert counts.sends["scratch_spill"] > 0 and counts.sends["scratch_fill"] > 0
+    assert counts.scratch_spill_bytes >= 32 * counts.sends["scratch_spill"]
+    assert counts.fma > 0 and counts.dpas == 0  # tl.dot's compute, as mad FMAs
 
 
 # --------------------------------------------------------------------------- bad input

@@ -18,7 +18,7 @@ from runtime_required import skip_unless_in_image
 from test_isa import independent_counts
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline import kernel_report
+from xpukit.runtime.offline import kernel_report, report_format
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "kernels.py"
@@ -35,26 +35,75 @@ def test_config_keys_are_constexprs_or_options():
     assert "unknown config key 'BLOCKK'" in line and "BLOCK" in line and "num_warps" in line
 
 
-@pytest.mark.unit
-def test_markdown_marks_failed_cells():
+def _counts(**changes):
     counts = {
         "instructions": 7,
         "sends": {k: 1 for k in ("global_load", "global_store", "slm_load", "slm_store")}
         | {k: 0 for k in ("block2d_load", "block2d_store", "atomic", "scratch_fill", "scratch_spill")},
+        "send_total": 4,
         "dpas": 0,
         "math": 2,
         "moves": 3,
         "control_flow": 1,
         "barriers": 0,
+        "fma": 5,
+        "alu": 6,
+        "scratch_fill_bytes": 0,
+        "scratch_spill_bytes": 0,
     }
-    ok = {"target": "pvc", "config": "BLOCK=256", "simd": 32, "grf": 128, "spill_bytes": 0}
-    ok |= {"private_bytes": 0, "slm_bytes": 0, "error": None, "counts": counts}
+    return counts | changes
+
+
+def _row(config="BLOCK=256", **changes):
+    row = {"target": "pvc", "config": config, "simd": 32, "grf": 128, "grf_mode": "default", "grf_retry": False}
+    row |= {"work_group": 128, "scratch_bytes": 0, "private_bytes": 0, "slm_bytes": 0, "error": None}
+    return row | {"counts": _counts(), "limits": []} | changes
+
+
+@pytest.mark.unit
+def test_markdown_marks_failed_cells_and_names_units():
+    ok = _row(grf=256, grf_retry=True, limits=["SLM 70000 B > 65536 B per work-group"])
     bad = {"target": "pvc", "config": "BLOCK=3", "error": "failed to compile: x (fix: y)", "counts": None}
-    text = kernel_report.format_markdown({"kernel": "k", "ocloc": "ocloc", "rows": [ok, bad]})
+    text = report_format.format_markdown({"kernel": "k", "ocloc": "ocloc", "rows": [ok, bad]})
     lines = text.splitlines()
-    assert lines[2].count("|") == lines[4].count("|") == len(kernel_report._COLUMNS) + 1
-    assert lines[4].startswith("| pvc | BLOCK=256 | 32 | 128 | 0 | 0 | 0 | 7 | 1/1 | 1/1 | 0/0 |")
+    assert lines[2].count("|") == lines[4].count("|") == len(report_format.COLUMNS) + 1
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    cells = dict(zip(header, (c.strip() for c in lines[4].strip("|").split("|")), strict=True))
+    assert cells["scratch B/thr"] == "0" and cells["spill st/ld"] == "0/0" and cells["spill B st/ld"] == "0/0"
+    assert cells["GRF"] == "256" and cells["GRF mode"] == "default, 256 retry" and cells["FMA"] == "5"
+    assert cells["over limit"] == "SLM 70000 B > 65536 B per work-group"
+    assert "spill B" not in header  # the old, mislabelled column (it was the scratch space)
     assert "failed to compile: x (fix: y)" in lines[5]
+
+
+@pytest.mark.unit
+def test_limits_come_from_the_target_table():
+    from xpukit.targets import LIMITS, check_limits
+
+    assert LIMITS["acm-g10"].slm_per_work_group == 64 * 1024 and LIMITS["pvc"].slm_per_work_group == 128 * 1024
+    assert check_limits("dg2", 67584, 128, 16, 128) == ["SLM 67584 B > 65536 B per work-group"]
+    assert check_limits("pvc", 67584, 256, 16, 1024) == []
+    over = check_limits("pvc", 0, 512, 8, 2048)
+    assert over == ["GRF 512 not in 128/256", "sub-group 8 not in 16/32", "work-group 2048 > 1024"]
+    assert check_limits("bmg", 10**9, 999, 3, 10**6) == []  # no sourced limits: not checked
+
+
+@pytest.mark.unit
+def test_diff_names_what_changed():
+    before = {"rows": [_row(), _row("BLOCK=512")], "stored_at": "then"}
+    spilled = _counts(instructions=9, scratch_spill_bytes=64) | {
+        "sends": _counts()["sends"] | {"scratch_spill": 2},
+        "send_total": 6,
+    }
+    after = {"rows": [_row(grf=256, grf_retry=True, counts=spilled), _row("BLOCK=1024")]}
+    changes = {(c[1], c[2]): c[3:] for c in report_format.diff_reports(before, after)}
+    assert changes[("BLOCK=256", "instructions")] == (7, 9)
+    assert changes[("BLOCK=256", "spill sends")] == (0, 2) and changes[("BLOCK=256", "spill B/thr")] == (0, 64)
+    assert changes[("BLOCK=256", "GRF")] == (128, 256) and changes[("BLOCK=256", "sends")] == (4, 6)
+    assert changes[("BLOCK=512", "row")] == ("ok", "absent") and changes[("BLOCK=1024", "row")] == ("absent", "ok")
+    text = report_format.format_diff(before, after)
+    assert text.startswith("Changes since then:") and "| pvc | BLOCK=256 | instructions | 7 | 9 | +2 |" in text
+    assert report_format.format_diff(before, before) == "No change since then."
 
 
 @pytest.fixture
@@ -98,6 +147,97 @@ def test_report_counts_equal_counts_from_isa_files(env):
     # The larger tile reduces across more warps: what changes shows in the table.
     by = {(r["target"], r["config"]): r for r in report["rows"]}
     assert by[("pvc", configs[1])]["slm_bytes"] >= by[("pvc", configs[0])]["slm_bytes"]
+
+
+DOT_SOURCE = """
+import triton
+import triton.language as tl
+
+XPUKIT_KERNELS = {"dot_kernel": {"signature": "a_ptr:*fp16, b_ptr:*fp16, c_ptr:*fp32"}}
+
+
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+"""
+TRANS_SOURCE = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def trans_kernel(x_ptr, y_ptr, M: tl.constexpr, N: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(y_ptr + rn[:, None] * M + rm[None, :], tl.trans(x))
+"""
+SMALL_DOT, SPILLING_DOT = "M=16,N=16,K=16", "M=32,N=32,K=32"
+
+
+@pytest.fixture(scope="module")
+def dot_report(tmp_path_factory) -> dict:
+    """One report, compiled once for every assertion below: a 16x16x16 and a 32x32x32 fp16 tl.dot
+    on acm-g10, where triton-xpu 3.3 lowers tl.dot to mad FMAs (no DPAS in its preset) and the
+    larger tile spills even after the 256-GRF retry (the smaller one does not)."""
+    pytest.importorskip("triton")
+    if shutil.which("ocloc") is None:
+        skip_unless_in_image("ocloc is not installed here")
+    folder = tmp_path_factory.mktemp("dot")
+    os.environ.setdefault("TRITON_CACHE_DIR", str(folder / "cache"))
+    (folder / "dot.py").write_text(DOT_SOURCE)
+    return kernel_report.build_report(f"{folder / 'dot.py'}:dot_kernel", ["acm-g10"], [SMALL_DOT, SPILLING_DOT])
+
+
+@pytest.mark.container
+def test_spill_columns_follow_the_spills(dot_report):
+    small, large = dot_report["rows"]
+    assert small["error"] is None and large["error"] is None, (small["error"], large["error"])
+    # No spills: no scratch space, no scratch sends, no bytes.
+    assert small["scratch_bytes"] == 0
+    assert small["counts"]["sends"]["scratch_spill"] == small["counts"]["sends"]["scratch_fill"] == 0
+    assert small["counts"]["scratch_spill_bytes"] == small["counts"]["scratch_fill_bytes"] == 0
+    # Spills: scratch space per thread, spill and fill sends, and the bytes they move.
+    assert large["scratch_bytes"] > 0
+    assert large["counts"]["sends"]["scratch_spill"] > 0 and large["counts"]["sends"]["scratch_fill"] > 0
+    # The legacy dataport moves whole 32-byte hwords: bytes are a multiple of 32 and at least 32 a send.
+    for kind in ("spill", "fill"):
+        moved, sends = large["counts"][f"scratch_{kind}_bytes"], large["counts"]["sends"][f"scratch_{kind}"]
+        assert moved % 32 == 0 and moved >= 32 * sends
+    table = report_format.format_markdown(dot_report).splitlines()
+    header = [c.strip() for c in table[2].strip("|").split("|")]
+    cells = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in table[4:6]]
+    assert cells[0]["spill st/ld"] == "0/0" and cells[1]["spill st/ld"] != "0/0"
+    assert cells[0]["scratch B/thr"] == "0" and cells[1]["scratch B/thr"] == str(large["scratch_bytes"])
+    # The 256-GRF retry shows in the table, not only in the JSON's build flags.
+    assert large["grf_retry"] and "256 retry" in cells[1]["GRF mode"] and large["grf"] == 256
+
+
+@pytest.mark.container
+def test_tl_dot_without_dpas_shows_its_fmas(dot_report):
+    for row in dot_report["rows"]:
+        assert row["counts"]["dpas"] == 0 and row["counts"]["fma"] > 0
+    small, large = dot_report["rows"]
+    # M*N*K multiply-adds over the work-group's lanes: 8x the work, more mad instructions.
+    assert large["counts"]["fma"] > 4 * small["counts"]["fma"]
+
+
+@pytest.mark.container
+def test_config_over_the_slm_limit_is_flagged(env):
+    """A 128x256 fp32 transpose goes through 128 KiB of SLM: over acm-g10's 64 KiB per work-group."""
+    (env / "trans.py").write_text(TRANS_SOURCE)
+    report = kernel_report.build_report(
+        f"{env / 'trans.py'}:trans_kernel", ["acm-g10"], ["M=128,N=256,num_warps=32"], "x_ptr:*fp32, y_ptr:*fp32"
+    )
+    (row,) = report["rows"]
+    assert row["error"] is None and row["slm_bytes"] > 64 * 1024
+    assert f"SLM {row['slm_bytes']} B > 65536 B per work-group" in row["limits"]
+    assert f"SLM {row['slm_bytes']} B > 65536 B per work-group" in report_format.format_markdown(report)
 
 
 @pytest.mark.container

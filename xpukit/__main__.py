@@ -36,9 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("kernel", help="path.py:function")
     report.add_argument("--target", action="append", default=[], help="target(s), comma-separated")
     report.add_argument("--config", action="append", default=[], help="NAME=VALUE,...; repeatable")
-    report.add_argument("--format", default="md", choices=["md", "json"])
+    report.add_argument("--format", default="md", choices=["md", "json", "none"])
     report.add_argument("--signature", default=None)
     report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
+    report.add_argument("--save", default=None, help="also write the JSON report to this file")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -54,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "kernel-report":
             return run_kernel_report(
-                args.kernel, args.target or ["pvc"], args.config, args.format, args.signature, args.constexpr
+                args.kernel,
+                args.target or ["pvc"],
+                args.config,
+                args.format,
+                args.signature,
+                args.constexpr,
+                Path(args.save) if args.save else None,
             )
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 

@@ -101,3 +101,48 @@ def split_targets(targets: str | Iterable[str] | None) -> list[str]:
     if not names:
         raise XpukitError("no target given", "pass --target pvc (comma-separated for several, or all)")
     return list(dict.fromkeys(names))
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetLimits:
+    """What one work-group of a kernel may use on a target; ``kernel-report`` flags a row over any."""
+
+    slm_per_work_group: int  # bytes of shared local memory one work-group may allocate
+    grf_counts: tuple[int, ...]  # GRF registers per thread the hardware offers (256 = large GRF mode)
+    sub_group_sizes: tuple[int, ...]
+    max_work_group_size: int  # work-items
+    source: str
+
+
+# Every figure is from Intel's GPU Occupancy Calculator (oneapi-src/oneAPI-samples,
+# Tools/GPU-Occupancy-Calculator/index.html, its device table): "Xe HPC / Data Center Max" (pvc):
+# SLM_Size_Per_Work_Group 128 (KB), Large_GRF_Mode true, Subgroup_Sizes [32, 16],
+# Max_Work_Group_Size 1024; "Xe HPG / Arc Graphics" and "Data Center Flex" (DG2, acm-g10):
+# SLM_Size_Per_Work_Group 64, Large_GRF_Mode false, Subgroup_Sizes [32, 16, 8], Max_Work_Group_Size 1024.
+# Without large GRF mode a thread has 128 GRFs. The calculator's table has no Xe2/Xe-LPG entry
+# (bmg, lnl, mtl): their limits are not checked rather than guessed.
+_CALCULATOR = "Intel GPU Occupancy Calculator (oneAPI-samples)"
+LIMITS: dict[str, TargetLimits] = {
+    "pvc": TargetLimits(128 * 1024, (128, 256), (16, 32), 1024, _CALCULATOR),
+    "acm-g10": TargetLimits(64 * 1024, (128,), (8, 16, 32), 1024, _CALCULATOR),
+}
+
+
+def check_limits(
+    target: str, slm_bytes: int | None, grf: int | None, sub_group: int | None, work_group: int | None
+) -> list[str]:
+    """One short line per limit a kernel exceeds on ``target`` (empty: within every known limit).
+    A target with no sourced limits is not checked."""
+    limits = LIMITS.get(canonical(target))
+    if limits is None:
+        return []
+    over = []
+    if slm_bytes is not None and slm_bytes > limits.slm_per_work_group:
+        over.append(f"SLM {slm_bytes} B > {limits.slm_per_work_group} B per work-group")
+    if grf is not None and grf not in limits.grf_counts:
+        over.append(f"GRF {grf} not in {'/'.join(map(str, limits.grf_counts))}")
+    if sub_group is not None and sub_group not in limits.sub_group_sizes:
+        over.append(f"sub-group {sub_group} not in {'/'.join(map(str, limits.sub_group_sizes))}")
+    if work_group is not None and work_group > limits.max_work_group_size:
+        over.append(f"work-group {work_group} > {limits.max_work_group_size}")
+    return over

@@ -117,7 +117,7 @@ def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
     return result
 
 
-def _write_whole(path: Path, data: bytes) -> None:
+def write_whole(path: Path, data: bytes) -> None:
     """Write through a temporary file and rename: an interrupt (Ctrl-C) never leaves half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -198,11 +198,11 @@ def run_compile(
             layout, layout_error, status = [], exc.one_line(), 1
         target_dir = out_dir / target
         target_dir.mkdir(parents=True, exist_ok=True)
-        _write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
-        _write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
+        write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
+        write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
         if asm:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
             isa_text = disassemble(zebin_bytes, devices[target]).kernels[info.name]
-            _write_whole(target_dir / f"{spec.name}.isa", isa_text.encode())
+            write_whole(target_dir / f"{spec.name}.isa", isa_text.encode())
         meta = compiled.metadata._asdict()
         record = {
             "kernel": spec.name,
@@ -218,7 +218,7 @@ def run_compile(
             "metadata": meta,
         }
         text = json.dumps(record, indent=2, default=_json_default)
-        _write_whole(target_dir / f"{spec.name}.json", (text + "\n").encode())
+        write_whole(target_dir / f"{spec.name}.json", (text + "\n").encode())
         rows.append((target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size))
         if layout_error:
             print(f"{target}: {layout_error}", file=sys.stderr)

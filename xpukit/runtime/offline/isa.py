@@ -7,8 +7,11 @@ ourselves, link it under the plain name in a private temporary folder and put th
 the subprocess's ``LD_LIBRARY_PATH``. Where IGA cannot be found the caller gets one line with the fix.
 
 ``count_isa`` turns the text into counts: instructions, sends by kind (global, SLM, 2D block,
-atomics, scratch spill/fill, ...), DPAS, math, moves, control flow and barriers. Send kinds come from
-the message IGA decodes into the comment after each send (``// wr:1+0, rd:2; load.ugm.d32...``).
+atomics, scratch spill/fill, ...) and the bytes the scratch sends move, DPAS, FMAs (``mad``: where
+``tl.dot`` lands without DPAS), extended math, other ALU work, moves, control flow and barriers.
+Send kinds come from the message IGA decodes into the comment after each send
+(``// wr:1+0, rd:2; load.ugm.d32...``; pvc's and acm-g10's scratch in this ocloc:
+``hword scratch block read/write xN`` on the legacy dataport).
 """
 
 from __future__ import annotations
@@ -200,6 +203,17 @@ CONTROL_FLOW = frozenset(
     ("jmpi", "goto", "join", "if", "else", "endif", "while", "break", "cont", "call", "calla", "ret", "brd", "brc")
 )
 MOVES = frozenset(("mov", "movi", "smov"))
+# Fused multiply-adds: where tl.dot's compute lands on a target with no DPAS (acm-g10 on triton-xpu 3.3).
+FMA = frozenset(("mad", "mac", "madm", "dp4a"))
+# Other ALU work (integer and float arithmetic, logic, compares, selects): address math mostly.
+ALU = frozenset(
+    (
+        "add", "add3", "addc", "subb", "mul", "mach", "avg", "sel", "csel", "cmp", "cmpn", "and", "or", "xor",
+        "not", "shl", "shr", "asr", "rol", "ror", "bfn", "bfe", "bfi1", "bfi2", "bfrev", "cbit", "fbh", "fbl",
+        "lzd", "frc", "rndd", "rnde", "rndu", "rndz", "lrp", "dp2", "dp3", "dp4", "dph", "pln", "line", "srnd",
+    )
+)  # fmt: skip
+_DATA_BYTES = {"d8": 1, "d16": 2, "d32": 4, "d64": 8, "d8u32": 4, "d16u32": 4}
 # One instruction: an optional predicate in parentheses, then the opcode with its modifiers.
 _INSTRUCTION = re.compile(r"^\s*(?:\([^)]*\)\s+)?(?P<op>[a-z][a-z0-9_]*(?:\.[\w]+)*)\s*(?P<rest>.*)$")
 _LABEL = re.compile(r"^\s*[A-Za-z_][\w]*:\s*$")
@@ -214,6 +228,10 @@ class IsaCounts:
     moves: int
     control_flow: int
     barriers: int  # barrier waits (sync.bar / wait)
+    fma: int = 0  # mad/mac/madm/dp4a
+    alu: int = 0  # other arithmetic and logic (ALU)
+    scratch_fill_bytes: int = 0  # bytes per thread the scratch reads move (register fills)
+    scratch_spill_bytes: int = 0  # bytes per thread the scratch writes move (register spills)
 
     @property
     def send_total(self) -> int:
@@ -249,10 +267,26 @@ def send_kind(sfid: str, message: str) -> str:
     return "other"
 
 
+def send_bytes(exec_size: int, message: str) -> int:
+    """Bytes one send moves per thread, from IGA's decoded message: the legacy dataport's
+    ``hword scratch block read x4`` (4 x 32-byte hwords), or an LSC ``d32x4`` (data size x vector,
+    times the lanes unless transposed ``.t``). 0 when the message says neither."""
+    msg = message.strip().lower()
+    if (match := re.search(r"\bhword\b.*?\bx(\d+)\b", msg)) is not None:
+        return 32 * int(match.group(1))
+    if (match := re.search(r"\.(d8u32|d16u32|d8|d16|d32|d64)(?:x(\d+))?(t)?\b", msg)) is not None:
+        size = _DATA_BYTES[match.group(1)] * int(match.group(2) or 1)
+        return size if match.group(3) or re.search(r"\.t\b", msg) else size * exec_size
+    return 0
+
+
+_EXEC_SIZE = re.compile(r"\((\d+)\|")
+
+
 def count_isa(text: str) -> IsaCounts:
     """Count one kernel's ISA text as ``ocloc disasm`` writes it."""
     sends = dict.fromkeys(SEND_KINDS, 0)
-    total = dpas = math = moves = control = barriers = 0
+    total = dpas = math = moves = control = barriers = fma = alu = fill_bytes = spill_bytes = 0
     for line in text.splitlines():
         code, _, comment = line.partition("//")
         if not code.strip() or _LABEL.match(code):
@@ -266,15 +300,28 @@ def count_isa(text: str) -> IsaCounts:
             continue
         total += 1
         if base in ("send", "sendc", "sends", "sendsc"):
-            sends[send_kind(modifier, comment.rpartition(";")[2])] += 1
+            message = comment.rpartition(";")[2]
+            kind = send_kind(modifier, message)
+            sends[kind] += 1
+            if kind in ("scratch_fill", "scratch_spill"):
+                lanes = _EXEC_SIZE.search(match.group("rest"))
+                moved = send_bytes(int(lanes.group(1)) if lanes else 1, message)
+                if kind == "scratch_fill":
+                    fill_bytes += moved
+                else:
+                    spill_bytes += moved
         elif base in ("dpas", "dpasw"):
             dpas += 1
         elif base == "math":
             math += 1
+        elif base in FMA:
+            fma += 1
+        elif base in ALU:
+            alu += 1
         elif base in MOVES:
             moves += 1
         elif base in CONTROL_FLOW:
             control += 1
         elif op == "sync.bar" or base == "wait":
             barriers += 1
-    return IsaCounts(total, sends, dpas, math, moves, control, barriers)
+    return IsaCounts(total, sends, dpas, math, moves, control, barriers, fma, alu, fill_bytes, spill_bytes)

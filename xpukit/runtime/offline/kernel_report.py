@@ -1,9 +1,11 @@
 """``kernel-report``: compile a kernel for every target x config and show what changes, side by side.
 
 Each cell of the report comes from a real compile (Triton -> SPIR-V -> ocloc zebin), the zebin's own
-``.ze_info`` (SIMD, GRF, spill and private bytes), Triton's metadata (SLM bytes, build flags) and the
-ISA ``ocloc disasm`` writes (instruction, send, DPAS, math, move, control-flow and barrier counts).
-A config that fails to compile gets an error row; the others are still reported.
+``.ze_info`` (SIMD, GRF, per-thread scratch and private space), Triton's metadata (SLM bytes, build
+flags: the 256-GRF retry) and the ISA ``ocloc disasm`` writes (instructions, sends by kind, spill and
+fill traffic, DPAS, FMA, math, ALU, moves, control flow, barriers). Each row is checked against the
+target's limits (``xpukit.targets.LIMITS``). A config that fails to compile gets an error row; the
+others are still reported. The text and ``--diff`` live in ``report_format`` (no Triton needed).
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import dataclasses
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.compile import load_kernel, parse_constexprs, root_cause
+from xpukit.runtime.offline.compile import load_kernel, parse_constexprs, root_cause, write_whole
 from xpukit.runtime.offline.isa import IsaCounts, IsaError, count_isa, disassemble
-from xpukit.runtime.offline.ocloc import find_ocloc
+from xpukit.runtime.offline.ocloc import LARGE_GRF_FLAG, find_ocloc
+from xpukit.runtime.offline.report_format import format_markdown
 from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
+from xpukit.targets import check_limits
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")
@@ -39,11 +44,16 @@ class ReportRow:
     error: str | None = None
     simd: int | None = None
     grf: int | None = None
-    spill_bytes: int | None = None
+    grf_mode: str = "default"  # as requested (triton's grf_mode option)
+    grf_retry: bool = False  # ocloc was rerun with -cl-intel-256-GRF-per-thread after spills
+    sub_group: int | None = None  # threads_per_warp
+    work_group: int | None = None  # num_warps x threads_per_warp work-items
+    scratch_bytes: int | None = None  # per-thread scratch space (the zebin's), not spill traffic
     private_bytes: int | None = None
-    slm_bytes: int | None = None
+    slm_bytes: int | None = None  # per work-group
     build_flags: str = ""
     counts: IsaCounts | None = None
+    limits: list[str] = dataclasses.field(default_factory=list)  # the target limits this row exceeds
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -142,55 +152,22 @@ def _report_cell(
         return row
     zebin = compiled.asm["zebin"]
     info = read_zebin(zebin).kernel(compiled.metadata.name)
+    meta = compiled.metadata
     row.simd, row.grf = info.simd_size, info.grf_count
-    row.spill_bytes, row.private_bytes = info.spill_size, info.private_size
-    row.slm_bytes = compiled.metadata.shared
-    row.build_flags = compiled.metadata.build_flags or ""
+    row.scratch_bytes, row.private_bytes = info.spill_size, info.private_size
+    row.slm_bytes = meta.shared
+    row.build_flags = meta.build_flags or ""
+    mode = cfg.options.get("grf_mode", getattr(meta, "grf_mode", None))
+    row.grf_mode = mode if isinstance(mode, str) and mode else "default"  # 3.3 defaults to a tuple of all modes
+    row.grf_retry = LARGE_GRF_FLAG in row.build_flags and row.grf_mode != "large"
+    row.sub_group = meta.threads_per_warp
+    row.work_group = meta.num_warps * meta.threads_per_warp
+    row.limits = check_limits(target, row.slm_bytes, row.grf, row.simd, row.work_group)
     try:
         row.counts = count_isa(disassemble(zebin, device).kernels[info.name])
     except IsaError as exc:
         row.error = exc.one_line()
     return row
-
-
-_COLUMNS = (
-    ("target", lambda r, c: r["target"]),
-    ("config", lambda r, c: r["config"]),
-    ("SIMD", lambda r, c: r["simd"]),
-    ("GRF", lambda r, c: r["grf"]),
-    ("spill B", lambda r, c: r["spill_bytes"]),
-    ("private B", lambda r, c: r["private_bytes"]),
-    ("SLM B", lambda r, c: r["slm_bytes"]),
-    ("instr", lambda r, c: c["instructions"]),
-    ("global ld/st", lambda r, c: f"{c['sends']['global_load']}/{c['sends']['global_store']}"),
-    ("SLM ld/st", lambda r, c: f"{c['sends']['slm_load']}/{c['sends']['slm_store']}"),
-    ("2D ld/st", lambda r, c: f"{c['sends']['block2d_load']}/{c['sends']['block2d_store']}"),
-    ("atomic", lambda r, c: c["sends"]["atomic"]),
-    ("scratch fill/spill", lambda r, c: f"{c['sends']['scratch_fill']}/{c['sends']['scratch_spill']}"),
-    ("DPAS", lambda r, c: c["dpas"]),
-    ("math", lambda r, c: c["math"]),
-    ("mov", lambda r, c: c["moves"]),
-    ("ctrl", lambda r, c: c["control_flow"]),
-    ("barrier", lambda r, c: c["barriers"]),
-)
-
-
-def format_markdown(report: dict[str, Any]) -> str:
-    """One Markdown table: a row per target x config; failed cells say why."""
-    header = [name for name, _ in _COLUMNS]
-    lines = [
-        f"**{report['kernel']}** ({report['ocloc']})",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-    ]
-    for row in report["rows"]:
-        if row["counts"] is None:
-            cells = [row["target"], row["config"], row["error"]] + [""] * (len(header) - 3)
-        else:
-            cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in _COLUMNS]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines)
 
 
 def run_kernel_report(
@@ -200,12 +177,19 @@ def run_kernel_report(
     output_format: str = "md",
     signature: str | None = None,
     constexprs: Sequence[str] = (),
+    save: Path | None = None,
 ) -> int:
-    """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr)."""
-    if output_format not in ("md", "json"):
+    """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr).
+
+    ``save``: also write the JSON report there (whole or not at all), for the host's report cache;
+    ``output_format`` "none" then prints no table (the host prints it)."""
+    if output_format not in ("md", "json", "none"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
     report = build_report(kernel, targets, configs, signature, constexprs)
-    print(json.dumps(report, indent=2) if output_format == "json" else format_markdown(report))
+    if save is not None:
+        write_whole(Path(save), (json.dumps(report, indent=2) + "\n").encode())
+    if output_format != "none":
+        print(json.dumps(report, indent=2) if output_format == "json" else format_markdown(report))
     failed = [r for r in report["rows"] if r["error"]]
     for row in failed:
         print(f"xpukit: error: {row['target']} {row['config']}: {row['error']}", file=sys.stderr)

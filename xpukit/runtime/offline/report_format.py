@@ -1,0 +1,143 @@
+"""The kernel report as text, and what changed between two reports: plain Python on the report's
+JSON, so the host prints a cached report (and ``--diff``) without Triton, ocloc or a container.
+
+Columns say what they measure and in which unit: per-thread scratch space (``scratch B/thr``, the
+zebin's buffer size) is not spill traffic; spill traffic is the scratch sends in the ISA and the
+bytes they move per thread (``spill st/ld`` and ``spill B st/ld``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def _pair(a: Any, b: Any) -> str:
+    return f"{a}/{b}"
+
+
+def _sends(c: dict[str, Any], a: str, b: str) -> str:
+    return _pair(c["sends"][a], c["sends"][b])
+
+
+def _grf_mode(r: Row) -> str:
+    mode = r.get("grf_mode") or "default"
+    return f"{mode}, 256 retry" if r.get("grf_retry") else mode
+
+
+# (header, value from row and counts, the metric's name in --diff or None)
+COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
+    ("target", lambda r, c: r["target"]),
+    ("config", lambda r, c: r["config"]),
+    ("SIMD", lambda r, c: r["simd"]),
+    ("GRF", lambda r, c: r["grf"]),
+    ("GRF mode", lambda r, c: _grf_mode(r)),
+    ("WG", lambda r, c: r.get("work_group")),
+    ("SLM B/WG", lambda r, c: r["slm_bytes"]),
+    ("scratch B/thr", lambda r, c: r["scratch_bytes"]),
+    ("private B/thr", lambda r, c: r["private_bytes"]),
+    ("spill st/ld", lambda r, c: _sends(c, "scratch_spill", "scratch_fill")),
+    ("spill B st/ld", lambda r, c: _pair(c.get("scratch_spill_bytes", 0), c.get("scratch_fill_bytes", 0))),
+    ("instr", lambda r, c: c["instructions"]),
+    ("global ld/st", lambda r, c: _sends(c, "global_load", "global_store")),
+    ("SLM ld/st", lambda r, c: _sends(c, "slm_load", "slm_store")),
+    ("2D ld/st", lambda r, c: _sends(c, "block2d_load", "block2d_store")),
+    ("atomic", lambda r, c: c["sends"]["atomic"]),
+    ("DPAS", lambda r, c: c["dpas"]),
+    ("FMA", lambda r, c: c.get("fma", 0)),
+    ("math", lambda r, c: c["math"]),
+    ("ALU", lambda r, c: c.get("alu", 0)),
+    ("mov", lambda r, c: c["moves"]),
+    ("ctrl", lambda r, c: c["control_flow"]),
+    ("barrier", lambda r, c: c["barriers"]),
+    ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
+)
+
+LEGEND = (
+    "SLM B/WG: shared local memory per work-group; scratch B/thr: the zebin's per-thread scratch space; "
+    "spill st/ld: scratch write/read sends (register spills/fills) and the bytes they move per thread; "
+    "FMA: mad/mac/dp4a; math: extended math unit; ALU: other arithmetic and logic; "
+    "GRF mode: the requested mode and whether ocloc was rerun with -cl-intel-256-GRF-per-thread after spills; "
+    "over limit: the target's limits a row exceeds (xpukit/targets.py)."
+)
+
+
+def format_markdown(report: dict[str, Any]) -> str:
+    """One Markdown table: a row per target x config; failed cells say why."""
+    header = [name for name, _ in COLUMNS]
+    lines = [
+        f"**{report['kernel']}** ({report['ocloc']})",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    for row in report["rows"]:
+        if row["counts"] is None:
+            cells = [row["target"], row["config"], row["error"]] + [""] * (len(header) - 3)
+        else:
+            cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in COLUMNS]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += ["", LEGEND]
+    return "\n".join(lines)
+
+
+# What --diff compares, by name: what a kernel author changes a tile size or a loop for.
+DIFF_METRICS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
+    ("instructions", lambda r, c: c["instructions"]),
+    ("sends", lambda r, c: c["send_total"]),
+    ("global loads", lambda r, c: c["sends"]["global_load"]),
+    ("global stores", lambda r, c: c["sends"]["global_store"]),
+    ("SLM loads", lambda r, c: c["sends"]["slm_load"]),
+    ("SLM stores", lambda r, c: c["sends"]["slm_store"]),
+    ("spill sends", lambda r, c: c["sends"]["scratch_spill"]),
+    ("fill sends", lambda r, c: c["sends"]["scratch_fill"]),
+    ("spill B/thr", lambda r, c: c.get("scratch_spill_bytes", 0)),
+    ("fill B/thr", lambda r, c: c.get("scratch_fill_bytes", 0)),
+    ("scratch B/thr", lambda r, c: r["scratch_bytes"]),
+    ("GRF", lambda r, c: r["grf"]),
+    ("GRF mode", lambda r, c: _grf_mode(r)),
+    ("SLM B/WG", lambda r, c: r["slm_bytes"]),
+    ("DPAS", lambda r, c: c["dpas"]),
+    ("FMA", lambda r, c: c.get("fma", 0)),
+    ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
+)
+
+
+def diff_reports(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str, str, Any, Any]]:
+    """(target, config, metric, before, after) for every metric that differs between two reports
+    of one kernel; a cell only one report has, or that failed in one, is one line with metric "row"."""
+    old = {(r["target"], r["config"]): r for r in before["rows"]}
+    new = {(r["target"], r["config"]): r for r in after["rows"]}
+    changes: list[tuple[str, str, str, Any, Any]] = []
+    for key in list(dict.fromkeys([*new, *old])):
+        a, b = old.get(key), new.get(key)
+        state = [("absent" if r is None else "failed" if r["counts"] is None else "ok") for r in (a, b)]
+        if state != ["ok", "ok"]:
+            if state[0] != state[1] or (a and b and a.get("error") != b.get("error")):
+                changes.append((*key, "row", state[0], state[1]))
+            continue
+        for name, get in DIFF_METRICS:
+            x, y = get(a, a["counts"]), get(b, b["counts"])
+            if x != y:
+                changes.append((*key, name, x, y))
+    return changes
+
+
+def format_diff(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """Markdown: what changed since the previous report of the same kernel."""
+    changes = diff_reports(before, after)
+    since = before.get("stored_at", "the previous report")
+    if not changes:
+        return f"No change since {since}."
+    lines = [
+        f"Changes since {since}:",
+        "",
+        "| target | config | metric | before | after | change |",
+        "|---|---|---|---|---|---|",
+    ]
+    for target, config, metric, x, y in changes:
+        delta = f"{y - x:+d}" if isinstance(x, int) and isinstance(y, int) and not isinstance(x, bool) else ""
+        lines.append(f"| {target} | {config} | {metric} | {x} | {y} | {delta} |")
+    return "\n".join(lines)
