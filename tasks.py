@@ -290,6 +290,8 @@ def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_r
         format="md|json",
         signature="as for compile",
         constexpr="NAME=VALUE for every config, repeatable",
+        diff="also show what changed since the previous report of this kernel",
+        no_cache="compile again even when a stored report matches",
     ),
     iterable=["config", "constexpr", "target"],
 )
@@ -301,12 +303,14 @@ def kernel_report(
     format="md",
     signature=None,
     constexpr=None,
+    diff=False,
+    no_cache=False,
     where="auto",
     profile=None,
     dry_run=False,
     debug=False,
 ):
-    """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, spills, GRF...)."""
+    """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, FMA, spills, GRF, limits)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
     _finish(
         commands.kernel_report(
@@ -318,6 +322,8 @@ def kernel_report(
             format,
             signature,
             list(constexpr or []),
+            diff=diff,
+            no_cache=no_cache,
         )
     )
 

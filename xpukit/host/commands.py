@@ -6,26 +6,29 @@ and a non-zero exit (a traceback only with --debug), and Ctrl-C into one line an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.util
+import json
 import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from xpukit.errors import XpukitError, guard
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
-from xpukit.host import containers, doctor, doctor_host, engine, registry, sharing, testing, ui
+from xpukit.host import containers, doctor, doctor_host, engine, registry, report_cache, sharing, testing, ui
 from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
 from xpukit.host.plan import ImagePlan, check_base, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+from xpukit.runtime.offline import report_format
 
 ROOT = pins_mod.REPO_ROOT
 
@@ -337,6 +340,65 @@ def _kernel_file(kernel: str) -> tuple[Path, str]:
     return Path(path), function
 
 
+def kit_cache_root() -> Path:
+    """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
+    .xpukit/, or $XPUKIT_CACHE_DIR."""
+    return Path(os.environ.get("XPUKIT_CACHE_DIR") or report_cache.cache_root(ROOT)).resolve()
+
+
+@dataclasses.dataclass(frozen=True)
+class KitSide:
+    """Where a `python -m xpukit` command runs: the host (this interpreter) or the image."""
+
+    on_host: bool
+    why: str
+
+    def path(self, path: Path | str) -> str:
+        """A host path as the command sees it (under /workspace in the image when in the checkout)."""
+        return str(Path(path).resolve()) if self.on_host else containers.container_path(path)
+
+
+def _kit_side(ctx: Context, where: str) -> KitSide:
+    where, why = resolve_where(where, ctx)
+    if where == "host":
+        require_host_runtime()
+    return KitSide(where == "host", why)
+
+
+def _run_kit(
+    ctx: Context,
+    side: KitSide,
+    args: list[str],
+    reads: Sequence[Path] = (),
+    writes: Sequence[Path] = (),
+    what: str = "",
+) -> int:
+    """The one path of compile, zebin-info and kernel-report: `python -m xpukit ARGS` on the host,
+    or in the image as the calling user (files it writes are theirs) with the host paths it reads
+    mounted read-only (the checkout already is), those it writes read-write, and Triton's cache
+    kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
+    write). A dry run prints the command instead."""
+    args = (["--debug"] if ctx.debug else []) + args
+    if side.on_host:
+        return _run_on_host(ctx, args)
+    mounts = {}
+    for path in reads:
+        if not containers.container_path(path).startswith(containers.WORKSPACE):
+            mounts[str(Path(path).resolve())] = "ro"
+    for path in writes:
+        mounts[str(Path(path).resolve())] = "rw"
+    triton_cache = kit_cache_root() / report_cache.TRITON_CACHE
+    if not ctx.dry_run:
+        triton_cache.mkdir(parents=True, exist_ok=True)
+    mounts[str(triton_cache)] = "rw"
+    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    options["volumes"].pop(ctx.settings.cache_volume, None)
+    options["environment"]["TRITON_CACHE_DIR"] = str(triton_cache)
+    if what:
+        ui.say(f"{what} in the image ({side.why})")
+    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+
+
 @guarded
 def compile_kernel(
     ctx: Context,
@@ -352,10 +414,8 @@ def compile_kernel(
     warps = parse_num_warps(num_warps)
     path, function = _kernel_file(kernel)
     out = check_out_dir(out_dir, create=not ctx.dry_run)
-    where, why = resolve_where(where, ctx)
-    on_host = where == "host"
-    kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
-    args = ["compile", kernel_ref, "--target", ",".join(targets), "--out", str(out)]
+    side = _kit_side(ctx, where)
+    args = ["compile", f"{side.path(path)}:{function}", "--target", ",".join(targets), "--out", str(out)]
     if signature:
         args += ["--signature", signature]
     for item in constexprs:
@@ -364,33 +424,17 @@ def compile_kernel(
         args += ["--num-warps", str(warps)]
     if asm:
         args.append("--asm")
-    if ctx.debug:
-        args.insert(0, "--debug")
-    if on_host:
-        require_host_runtime()
-        return _run_on_host(ctx, args)
-    mounts = {str(out): "rw"}
-    if not containers.container_path(path).startswith(containers.WORKSPACE):
-        mounts[str(path.resolve().parent)] = "ro"
-    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
-    ui.say(f"compiling in the image ({why})")
-    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+    return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[out], what="compiling")
 
 
 @guarded
 def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
     if not Path(path).is_file():
         raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
-    where, _ = resolve_where(where, ctx)
     file = Path(path).resolve()
-    flags = (["--json"] if as_json else []) + (["--asm"] if asm else [])
-    if where == "host":
-        return _run_on_host(ctx, ["zebin-info", str(file), *flags])
-    inside = containers.container_path(file)
-    args = ["zebin-info", inside, *flags]
-    mounts = {} if inside.startswith(containers.WORKSPACE) else {str(file.parent): "ro"}
-    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
-    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+    side = _kit_side(ctx, where)
+    args = ["zebin-info", side.path(file), *(["--json"] if as_json else []), *(["--asm"] if asm else [])]
+    return _run_kit(ctx, side, args, reads=[file.parent])
 
 
 @guarded
@@ -403,11 +447,16 @@ def kernel_report(
     output_format: str = "md",
     signature: str | None = None,
     constexprs: list[str] | None = None,
+    diff: bool = False,
+    no_cache: bool = False,
 ) -> int:
-    """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout."""
+    """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout.
+    An unchanged kernel at unchanged options, image and kit code prints its stored report."""
     # JSON on stdout is data: progress and any build log go to stderr.
     with ui.progress_on_stderr(output_format == "json"):
-        return _kernel_report(ctx, where, kernel, targets, configs, output_format, signature, constexprs)
+        return _kernel_report(
+            ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache
+        )
 
 
 def _kernel_report(
@@ -419,29 +468,61 @@ def _kernel_report(
     output_format: str,
     signature: str | None,
     constexprs: list[str] | None,
+    diff: bool,
+    no_cache: bool,
 ) -> int:
     if output_format not in ("md", "json"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
     path, function = _kernel_file(kernel)
-    where, why = resolve_where(where, ctx)
-    on_host = where == "host"
-    kernel_ref = f"{path.resolve() if on_host else containers.container_path(path)}:{function}"
-    args = ["kernel-report", kernel_ref, "--format", output_format, "--target", ",".join(targets)]
+    side = _kit_side(ctx, where)
+    args = ["kernel-report", f"{side.path(path)}:{function}", "--target", ",".join(targets)]
     for item in configs:
         args += ["--config", item]
     if signature:
         args += ["--signature", signature]
     for item in constexprs or []:
         args += ["--constexpr", item]
-    if on_host:
-        require_host_runtime()
-        return _run_on_host(ctx, args)
-    mounts = {}
-    if not containers.container_path(path).startswith(containers.WORKSPACE):
-        mounts[str(path.resolve().parent)] = "ro"
-    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
-    ui.say(f"compiling every target x config in the image ({why})")
-    return _run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+    cache = report_cache.ReportCache(kit_cache_root())
+    if ctx.dry_run:
+        save = cache.folder / ".KEY.json"  # the cache folder is mounted at its own path, like --out
+        args += ["--format", "none", "--save", str(save)]
+        return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder])
+    options = {"targets": targets, "configs": configs, "signature": signature, "constexprs": constexprs or []}
+    key = report_cache.report_key(path, function, options, _toolchain(ctx, side), ROOT)
+    previous = cache.previous(key) if diff else None
+    report = None if no_cache else cache.load(key.key)
+    if report is not None:
+        ui.say(f"kernel-report: unchanged kernel, options and toolchain: the report of {report.get('stored_at')}")
+        cache.remember(key)
+    else:
+        cache.folder.mkdir(parents=True, exist_ok=True)
+        save = cache.folder / f".{key.key}.{os.getpid()}.run.json"
+        args += ["--format", "none", "--save", str(save)]  # mounted at its own path, like --out
+        try:
+            what = "compiling every target x config"
+            code = _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder], what=what)
+            if not save.is_file():
+                return code or 1  # the command failed before any report: its error is on stderr
+            report = cache.store(key, json.loads(save.read_text()))
+        finally:
+            save.unlink(missing_ok=True)
+    print(json.dumps(report, indent=2) if output_format == "json" else report_format.format_markdown(report))
+    if diff:
+        print("", file=sys.stderr if output_format == "json" else sys.stdout)
+        text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
+        print(text, file=sys.stderr if output_format == "json" else sys.stdout)
+    return 1 if any(row.get("error") for row in report["rows"]) else 0
+
+
+def _toolchain(ctx: Context, side: KitSide) -> str:
+    """What compiled the report, for its cache key: the image's ID (built when missing), or the host's install."""
+    if side.on_host:
+        return report_cache.host_toolchain()
+    plan, sdk = _plan_for_run(ctx)
+    try:
+        return f"image {plan.tag} {sdk.images.get(plan.tag).id}"
+    finally:
+        sdk.close()
 
 
 # ---------------------------------------------------------------- sharing: registry, archives, editors
