@@ -24,13 +24,14 @@ if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
     sys.exit(EXIT_USAGE)
 
 COMMON_HELP = {
-    "profile": "auto|cpu|xpu (auto: xpu where the host has an Intel GPU render node, else cpu)",
+    "profile": f"{'|'.join(settings.PROFILE_CHOICES)} "
+    "(auto: xpu where the host has an Intel GPU render node, else cpu)",
     "base-image": "build FROM this image instead of the pinned base",
     "ca-bundle": "auto|none|PATH: CA bundle the build trusts (auto: the host's; a BuildKit secret, never in a layer)",
     "dry-run": "print the exact commands and run nothing",
     "debug": "show tracebacks",
 }
-WHERE_HELP = {"where": "auto|container|host (auto: container where a Docker engine answers, else host)"}
+WHERE_HELP = {"where": f"{'|'.join(settings.WHERE_CHOICES)} (auto: container where a Docker engine answers, else host)"}
 
 
 def _help(*common: str, **extra: str) -> dict[str, str]:

@@ -239,8 +239,11 @@ def test_settings_doc_and_config_name_the_same_settings_and_variables():
     assert not undocumented, f"docs/settings.md has no row for the setting(s) {', '.join(undocumented)}"
     for key, (number, row) in rows.items():
         assert key in config.SETTINGS, f"docs/settings.md:{number}: {key!r} is not an invoke.yaml key (config.SETTINGS)"
-        env_name = config.SETTINGS[key][0]
+        env_name = config.SETTINGS[key]
         assert f"`{env_name}`" in row, f"docs/settings.md:{number}: the {key} row should name {env_name}"
+        default = getattr(config.Settings(), key)  # the one default (settings.Settings)
+        column = row.split("|")[4].strip()
+        assert not default or column.startswith(f"`{default}`"), f"docs/settings.md:{number}: default is {default!r}"
 
 
 def test_documented_yaml_and_the_checkout_invoke_yaml_use_known_keys():

@@ -129,11 +129,11 @@ def test_versions_stated_in_code_agree_with_the_pins():
 
     loaded = pins.load()
     for name in pins.PROFILES:
-        python = loaded.profile(name)["python"]
-        target = lock.LOCK_TARGETS[name]
-        if python:  # an unpinned python (xpu: the base image's) cannot be checked
-            major_minor = ".".join(python.split(".")[:2])
-            assert target[target.index("--python-version") + 1] == major_minor, name
+        profile = loaded.profile(name)
+        target = lock.lock_target(name, profile)
+        # The lock's python comes from the pins only: python's series, or python_series (xpu).
+        series = ".".join(profile["python"].split(".")[:2]) or profile["python_series"]
+        assert target[target.index("--python-version") + 1] == series, name
     ur = loaded.profile("cpu")["ur"]
     matrix_lines = {".".join(v.split(".")[:2]) for v in ur["matrix"]}
     assert matrix_lines == set(_api.SUPPORTED_RELEASES), "every bound UR release is tested, and only those"

@@ -19,13 +19,36 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import pins as pins_mod
 
-# The platform each lock is resolved for: the image's interpreter and glibc (bookworm: 2.36,
-# Ubuntu 24.04: 2.39), or any platform for the host's tools.
-LOCK_TARGETS = {
-    "cpu": ["--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28"],
-    "xpu": ["--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_28"],
-    "host": ["--python-version", "3.11", "--universal"],
-}
+# The platform each lock is resolved for: the image's glibc (bookworm: 2.36, Ubuntu 24.04: 2.39),
+# or any platform for the host's tools, whose oldest supported Python is HOST_PYTHON.
+IMAGE_PLATFORM = "x86_64-manylinux_2_28"
+HOST_PYTHON = "3.11"
+
+
+def python_series(profile: pins_mod.Profile) -> str:
+    """The interpreter series a profile's lock is resolved for, from its pins (written once there):
+    the pinned python's major.minor, or python_series where the python is the base image's."""
+    python = profile.table.get("python") or ""
+    given = profile.table.get("python_series", "")
+    series = ".".join(python.split(".")[:2]) if python else given
+    if python and given and given != series:
+        raise XpukitError(
+            f"{profile.name}.python_series {given} disagrees with {profile.name}.python {python}",
+            f"remove {profile.name}.python_series from env/pins.toml (the pinned python says it)",
+        )
+    if not series:
+        raise XpukitError(
+            f"the {profile.name} profile pins no python and no python_series",
+            f'set {profile.name}.python_series in env/pins.toml (e.g. "3.12")',
+        )
+    return series
+
+
+def lock_target(name: str, profile: pins_mod.Profile | None) -> list[str]:
+    """uv's platform options for lock ``name`` (a profile, or "host" with no profile)."""
+    if profile is None:
+        return ["--python-version", HOST_PYTHON, "--universal"]
+    return ["--python-version", python_series(profile), "--python-platform", IMAGE_PLATFORM]
 
 
 def _uv() -> list[str]:
@@ -43,8 +66,11 @@ def _uv() -> list[str]:
         ) from None
 
 
-def compile_lock(name: str, requirements: list[str], out: Path, dry_run: bool = False) -> list[str]:
-    """Resolve ``requirements`` for lock target ``name`` into ``out`` with hashes (atomically)."""
+def compile_lock(
+    name: str, requirements: list[str], out: Path, profile: pins_mod.Profile | None = None, dry_run: bool = False
+) -> list[str]:
+    """Resolve ``requirements`` for lock ``name`` (``profile``'s, or the host's) into ``out`` with hashes
+    (atomically)."""
     with tempfile.TemporaryDirectory(prefix="xpukit-lock-") as tmp:
         req_in = Path(tmp) / f"{name}.in"
         req_in.write_text("\n".join(requirements) + "\n")
@@ -58,7 +84,7 @@ def compile_lock(name: str, requirements: list[str], out: Path, dry_run: bool = 
             "--no-header",
             "--annotation-style",
             "line",
-            *LOCK_TARGETS[name],
+            *lock_target(name, profile),
             req_in.name,  # relative, run in tmp: a temp path would make every lock differ
             "-o",
             tmp_out.name,
@@ -146,7 +172,7 @@ def lock_all(
     for name in ("cpu", "xpu"):
         profile = pins.profile(name)
         out = pins_mod.lock_path(name, root)
-        cmd = compile_lock(name, profile.pypi_requirements(), out, dry_run=dry_run)
+        cmd = compile_lock(name, profile.pypi_requirements(), out, profile, dry_run=dry_run)
         say(("would run: " if dry_run else f"locked {out.relative_to(root)}: ") + " ".join(cmd))
     out = root / "env" / "lock" / "host.txt"
     cmd = compile_lock("host", pins.host_requirements, out, dry_run=dry_run)

@@ -157,6 +157,8 @@ PROFILE_SCHEMA = Table(
     {
         "description": Value("text"),
         "python": Value("version", warn_empty="the base image's python3"),
+        # Where python is the base image's (empty), the series its lock is resolved for; else python's.
+        "python_series": Value("version", required=False),
         "base": Table(
             {
                 "image": Value("image", allow_empty=False),

@@ -26,20 +26,20 @@ from xpukit.host import gpu, trust, ui
 PROFILE_CHOICES = ("auto", "cpu", "xpu")
 WHERE_CHOICES = ("auto", "container", "host")
 
-# setting -> (environment variable, default)
+# setting -> its environment variable; its default is the Settings field's below (written once)
 SETTINGS = {
-    "profile": ("XPUKIT_PROFILE", "auto"),
-    "image": ("XPUKIT_IMAGE", "xpukit"),
-    "engine": ("XPUKIT_ENGINE", "auto"),
-    "docker_cli": ("XPUKIT_DOCKER_CLI", "auto"),
-    "docker_host": ("DOCKER_HOST", ""),
-    "base_image": ("XPUKIT_BASE_IMAGE", ""),
-    "ca_bundle": ("XPUKIT_CA_BUNDLE", "auto"),
-    "cache_volume": ("XPUKIT_CACHE_VOLUME", "xpukit-cache"),
-    "base_suite": ("XPUKIT_BASE_SUITE", "bookworm"),
-    "base_mirror": ("XPUKIT_BASE_MIRROR", "http://deb.debian.org/debian"),
-    "registry": ("XPUKIT_REGISTRY", ""),
-    "build_network": ("XPUKIT_BUILD_NETWORK", ""),
+    "profile": "XPUKIT_PROFILE",
+    "image": "XPUKIT_IMAGE",
+    "engine": "XPUKIT_ENGINE",
+    "docker_cli": "XPUKIT_DOCKER_CLI",
+    "docker_host": "DOCKER_HOST",
+    "base_image": "XPUKIT_BASE_IMAGE",
+    "ca_bundle": "XPUKIT_CA_BUNDLE",
+    "cache_volume": "XPUKIT_CACHE_VOLUME",
+    "base_suite": "XPUKIT_BASE_SUITE",
+    "base_mirror": "XPUKIT_BASE_MIRROR",
+    "registry": "XPUKIT_REGISTRY",
+    "build_network": "XPUKIT_BUILD_NETWORK",
 }
 
 
@@ -69,16 +69,14 @@ def resolve(
     """Merge the sources; a flag left as None falls through to the next source."""
     environ = os.environ if environ is None else environ
     yaml_config = check_yaml_section(yaml_config)
-    values: dict[str, Any] = {}
-    for key, (env_name, default) in SETTINGS.items():
+    values: dict[str, Any] = {}  # a setting no source names keeps the Settings default
+    for key, env_name in SETTINGS.items():
         if flags.get(key) not in (None, ""):
             values[key] = flags[key]
         elif environ.get(env_name):
             values[key] = environ[env_name]
         elif yaml_config.get(key) not in (None, ""):
             values[key] = yaml_config[key]
-        else:
-            values[key] = default
     settings = Settings(**values, dry_run=bool(flags.get("dry_run")), debug=bool(flags.get("debug")))
     check_choice("profile", settings.profile, PROFILE_CHOICES)
     if settings.engine not in engine_mod.ENGINE_CHOICES:
