@@ -10,6 +10,7 @@ Cases (medians of interleaved rounds; the queue is drained between rounds, outsi
   direct_wait      the same, then the queue's finish
   launcher_only    the compiled kernel's launcher called directly (no Python frame of xpukit's):
                    the floor, i.e. UR's own urEnqueueKernelLaunch plus the argument checks
+  many_launcher_only  the same floor for the 14-argument kernel
 Each against pyopencl: knl.set_scalar_arg_dtypes([...]) once, then knl(queue, G, L, *args) (and
 queue.finish() for the _wait cases), on the same Triton SPIR-V.
 
@@ -86,7 +87,8 @@ def main() -> int:
         many_sig = ",".join([f"p{i}:*fp32" for i in range(5)] + [f"i{i}:i32" for i in range(5)])
         many_sig += "," + ",".join(f"f{i}:fp32" for i in range(4))
         consts = {f"C{i}": i + 2 for i in range(5)}
-        many_art = TritonKernel(many_args, many_sig, consts, cache=False).compile(s.device)
+        many_bound = TritonKernel(many_args, many_sig, consts, cache=False).bind(s)
+        many_art = many_bound.artifact
         many_knl = cl.Kernel(cl.Program(ctx, many_art.spirv).build(), many_art.name)
         many_knl.set_scalar_arg_dtypes([None] * 5 + [np.int32] * 5 + [np.float32] * 4)
         grid = (triton.cdiv(n, BLOCK),)
@@ -124,6 +126,12 @@ def main() -> int:
             def x_floor():
                 floor_launch(floor_queue, grid[0], 1, 1, floor_args)
 
+            many_floor = many_bound.launcher.launch
+            many_floor_args = (*ptrs, *ints, *floats)
+
+            def x_many_floor():
+                many_floor(floor_queue, 4, 1, 1, many_floor_args)
+
             def cl_scale():
                 knl(q, (gx, gy, gz), local, bx, by, 2.0, n)
 
@@ -142,6 +150,7 @@ def main() -> int:
                 "direct": (x_direct, cl_scale, None),
                 "direct_wait": (x_direct, cl_scale, (s.queue.finish, q.finish)),
                 "launcher_only": (x_floor, cl_scale, None),
+                "many_launcher_only": (x_many_floor, cl_many, None),
             }
             for xf, cf, _ in pairs.values():  # warm: compile, load, first argument set
                 for _ in range(50):

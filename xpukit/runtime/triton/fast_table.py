@@ -73,6 +73,7 @@ class _FastTable:
         # (session, submit, argument positions or None for all, compiled kernel, entry), the last
         # session recorded; another session's call takes the Python door, which finds its own.
         self.hits: dict[tuple, tuple] = {}
+        self.dispatchers: list[Any] = []  # told to forget what they matched when an entry is recorded
         # Positions of integer parameters the kernel has turned into pointers in a variant seen so
         # far: an int there must be a live address (else Triton would type a stale small address
         # as i32 and fail deep in its compiler).
@@ -157,6 +158,8 @@ class _FastTable:
                 entry.bound[id(session)] = bound
                 index = None if tuple(idx) == tuple(range(len(args))) else tuple(idx)
                 self.hits[(table_key, key)] = (session, bound.submit, index, kernel, entry)
+                for d in self.dispatchers:
+                    d.forget()
 
 
 class PyDispatch:
@@ -171,6 +174,9 @@ class PyDispatch:
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         return functools.partial(self.call, grid)
+
+    def forget(self) -> None:
+        """The compiled Dispatch drops the last key it matched; the twin keeps none."""
 
     def _python_door(self, grid: Any, args: tuple, kwargs: dict) -> Any:
         return self.fn.run(*args, grid=grid, warmup=False, **kwargs)
@@ -228,7 +234,11 @@ def dispatch_for(fn: Any, compiled: bool | None = None) -> Any:
             table = fn.__dict__.setdefault("_xpukit_fast", _FastTable(fn))
         use_c = COMPILED if compiled is None else compiled
         cls = launcher.Dispatch if use_c else PyDispatch
-        d = fn.__dict__.setdefault(name, cls(fn, table.hits, table.modes, CURRENT, CompiledKernel))
+        with table.lock:
+            d = fn.__dict__.get(name)
+            if d is None:
+                d = fn.__dict__.setdefault(name, cls(fn, table.hits, table.modes, CURRENT, CompiledKernel))
+                table.dispatchers.append(d)
     return d
 
 

@@ -20,7 +20,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -708,6 +707,52 @@ static PyTypeObject LauncherType = {
 
 /* ------------------------------------------------------------------ fast_key */
 
+/* The integer class of o as a key element (see fast_key). */
+static long int_key_code(PyObject *o, char mode, AllocTable *table) {
+    long code;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+        unsigned long long u = PyLong_AsUnsignedLongLong(o);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            code = 3; /* beyond u64: Triton's i64 path, then an error at launch */
+        } else {
+            code = 2 | ((u % 16 == 0) << 3);
+        }
+    } else if (overflow < 0) {
+        code = 3;
+    } else {
+        int usm_small = v > 0 && v < 0x80000000LL && table_find(table, (uint64_t)v) >= 0;
+        code = (v >= INT32_MIN && v <= INT32_MAX && !usm_small) ? 0 : 1;
+        code |= (v == 1) << 2;
+        code |= ((v % 16) == 0) << 3;
+    }
+    if (mode == 'v') code &= 3;      /* not specialized on value */
+    else if (mode == 'a') code &= 7; /* not on alignment */
+    return code;
+}
+
+/* The address of device memory (an object with an int .ptr); 0 when the key does not cover it. */
+static int memory_key_addr(PyObject *o, uint64_t *addr) {
+    int own = own_address(o, addr);
+    if (own < 0) return 0; /* closed: Triton's path reports it */
+    if (own > 0) {
+        PyObject *p = PyObject_GetAttr(o, str_ptr);
+        if (!p) {
+            PyErr_Clear();
+            return 0;
+        }
+        int bad = !PyLong_Check(p) || read_u64(p, addr);
+        Py_DECREF(p);
+        if (bad) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* fast_key(args, kwargs, modes, table) -> tuple | None
  * A key at least as fine as Triton 3.3's specialization of these arguments: equal keys mean
  * Triton would pick the same compiled kernel. modes: one letter per positional parameter:
@@ -739,28 +784,7 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
             }
             k = PyTuple_Pack(2, (PyObject *)t, o);
         } else if (t == &PyLong_Type) {
-            long code;
-            int overflow = 0;
-            long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-            if (overflow > 0) {
-                unsigned long long u = PyLong_AsUnsignedLongLong(o);
-                if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    code = 3; /* beyond u64: Triton's i64 path, then an error at launch */
-                } else {
-                    code = 2 | ((u % 16 == 0) << 3);
-                }
-            } else if (overflow < 0) {
-                code = 3;
-            } else {
-                int usm_small = v > 0 && v < 0x80000000LL && table_find(table, (uint64_t)v) >= 0;
-                code = (v >= INT32_MIN && v <= INT32_MAX && !usm_small) ? 0 : 1;
-                code |= (v == 1) << 2;
-                code |= ((v % 16) == 0) << 3;
-            }
-            if (mode == 'v') code &= 3;      /* not specialized on value */
-            else if (mode == 'a') code &= 7; /* not on alignment */
-            k = PyLong_FromLong(code);
+            k = PyLong_FromLong(int_key_code(o, mode, table));
         } else if (t == &PyFloat_Type) {
             k = PyLong_FromLong(16);
         } else if (t == &PyBool_Type) {
@@ -770,21 +794,7 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
         } else {
             /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
             uint64_t addr;
-            int own = own_address(o, &addr);
-            if (own < 0) goto uncovered; /* closed: Triton's path reports it */
-            if (own > 0) {
-                PyObject *p = PyObject_GetAttr(o, str_ptr);
-                if (!p) {
-                    PyErr_Clear();
-                    goto uncovered;
-                }
-                int bad = !PyLong_Check(p) || read_u64(p, &addr);
-                Py_DECREF(p);
-                if (bad) {
-                    PyErr_Clear();
-                    goto uncovered;
-                }
-            }
+            if (!memory_key_addr(o, &addr)) goto uncovered;
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
             PyObject *dtype = PyObject_GetAttr(o, str_dtype);
             if (!dtype) {
@@ -833,6 +843,76 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
     return key;
 }
 
+/* Does fast_key(args, kwargs, ...) equal key? The same comparison a dict lookup of that key makes
+ * (element by element, identity or ==; a dtype also by its type), without building it. */
+static int same_value(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (Py_TYPE(a) != Py_TYPE(b)) return 0;
+    int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0) PyErr_Clear();
+    return r > 0;
+}
+
+static int long_is(PyObject *k, long want) {
+    if (!PyLong_CheckExact(k)) return 0;
+    long v = PyLong_AsLong(k);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return v == want;
+}
+
+static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table) {
+    const char *modes = PyBytes_AS_STRING(modes_bytes);
+    Py_ssize_t n = PyTuple_GET_SIZE(args), nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    if (n > PyBytes_GET_SIZE(modes_bytes) || PyTuple_GET_SIZE(key) != n + 3 * nkw) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i), *k = PyTuple_GET_ITEM(key, i);
+        PyTypeObject *t = Py_TYPE(o);
+        char mode = modes[i];
+        if (mode == 'c') {
+            if (!PyTuple_CheckExact(k) || PyTuple_GET_SIZE(k) != 2 || PyTuple_GET_ITEM(k, 0) != (PyObject *)t ||
+                !same_value(PyTuple_GET_ITEM(k, 1), o))
+                return 0;
+        } else if (t == &PyLong_Type) {
+            if (!long_is(k, int_key_code(o, mode, table))) return 0;
+        } else if (t == &PyFloat_Type) {
+            if (!long_is(k, 16)) return 0;
+        } else if (t == &PyBool_Type) {
+            if (!long_is(k, 17)) return 0;
+        } else if (o == Py_None) {
+            if (!long_is(k, 18)) return 0;
+        } else {
+            uint64_t addr;
+            if (!memory_key_addr(o, &addr)) return 0;
+            int div16 = mode == 's' ? (addr % 16 == 0) : 0;
+            PyObject *dtype = PyObject_GetAttr(o, str_dtype);
+            if (!dtype) {
+                PyErr_Clear();
+                if (!long_is(k, 32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3))) return 0;
+                continue;
+            }
+            int ok = PyTuple_CheckExact(k) && PyTuple_GET_SIZE(k) == 3 && PyTuple_GET_ITEM(k, 0) == (PyObject *)t &&
+                     long_is(PyTuple_GET_ITEM(k, 2), 64 | (div16 << 3)) && same_value(PyTuple_GET_ITEM(k, 1), dtype);
+            Py_DECREF(dtype);
+            if (!ok) return 0;
+        }
+    }
+    if (nkw) {
+        Py_ssize_t pos = 0, j = n;
+        PyObject *name, *value;
+        while (PyDict_Next(kwargs, &pos, &name, &value)) {
+            if (!same_value(PyTuple_GET_ITEM(key, j), name) ||
+                PyTuple_GET_ITEM(key, j + 1) != (PyObject *)Py_TYPE(value) ||
+                !same_value(PyTuple_GET_ITEM(key, j + 2), value))
+                return 0;
+            j += 3;
+        }
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ Dispatch */
 
 /* kernel[grid](*args, **kwargs) for a call seen before, in one C call: the same steps as the
@@ -849,13 +929,15 @@ typedef struct {
     PyObject *fn, *hits, *modes, *current, *ck;
     /* the last activation seen, and what the call reads from it (refreshed when it changes) */
     PyObject *act, *session, *stream, *table_key, *stats, *alloc;
+    /* the last key that hit, its table key and its entry: a repeated call is matched against it
+     * without building a key; forget() (called when the table records) drops it */
+    PyObject *last_key, *last_table_key, *last_hit;
 } Dispatch;
 
 typedef struct {
     PyObject_HEAD
     Dispatch *d;
     PyObject *grid;
-    vectorcallfunc vectorcall;
 } GridCall;
 
 static PyTypeObject DispatchType, GridCallType;
@@ -870,6 +952,8 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
     Py_VISIT(d->session);
     Py_VISIT(d->stream);
     Py_VISIT(d->stats);
+    Py_VISIT(d->last_key);
+    Py_VISIT(d->last_hit);
     return 0;
 }
 
@@ -885,6 +969,9 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->table_key);
     Py_CLEAR(d->stats);
     Py_CLEAR(d->alloc);
+    Py_CLEAR(d->last_key);
+    Py_CLEAR(d->last_table_key);
+    Py_CLEAR(d->last_hit);
     return 0;
 }
 
@@ -1004,25 +1091,52 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         not_none_attr(d->ck, str_exit_hook) || truthy_attr(d->fn, str_used_global_vals))
         goto python_door;
     {
-        PyObject *fk_args[4] = {args, kwargs ? kwargs : Py_None, d->modes, alloc};
-        PyObject *key = fast_key(NULL, fk_args, 4);
-        if (!key) goto error;
-        if (key == Py_None) {
-            Py_DECREF(key);
-            goto python_door;
+        PyObject *hit = NULL; /* owned */
+        PyObject *last_key = d->last_key, *last_hit = d->last_hit;
+        if (last_key && last_hit && d->last_table_key == table_key) {
+            /* held: matching may run Python code (a .ptr property), and another thread may replace them */
+            Py_INCREF(last_key);
+            Py_INCREF(last_hit);
+            if (key_matches(last_key, args, kwargs, d->modes, (AllocTable *)alloc) &&
+                PyTuple_Check(last_hit) && PyTuple_GET_SIZE(last_hit) == 5 && PyTuple_GET_ITEM(last_hit, 0) == session) {
+                hit = last_hit;
+            } else {
+                Py_DECREF(last_hit);
+            }
+            Py_DECREF(last_key);
+            if (PyErr_Occurred()) PyErr_Clear();
         }
-        PyObject *k2 = PyTuple_Pack(2, table_key, key);
-        Py_DECREF(key);
-        if (!k2) goto error;
-        PyObject *hit = PyDict_GetItemWithError(d->hits, k2); /* borrowed */
-        Py_DECREF(k2);
         if (!hit) {
-            if (PyErr_Occurred()) goto error;
-            goto python_door;
+            PyObject *fk_args[4] = {args, kwargs ? kwargs : Py_None, d->modes, alloc};
+            PyObject *key = fast_key(NULL, fk_args, 4);
+            if (!key) goto error;
+            if (key == Py_None) {
+                Py_DECREF(key);
+                goto python_door;
+            }
+            PyObject *k2 = PyTuple_Pack(2, table_key, key);
+            if (!k2) {
+                Py_DECREF(key);
+                goto error;
+            }
+            hit = PyDict_GetItemWithError(d->hits, k2); /* borrowed */
+            Py_DECREF(k2);
+            if (!hit) {
+                Py_DECREF(key);
+                if (PyErr_Occurred()) goto error;
+                goto python_door;
+            }
+            Py_INCREF(hit);
+            Py_INCREF(table_key);
+            Py_XSETREF(d->last_table_key, table_key);
+            Py_XSETREF(d->last_key, key);
+            Py_INCREF(hit);
+            Py_XSETREF(d->last_hit, hit);
         }
-        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 5 || PyTuple_GET_ITEM(hit, 0) != session)
+        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) != 5 || PyTuple_GET_ITEM(hit, 0) != session) {
+            Py_DECREF(hit);
             goto python_door; /* another session's: the Python door finds this one's */
-        Py_INCREF(hit);
+        }
         PyObject *submit = PyTuple_GET_ITEM(hit, 1), *index = PyTuple_GET_ITEM(hit, 2);
         PyObject *kernel = PyTuple_GET_ITEM(hit, 3), *entry = PyTuple_GET_ITEM(hit, 4);
         /* the grid: a tuple/list of 1 to 3, or a callable of the launch's meta-parameters */
@@ -1119,30 +1233,6 @@ error:
     return NULL;
 }
 
-static PyObject *gridcall_vectorcall(PyObject *self, PyObject *const *a, size_t nargsf, PyObject *kwnames) {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    PyObject *args = PyTuple_New(n);
-    if (!args) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_INCREF(a[i]);
-        PyTuple_SET_ITEM(args, i, a[i]);
-    }
-    PyObject *kwargs = NULL;
-    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
-        kwargs = PyDict_New();
-        for (Py_ssize_t i = 0; kwargs && i < PyTuple_GET_SIZE(kwnames); i++)
-            if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, i), a[n + i]) < 0) Py_CLEAR(kwargs);
-        if (!kwargs) {
-            Py_DECREF(args);
-            return NULL;
-        }
-    }
-    PyObject *r = gridcall_call((GridCall *)self, args, kwargs);
-    Py_DECREF(args);
-    Py_XDECREF(kwargs);
-    return r;
-}
-
 static int gridcall_traverse(GridCall *g, visitproc visit, void *arg) {
     Py_VISIT(g->d);
     Py_VISIT(g->grid);
@@ -1169,10 +1259,22 @@ static PyObject *dispatch_getitem(Dispatch *d, PyObject *grid) {
     g->d = d;
     Py_INCREF(grid);
     g->grid = grid;
-    g->vectorcall = gridcall_vectorcall;
     PyObject_GC_Track(g);
     return (PyObject *)g;
 }
+
+static PyObject *dispatch_forget(Dispatch *d, PyObject *unused) {
+    (void)unused;
+    Py_CLEAR(d->last_key);
+    Py_CLEAR(d->last_table_key);
+    Py_CLEAR(d->last_hit);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef dispatch_methods[] = {
+    {"forget", (PyCFunction)dispatch_forget, METH_NOARGS, "the table recorded an entry: match nothing from memory"},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyMappingMethods dispatch_as_mapping = {.mp_subscript = (binaryfunc)dispatch_getitem};
 
@@ -1185,6 +1287,7 @@ static PyTypeObject DispatchType = {
     .tp_traverse = (traverseproc)dispatch_traverse,
     .tp_clear = (inquiry)dispatch_clear,
     .tp_as_mapping = &dispatch_as_mapping,
+    .tp_methods = dispatch_methods,
     .tp_init = (initproc)dispatch_init,
     .tp_new = PyType_GenericNew,
 };
@@ -1193,12 +1296,11 @@ static PyTypeObject GridCallType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.GridCall",
     .tp_basicsize = sizeof(GridCall),
     .tp_dealloc = (destructor)gridcall_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "kernel[grid]: call it with the kernel's arguments.",
     .tp_traverse = (traverseproc)gridcall_traverse,
     .tp_clear = (inquiry)gridcall_clear,
     .tp_call = (ternaryfunc)gridcall_call,
-    .tp_vectorcall_offset = offsetof(GridCall, vectorcall),
 };
 
 static PyObject *register_memory_types(PyObject *self, PyObject *args) {
