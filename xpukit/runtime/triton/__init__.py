@@ -43,8 +43,8 @@ from __future__ import annotations
 from xpukit.runtime.triton.activate import activate
 from xpukit.runtime.triton.driver import (
     DriverStats,
+    TritonRun,
     URDriver,
-    URLauncher,
     current_session,
     default_driver,
     do_bench,
@@ -58,8 +58,8 @@ __all__ = [
     "DeviceArray",
     "DriverStats",
     "NoActiveSession",
+    "TritonRun",
     "URDriver",
-    "URLauncher",
     "ZebinNeedsGpu",
     "activate",
     "current_session",

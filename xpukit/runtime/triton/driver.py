@@ -1,7 +1,7 @@
 """Triton's driver protocol on Unified Runtime: :class:`URDriver` (device, stream, target,
-binaries loaded through UR, benchmarking), :class:`URLauncher` (Triton's launcher class: every
-launch through the kernel's one launch door, ``BoundKernel.submit``), the process-wide default
-driver and the calling context's session."""
+binaries loaded through UR, benchmarking), :class:`TritonRun` (what Triton calls as
+``CompiledKernel.run``, its ``launcher_cls``: every launch through the kernel's one launch door,
+``BoundKernel.submit``), the process-wide default driver and the calling context's session."""
 
 from __future__ import annotations
 
@@ -70,10 +70,12 @@ class DriverStats:
     last_load: str = ""  # how the last program was loaded: zebin | program-cache | spirv
 
 
-class URLauncher:
-    """Triton's ``launcher_cls``: ``launcher(gx, gy, gz, stream, function, packed_metadata,
-    launch_metadata, enter_hook, exit_hook, *all_arguments)``. Triton's own path (first calls,
-    hooks, benchmarking); repeated calls take the compiled-launch table above."""
+class TritonRun:
+    """Triton's ``launcher_cls``, called as ``CompiledKernel.run(gx, gy, gz, stream, function,
+    packed_metadata, launch_metadata, enter_hook, exit_hook, *all_arguments)``; named for that
+    role, since in xpukit "launcher" is only the kernel's checked argument launcher
+    (``ur.launcher``). Triton's own path (first calls, hooks, benchmarking); repeated calls take
+    the compiled-launch table and the Dispatch."""
 
     def __init__(self, driver: URDriver, src: Any, metadata: Any) -> None:
         self.driver = driver
@@ -208,8 +210,8 @@ class URDriver:
         # Never chosen by Triton's automatic driver discovery: activation is explicit.
         return False
 
-    def launcher_cls(self, src: Any, metadata: Any) -> URLauncher:
-        return URLauncher(self, src, metadata)
+    def launcher_cls(self, src: Any, metadata: Any) -> TritonRun:
+        return TritonRun(self, src, metadata)
 
     def _top(self) -> Active:
         act = CURRENT.get()

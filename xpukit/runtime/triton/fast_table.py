@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from xpukit.runtime.triton.driver import URFunction, URLauncher
+from xpukit.runtime.triton.driver import TritonRun, URFunction
 from xpukit.runtime.triton.launch import BoundKernel
 from xpukit.runtime.triton.pointer_params import pointer_params
 from xpukit.runtime.triton.state import CURRENT
@@ -131,12 +131,12 @@ class _FastTable:
     def record(self, table_key: tuple, key: tuple, kernel: Any, args: tuple, kwargs: dict, session: Session) -> None:
         """Remember what Triton's own run just launched, when this call's shape allows it: every
         non-constexpr parameter positional, keywords only for constexprs and compile options."""
-        launcher = kernel.run
+        run = kernel.run
         function = getattr(kernel, "function", None)
-        if not isinstance(launcher, URLauncher) or not isinstance(function, URFunction):
+        if not isinstance(run, TritonRun) or not isinstance(function, URFunction):
             return
         # The compiled kernel's own parameters: Triton also makes an int equal to 1 a constexpr.
-        idx = launcher.user_index
+        idx = run.user_index
         if len(self.entries) >= self.MAX_ENTRIES or not idx or idx[-1] >= len(args):
             return
         if any(k in self.names and k not in self.constexpr for k in kwargs):
@@ -252,7 +252,7 @@ def getitem_dispatch(self: Any, grid: Any) -> Callable[..., Any]:
 def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     """JITFunction.run with a per-kernel table of compiled launches: a call whose arguments give a
     key seen before (same device, same specialization, same constexprs and options) skips
-    Triton's binder, cache lookup and launcher and goes straight to the kernel's checked launcher.
+    Triton's binder, cache lookup and CompiledKernel.run and goes straight to the kernel's checked launcher.
     Anything else (first call, hooks, warmup, benchmarking, an argument the key does not cover)
     runs Triton's own code, serialised by the compile lock."""
     from triton.compiler import CompiledKernel
