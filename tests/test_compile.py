@@ -48,7 +48,7 @@ def test_readme_example(env, capsys):
     out = env / "build" / "zebin"
     assert run_compile(f"{EXAMPLES}:scale_kernel", ["pvc", "acm-g10"], out, None, []) == 0
     table = capsys.readouterr().out
-    assert table.splitlines()[1].split() == ["target", "size", "SIMD", "GRF", "spills"]
+    assert table.splitlines()[1].split() == ["target", "size", "B", "SIMD", "GRF", "scratch", "B/thr"]
     for target in ("pvc", "acm-g10"):
         files = {p.name for p in (out / target).iterdir()}
         assert files == {"scale_kernel.spv", "scale_kernel.zebin", "scale_kernel.json"}

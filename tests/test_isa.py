@@ -303,6 +303,9 @@ def test_compile_asm_writes_isa_and_zebin_info_prints_it(runtime, tmp_path):
     cmd = [sys.executable, "-m", "xpukit", "compile", f"{EXAMPLES}:add_kernel", "--target", "pvc,acm-g10"]
     proc = subprocess.run([*cmd, "--out", str(out), "--asm"], capture_output=True, text=True, env=environ)
     assert proc.returncode == 0, proc.stderr
+    header = proc.stdout.splitlines()[1]
+    expected = "target size B SIMD GRF scratch B/thr instr spill st/ld DPAS FMA"
+    assert header.split() == expected.split()
     for target in ("pvc", "acm-g10"):
         isa_text = (out / target / "add_kernel.isa").read_text()
         assert independent_counts(isa_text)["sends"] > 0

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.isa import disassemble
+from xpukit.runtime.offline.isa import count_isa, disassemble
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError, check_layout, read_zebin
 from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
@@ -200,9 +200,11 @@ def run_compile(
         target_dir.mkdir(parents=True, exist_ok=True)
         write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
         write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
+        counts = None
         if asm:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
             isa_text = disassemble(zebin_bytes, devices[target]).kernels[info.name]
             write_whole(target_dir / f"{spec.name}.isa", isa_text.encode())
+            counts = count_isa(isa_text)
         meta = compiled.metadata._asdict()
         record = {
             "kernel": spec.name,
@@ -219,13 +221,19 @@ def run_compile(
         }
         text = json.dumps(record, indent=2, default=_json_default)
         write_whole(target_dir / f"{spec.name}.json", (text + "\n").encode())
-        rows.append((target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size))
+        row: list[Any] = [target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size]
+        if counts is not None:
+            spills = f"{counts.sends['scratch_spill']}/{counts.sends['scratch_fill']}"
+            row += [counts.instructions, spills, counts.dpas, counts.fma]
+        rows.append(row)
         if layout_error:
             print(f"{target}: {layout_error}", file=sys.stderr)
 
     exts = "spv,zebin,json" + (",isa" if asm else "")
     print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{{exts}}}  ({tool.describe()})")
-    print(_table(["target", "size", "SIMD", "GRF", "spills"], rows))
+    # scratch B/thr is the zebin's per-thread spill space; spill traffic (sends) needs the ISA (--asm).
+    header = ["target", "size B", "SIMD", "GRF", "scratch B/thr"]
+    print(_table(header + (["instr", "spill st/ld", "DPAS", "FMA"] if asm else []), rows))
     return status
 
 
@@ -256,7 +264,7 @@ def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target:
         print(
             f"kernel {k.name}: .text {k.text_size} B, SIMD {k.simd_size}, "
             f"sub-group {k.required_sub_group_size or '-'}, GRF {k.grf_count}, "
-            f"spill {k.spill_size} B, private {k.private_size} B"
+            f"scratch {k.spill_size} B/thread, private {k.private_size} B/thread"
         )
         rows = [
             (

@@ -27,7 +27,7 @@ def _grf_mode(r: Row) -> str:
     return f"{mode}, 256 retry" if r.get("grf_retry") else mode
 
 
-# (header, value from row and counts, the metric's name in --diff or None)
+# (header, the cell's value from a row and its counts)
 COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
     ("target", lambda r, c: r["target"]),
     ("config", lambda r, c: r["config"]),
@@ -58,7 +58,7 @@ COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
 LEGEND = (
     "SLM B/WG: shared local memory per work-group; scratch B/thr: the zebin's per-thread scratch space; "
     "spill st/ld: scratch write/read sends (register spills/fills) and the bytes they move per thread; "
-    "FMA: mad/mac/dp4a; math: extended math unit; ALU: other arithmetic and logic; "
+    "FMA: mad/mac/madm/dp4a; math: extended math unit; ALU: other arithmetic and logic; "
     "GRF mode: the requested mode and whether ocloc was rerun with -cl-intel-256-GRF-per-thread after spills; "
     "over limit: the target's limits a row exceeds (xpukit/targets.py)."
 )
@@ -101,6 +101,8 @@ DIFF_METRICS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
     ("SLM B/WG", lambda r, c: r["slm_bytes"]),
     ("DPAS", lambda r, c: c["dpas"]),
     ("FMA", lambda r, c: c.get("fma", 0)),
+    ("math", lambda r, c: c["math"]),
+    ("ALU", lambda r, c: c.get("alu", 0)),
     ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
 )
 
