@@ -15,9 +15,8 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
-from xpukit.host import commands, docs_tables, matrix_sched, settings
+from xpukit.host import commands, docs_tables, inputs, matrix_sched, settings
 from xpukit.host.build import Variant
-from xpukit.targets import split_targets
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -55,9 +54,9 @@ def _settings(c, **flags) -> settings.Context:
 
 
 def _targets(target) -> list[str]:
-    """--target values as preset names (the default when not given)."""
+    """--target values as preset names (the default when not given; unknown ones refused here)."""
     # not given: [] from invoke; --target '': [''], an error
-    return _bad_input(lambda: split_targets(target or None))
+    return inputs.target_names(target or None)
 
 
 def _after_double_dash() -> list[str]:
@@ -262,9 +261,9 @@ def compile(
         where,
         kernel=kernel,
         targets=_targets(target),
-        out_dir=out,
+        out_dir=inputs.not_empty("out", out, "out"),
         signature=signature,
-        constexprs=list(constexpr or []),
+        constexprs=inputs.assignments("constexpr", constexpr or []),
         num_warps=num_warps,
         asm=asm,
     )
@@ -319,10 +318,10 @@ def kernel_report(
             where,
             kernel,
             _targets(target),
-            list(config or []),
+            inputs.assignments("config", config or [], comma=True),
             format,
             signature,
-            list(constexpr or []),
+            inputs.assignments("constexpr", constexpr or []),
             diff=diff,
             no_cache=no_cache,
         )
@@ -375,13 +374,14 @@ def pull(c, profile=None, dry_run=False, debug=False):
 def export(c, out, format="oci-archive", profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Write the profile's image as one file for podman or Apptainer, with OUT.json and OUT.sha256."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(commands.export(s, format, out))
+    _finish(commands.export(s, format, inputs.not_empty("out", out, "xpukit-cpu.tar")))
 
 
 @task(help=_help("profile", "dry-run", "debug", out="where to write it (default .devcontainer/devcontainer.json)"))
 def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run=False, debug=False):
     """Generate the devcontainer for editors: the kit's image, caches, user and GPU options."""
-    _finish(commands.devcontainer(_settings(c, profile=profile, dry_run=dry_run, debug=debug), out))
+    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    _finish(commands.devcontainer(s, inputs.not_empty("out", out, ".devcontainer/devcontainer.json")))
 
 
 @task(
@@ -440,7 +440,7 @@ def matrix(
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     opts = matrix_sched.Options(
         scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
-        sbatch_args, out, apply, image, gpu_resource, sif, float(timeout),
+        sbatch_args, out, apply, image, gpu_resource, sif, inputs.seconds("timeout", timeout),
     )  # fmt: skip
     _finish(commands.guarded(matrix_sched.run)(s, opts))
 

@@ -13,18 +13,21 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from xpukit.errors import XpukitError
+from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine as engine_mod
 from xpukit.host import gpu, trust, ui
 
 PROFILE_CHOICES = ("auto", "cpu", "xpu")
 WHERE_CHOICES = ("auto", "container", "host")
+FLAG_NAMES = {"base_suite": "suite", "base_mirror": "mirror"}  # a setting whose flag has another name
+VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # what docker and podman accept
 
 # setting -> its environment variable; its default is the Settings field's below (written once)
 SETTINGS = {
@@ -70,7 +73,11 @@ def resolve(
     environ = os.environ if environ is None else environ
     yaml_config = check_yaml_section(yaml_config)
     values: dict[str, Any] = {}  # a setting no source names keeps the Settings default
+    defaults = Settings()
     for key, env_name in SETTINGS.items():
+        if flags.get(key) == "" and getattr(defaults, key):  # '' would silently mean the default
+            option = FLAG_NAMES.get(key, key.replace("_", "-"))
+            raise UsageError(f"--{option} is empty", f"pass --{option} {getattr(defaults, key)}, or leave it out")
         if flags.get(key) not in (None, ""):
             values[key] = flags[key]
         elif environ.get(env_name):
@@ -79,6 +86,16 @@ def resolve(
             values[key] = yaml_config[key]
     settings = Settings(**values, dry_run=bool(flags.get("dry_run")), debug=bool(flags.get("debug")))
     check_choice("profile", settings.profile, PROFILE_CHOICES)
+    if not VOLUME_NAME.fullmatch(settings.cache_volume):
+        raise UsageError(
+            f"cache volume {settings.cache_volume!r} is not a volume name",
+            "set XPUKIT_CACHE_VOLUME (or invoke.yaml cache_volume:) to letters, digits, _ . -",
+        )
+    if not re.fullmatch(r"https?://[^\s/]+\S*", settings.base_mirror):
+        option = FLAG_NAMES["base_mirror"]
+        raise UsageError(
+            f"--{option} {settings.base_mirror!r} is not an http(s) URL", f"pass e.g. --{option} {defaults.base_mirror}"
+        )
     if settings.engine not in engine_mod.ENGINE_CHOICES:
         raise XpukitError(
             f"unknown engine {settings.engine!r}",
@@ -88,8 +105,9 @@ def resolve(
 
 
 def check_choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    """A choice option's value, or a usage error (exit 2) listing the choices."""
     if value not in choices:
-        raise XpukitError(
+        raise UsageError(
             f"unknown {option} {value!r}",
             f"use --{option.replace('_', '-')} with one of: {', '.join(choices)}",
         )

@@ -1,0 +1,64 @@
+"""What a user types into a task, checked on the host before anything runs (a dry run included).
+
+Each check refuses bad input with one line naming the option, the problem and the fix, and exit 2
+(:class:`~xpukit.errors.UsageError`), where it would otherwise be taken as the default, fail late in
+a container, or write somewhere surprising.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+from xpukit import targets as targets_mod
+from xpukit.errors import UsageError, XpukitError
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def target_names(values: str | Iterable[str] | None) -> list[str]:
+    """--target values as preset names; unknown names are refused here, not in the container."""
+    try:
+        names = targets_mod.split_targets(values)
+    except XpukitError as exc:  # an empty value: what the user typed
+        raise UsageError(exc.message, exc.fix) from None
+    if names == ["all"]:  # every GPU preset this ocloc can build (decided where ocloc runs)
+        return names
+    unknown = [n for n in names if n not in targets_mod.PRESETS]
+    if unknown:
+        raise UsageError(
+            f"unknown --target {', '.join(map(repr, unknown))}",
+            f"use one of: {', '.join(targets_mod.PRESETS)} (or all; aliases: {', '.join(targets_mod.ALIASES)})",
+        )
+    return names
+
+
+def not_empty(option: str, value: str | None, example: str) -> str | None:
+    """An option given as '' is refused: it would silently mean the default or the current folder."""
+    if value is not None and not str(value).strip():
+        raise UsageError(f"--{option} is empty", f"pass --{option} {example}, or leave the option out")
+    return value
+
+
+def assignments(option: str, items: Iterable[str], *, comma: bool = False) -> list[str]:
+    """NAME=VALUE items (``comma``: each item may hold several, comma-separated), as given."""
+    given = list(items)
+    for item in given:
+        for part in item.split(",") if comma else [item]:
+            name, eq, value = part.partition("=")
+            if not eq or not _NAME.fullmatch(name.strip()) or not value.strip():
+                shown = "NAME=VALUE,NAME=VALUE" if comma else "NAME=VALUE"
+                raise UsageError(f"--{option} {item!r} is not {shown}", f"pass e.g. --{option} BLOCK_SIZE=128")
+    return given
+
+
+def seconds(option: str, value: float | str) -> float:
+    """A time limit: a finite number >= 0 (0: no limit)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"--{option} {value!r} is not a number of seconds", f"pass e.g. --{option} 600 (0: no limit)")
+    return number
