@@ -291,9 +291,11 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
         assert len(lines) == 1 and needle in lines[0] and "fix:" in lines[0] and "Traceback" not in proc.stderr
 
 
-def _invoke(*args: str) -> subprocess.CompletedProcess:
+def _invoke(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "XPUKIT_PROFILE": ""}
     env.pop("CI", None)
+    if cache is not None:
+        env["XPUKIT_CACHE_DIR"] = str(cache)
     return subprocess.run(
         [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
@@ -340,11 +342,19 @@ def test_invoke_bad_format_and_missing_file_are_one_line():
 
 
 @pytest.mark.docker
-def test_invoke_json_report_is_all_of_stdout(test_image):
+def test_invoke_json_report_is_all_of_stdout(test_image, tmp_path):
     """`--format json` through invoke: stdout parses as the report; the kit's progress lines
-    (profile, base, any build log) went to stderr."""
-    result = _invoke("kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--format", "json")
+    (profile, base, any build log) went to stderr. The same command again is a stored-report hit:
+    no container (no "compiling" line), the same report; --diff finds no earlier report to compare."""
+    command = ("kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--format", "json")
+    result = _invoke(*command, cache=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report and "xpukit:" not in result.stdout
     assert "xpukit: compiling every target x config in the image" in result.stderr
+    assert list((tmp_path / "triton-cache").iterdir())  # Triton's cache persists in the kit's folder
+    again = _invoke(*command, "--diff", cache=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "compiling" not in again.stderr and f"the report of {report['stored_at']}" in again.stderr
+    assert json.loads(again.stdout) == report
+    assert "No previous report of this kernel." in again.stderr  # JSON on stdout: the diff goes to stderr

@@ -82,3 +82,16 @@ def test_store_previous_and_failed_reports(tmp_path, project):
     assert cache.load(first.key) is None
     assert not list(cache.folder.glob(".*.tmp"))
     assert json.loads((cache.folder / "history" / f"{first.kernel_id}.json").read_text())[-1] == second.key
+
+
+@pytest.mark.unit
+def test_unwritable_cache_folder_is_one_line(tmp_path):
+    from xpukit.errors import XpukitError
+    from xpukit.host import commands
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(XpukitError) as info:
+        commands._make_cache_folder(blocker / "kernel-reports")
+    line = info.value.one_line()
+    assert "cannot be made" in line and "XPUKIT_CACHE_DIR" in line and "\n" not in line

@@ -340,6 +340,16 @@ def _kernel_file(kernel: str) -> tuple[Path, str]:
     return Path(path), function
 
 
+def _make_cache_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise XpukitError(
+            f"the kit's cache folder {folder} cannot be made ({exc.strerror or exc})",
+            "set XPUKIT_CACHE_DIR to a folder you can write to",
+        ) from None
+
+
 def kit_cache_root() -> Path:
     """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
     .xpukit/, or $XPUKIT_CACHE_DIR."""
@@ -389,7 +399,7 @@ def _run_kit(
         mounts[str(Path(path).resolve())] = "rw"
     triton_cache = kit_cache_root() / report_cache.TRITON_CACHE
     if not ctx.dry_run:
-        triton_cache.mkdir(parents=True, exist_ok=True)
+        _make_cache_folder(triton_cache)
     mounts[str(triton_cache)] = "rw"
     options = containers.container_options(ctx, mounts=mounts, as_caller=True)
     options["volumes"].pop(ctx.settings.cache_volume, None)
@@ -495,7 +505,7 @@ def _kernel_report(
         ui.say(f"kernel-report: unchanged kernel, options and toolchain: the report of {report.get('stored_at')}")
         cache.remember(key)
     else:
-        cache.folder.mkdir(parents=True, exist_ok=True)
+        _make_cache_folder(cache.folder)
         save = cache.folder / f".{key.key}.{os.getpid()}.run.json"
         args += ["--format", "none", "--save", str(save)]  # mounted at its own path, like --out
         try:
