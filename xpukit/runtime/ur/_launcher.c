@@ -932,6 +932,7 @@ typedef struct {
     /* the last key that hit, its table key and its entry: a repeated call is matched against it
      * without building a key; forget() (called when the table records) drops it */
     PyObject *last_key, *last_table_key, *last_hit;
+    PyObject *last_call; /* the GridCall made for the last grid object: reused while the same object comes */
 } Dispatch;
 
 typedef struct {
@@ -954,6 +955,7 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
     Py_VISIT(d->stats);
     Py_VISIT(d->last_key);
     Py_VISIT(d->last_hit);
+    Py_VISIT(d->last_call);
     return 0;
 }
 
@@ -972,6 +974,7 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->last_key);
     Py_CLEAR(d->last_table_key);
     Py_CLEAR(d->last_hit);
+    Py_CLEAR(d->last_call);
     return 0;
 }
 
@@ -1251,8 +1254,9 @@ static void gridcall_dealloc(GridCall *g) {
     Py_TYPE(g)->tp_free((PyObject *)g);
 }
 
-/* d[grid] -> GridCall */
+/* d[grid] -> GridCall (the same one again for the same grid object: a GridCall holds nothing else) */
 static PyObject *dispatch_getitem(Dispatch *d, PyObject *grid) {
+    if (d->last_call && ((GridCall *)d->last_call)->grid == grid) return Py_NewRef(d->last_call);
     GridCall *g = PyObject_GC_New(GridCall, &GridCallType);
     if (!g) return NULL;
     Py_INCREF(d);
@@ -1260,6 +1264,8 @@ static PyObject *dispatch_getitem(Dispatch *d, PyObject *grid) {
     Py_INCREF(grid);
     g->grid = grid;
     PyObject_GC_Track(g);
+    Py_INCREF(g);
+    Py_XSETREF(d->last_call, (PyObject *)g);
     return (PyObject *)g;
 }
 
