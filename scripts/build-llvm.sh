@@ -31,12 +31,8 @@ EOF
 
 parse_args "$@"
 
-TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
-TRITON_COMMIT=${TRITON_COMMIT:-}
-LLVM_SOURCE=${LLVM_SOURCE:-prebuilt}
-LLVM_PREFIX=${LLVM_PREFIX:-/opt/llvm}
+triton_llvm_defaults
 LLVM_REPO=${LLVM_REPO:-https://github.com/llvm/llvm-project}
-TRITON_SRC=${TRITON_SRC:-/src/triton}
 LLVM_SRC=${LLVM_SRC:-/src/llvm-project}
 MAX_JOBS=${MAX_JOBS:-$(default_jobs)}
 LLVM_CHECK=${LLVM_CHECK:-0}

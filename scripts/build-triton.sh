@@ -30,12 +30,8 @@ EOF
 
 parse_args "$@"
 
-TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
-TRITON_COMMIT=${TRITON_COMMIT:-}
-LLVM_SOURCE=${LLVM_SOURCE:-prebuilt}
-LLVM_PREFIX=${LLVM_PREFIX:-/opt/llvm}
+triton_llvm_defaults
 WHEEL_DIR=${WHEEL_DIR:-/wheels}
-TRITON_SRC=${TRITON_SRC:-/src/triton}
 MAX_JOBS=${MAX_JOBS:-$(default_jobs)}
 PYTHON=${PYTHON:-python3}
 export CCACHE_DIR=${CCACHE_DIR:-/root/.cache/ccache}

@@ -151,6 +151,15 @@ verify_head() {
   note "verified: $dir is at $commit"
 }
 
+# The Triton checkout and LLVM that build-llvm.sh and build-triton.sh share, defaulted once.
+triton_llvm_defaults() {
+  TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
+  TRITON_COMMIT=${TRITON_COMMIT:-}
+  LLVM_SOURCE=${LLVM_SOURCE:-prebuilt}
+  LLVM_PREFIX=${LLVM_PREFIX:-/opt/llvm}
+  TRITON_SRC=${TRITON_SRC:-/src/triton}
+}
+
 # Number of parallel jobs: MAX_JOBS if set, else the CPUs this process may use.
 default_jobs() { nproc 2>/dev/null || echo 4; }
 
