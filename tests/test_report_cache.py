@@ -82,6 +82,12 @@ def test_store_previous_and_failed_reports(tmp_path, project):
     assert cache.load(first.key) is None
     assert not list(cache.folder.glob(".*.tmp"))
     assert json.loads((cache.folder / "history" / f"{first.kernel_id}.json").read_text())[-1] == second.key
+    # A kernel keeps its newest HISTORY_KEEP reports; older ones are deleted.
+    keys = [_key(project, configs=[f"BLOCK={2**i}"]) for i in range(report_cache.HISTORY_KEEP + 1)]
+    for each in keys:
+        cache.store(each, {"kernel": "k", "rows": [row]})
+    assert cache.load(keys[0].key) is None and cache.load(keys[-1].key) is not None
+    assert len(cache.history(first.kernel_id)) == report_cache.HISTORY_KEEP
 
 
 @pytest.mark.unit

@@ -13,7 +13,8 @@ and the kit's code that counted it. The key is a SHA-256 over all four, computed
 - the kit's report code (``xpukit/targets.py`` and ``xpukit/runtime/offline``, ``xpukit/runtime/triton``).
 
 Reports live in ``<checkout>/.xpukit/kernel-reports/<key>.json`` with the time they were made;
-``history/<kernel id>.json`` lists the keys of one kernel's reports, newest last, for ``--diff``.
+``history/<kernel id>.json`` lists the keys of one kernel's reports, newest last, for ``--diff``;
+a kernel keeps its newest HISTORY_KEEP reports.
 A report with a failed cell is not stored (the next run retries it).
 """
 
@@ -190,9 +191,13 @@ class ReportCache:
         return report
 
     def remember(self, key: ReportKey) -> None:
+        """Make ``key`` the kernel's newest report; reports beyond the newest HISTORY_KEEP are deleted
+        (a key names one kernel, so no other kernel's history holds them)."""
         history = [k for k in self.history(key.kernel_id) if k != key.key] + [key.key]
         (self.folder / "history").mkdir(parents=True, exist_ok=True)
         _write_json(self._history_path(key.kernel_id), history[-HISTORY_KEEP:])
+        for old in history[:-HISTORY_KEEP]:
+            self.path(old).unlink(missing_ok=True)
 
     def history(self, kernel_id: str) -> list[str]:
         try:
