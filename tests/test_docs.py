@@ -427,3 +427,140 @@ def test_generated_table_follows_a_pin_change(tmp_path):
     changed.write_text(text)
     table = docs_tables.profiles_table(pins.load(changed))
     assert "`triton-xpu` 3.3.1 (PyPI)" in table and "3.3.0b1" not in table
+
+
+# ---------------------------------------------------------------- headings and links
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def test_headings_carry_no_issue_numbers():
+    """A heading names a subject, not the issue that brought it (no changelog voice)."""
+    for path in DOCS:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#"):
+                assert not re.search(r"\(issues? \d+", line), f"{path.name}: {line}"
+
+
+def test_links_between_docs_reach_a_heading():
+    for path in DOCS:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", path.read_text(encoding="utf-8")):
+            doc = (path.parent / target) if target else path
+            headings = [ln.lstrip("#") for ln in doc.read_text(encoding="utf-8").splitlines() if ln.startswith("#")]
+            assert anchor in {_slug(h) for h in headings}, f"{path.name}: #{anchor} is no heading of {doc.name}"
+
+
+# ---------------------------------------------------------------- sample outputs are what the commands print
+
+
+def normalise(line: str) -> str:
+    """A printed line modulo what differs per machine and run: timings, counts, hashes, paths, the CPU."""
+    line = re.sub(r"xpukit:(cpu|xpu)-[0-9a-f]{12}", r"xpukit:\1-<tag>", line)
+    line = re.sub(r"/tmp/[\w.-]+", "<tmp>", line)
+    line = re.sub(r"^device: .*? \[", "device: <device> [", line)
+    line = re.sub(r"\d+(\.\d+)*", "<n>", line)
+    return " ".join(line.split())
+
+
+def sample_after(doc: str, marker: str) -> list[str]:
+    """The lines of the first fenced block after the line containing ``marker``."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    rest = text[text.index(marker) :]
+    block = re.search(r"```\w*\n(.*?)```", rest, re.DOTALL)
+    assert block, f"{doc}: no fenced block after {marker!r}"
+    return block.group(1).splitlines()
+
+
+# Lines whose presence depends on the host, not the code: the CA bundle found, an unpinned base's
+# warning, which base exists, the GPU probe. The sample may show them or not; what it shows must be real.
+HOST_DEPENDENT = (
+    "xpukit: ca-bundle:",
+    "xpukit: warning:",
+    "xpukit: base:",
+    "xpukit: profile auto",
+    "xpukit: image ",  # ... is missing; building it
+    "xpukit: building",
+    "xpukit: build:",
+)
+
+
+def assert_sample_matches(sample: list[str], printed: list[str]) -> None:
+    """Every sample line is printed, in order (modulo normalise), and every kit line printed is shown;
+    a host-dependent line only has to be printed somewhere (where settings are resolved varies)."""
+    got = [normalise(ln) for ln in printed if ln.strip()]
+    position = 0
+    for line in sample:
+        want = normalise(line)
+        if line.startswith(HOST_DEPENDENT):
+            assert want in got, f"the sample shows {line!r}, which the command does not print"
+            continue
+        assert want in got[position:], f"the sample shows {line!r}, which the command does not print:\n" + "\n".join(
+            got
+        )
+        position = got.index(want, position) + 1
+    shown = {normalise(ln) for ln in sample}
+    for line in printed:
+        if line.startswith("xpukit: ") and not line.startswith(HOST_DEPENDENT):
+            assert normalise(line) in shown, f"the command prints {line!r}, which the sample leaves out"
+
+
+@pytest.mark.docker
+def test_readme_invoke_test_sample_is_what_invoke_test_prints(tmp_path):
+    """`invoke test`'s own lines in the README (one cheap test per phase, with the image built)."""
+    env = {**os.environ, "XPUKIT_REQUIRE_DOCKER": "1"}
+    select = [
+        "tests/test_error_boundary.py::test_ctrl_c_is_one_line_and_130",
+        "tests/test_docs.py::test_container_phase_runs",
+    ]
+    command = [sys.executable, "-m", "invoke", "test", "--pytest-args", " ".join(select)]
+    p = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       check=False, timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:]
+    # The sample runs every test: the selection this test added to both phases' commands is taken out.
+    printed = [ln for ln in p.stdout.splitlines() if ln.startswith("xpukit: ")]
+    printed = [functools.reduce(lambda line, s: line.replace(f" {s}", ""), select, ln) for ln in printed]
+    assert_sample_matches(sample_after("README.md", "`invoke test` runs the"), printed)
+
+
+@pytest.mark.container
+def test_container_phase_runs():
+    """The container phase's one test for the sample above (it needs one to count)."""
+    assert os.environ.get("PYTHONPATH")
+
+
+@pytest.fixture(scope="module")
+def demo_output() -> list[str]:
+    """The UR demo as `invoke demo-ur` runs it, twice: the README shows a run with the kernels cached."""
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "examples/xpu_triton_ur.py"], cwd=ROOT,
+                           capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+        assert p.returncode == 0, p.stdout + p.stderr
+    return (p.stderr + p.stdout).splitlines()
+
+
+@pytest.mark.container
+def test_readme_demo_sample_is_what_the_demo_prints(demo_output):
+    sample = sample_after("README.md", "Output on a machine without a GPU")
+    demo_lines = [ln for ln in sample if not ln.startswith("xpukit: ")]  # the task's own lines: above
+    assert_sample_matches(demo_lines, demo_output)
+    assert len(demo_lines) == len([ln for ln in demo_output if ln.strip()])
+
+
+@pytest.mark.container
+def test_readme_compile_table_is_what_compile_prints(tmp_path):
+    sample = sample_after("README.md", "Compile a kernel for two GPU targets")
+    assert sample[0].startswith("$ invoke compile ")
+    args = shlex.split(sample[0][2:])[2:]
+    kernel = str(ROOT / args[0])
+    p = subprocess.run([sys.executable, "-m", "xpukit", "compile", kernel, *args[1:]], cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False,
+                       timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    printed = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert [normalise(ln) for ln in sample[1:]] == [normalise(ln) for ln in printed]
