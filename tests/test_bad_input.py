@@ -71,6 +71,10 @@ def test_settings_refuse_empty_flags_and_malformed_values(flags, environ, wants)
         ("kernel-report", [KERNEL, "--config", "BLOCK_SIZE"], "--config 'BLOCK_SIZE' is not NAME=VALUE"),
         ("devcontainer", ["--out", ""], "--out is empty"),
         ("matrix", ["--timeout", "-1"], "is not a number of seconds"),
+        ("compile", [KERNEL, "--num-warps", "3"], "--num-warps 3 is not a power of two"),
+        ("kernel-report", [KERNEL, "--format", "xml"], "unknown format 'xml'"),
+        ("export", ["--out", "x.tar", "--format", "tar"], "unknown --format 'tar'"),
+        ("zebin-info", [""], "FILE: no such file"),
     ],
 )
 def test_tasks_refuse_it_in_one_line_with_exit_2_and_write_nothing(tmp_path, task, args, wants):

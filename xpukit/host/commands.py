@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xpukit.errors import XpukitError, guard
+from xpukit.errors import UsageError, XpukitError, guard
 from xpukit.host import base as base_mod
 from xpukit.host import build as build_mod
 from xpukit.host import containers, doctor, doctor_host, engine, registry, report_cache, sharing, testing, ui
@@ -100,7 +100,7 @@ def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], wha
 def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebuild: bool = False) -> int:
     """Build the profile's image, unless a teammate already shared it (``rebuild`` builds anyway)."""
     if github_token and not Path(github_token).is_file():
-        raise XpukitError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
+        raise UsageError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
     if ctx.dry_run:
         sdk = dry_run_sdk(ctx)
         plan = make_plan(ctx, sdk, variant, github_token)
@@ -292,9 +292,9 @@ def parse_num_warps(value: str | int | None) -> int | None:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise XpukitError(f"--num-warps {value!r} is not a whole number", "pass e.g. --num-warps 4") from None
+        raise UsageError(f"--num-warps {value!r} is not a whole number", "pass e.g. --num-warps 4") from None
     if number < 1 or number & (number - 1):
-        raise XpukitError(f"--num-warps {number} is not a power of two", "pass 1, 2, 4, 8, 16 or 32")
+        raise UsageError(f"--num-warps {number} is not a power of two", "pass 1, 2, 4, 8, 16 or 32")
     return number
 
 
@@ -305,9 +305,9 @@ def check_out_dir(out_dir: str, create: bool) -> Path:
     out = Path(out_dir).expanduser().resolve()
     existing = next((p for p in (out, *out.parents) if p.exists()), Path("/"))
     if existing == out and not out.is_dir():
-        raise XpukitError(f"--out {out_dir} is a file, not a folder", "pass a folder (it is created when missing)")
+        raise UsageError(f"--out {out_dir} is a file, not a folder", "pass a folder (it is created when missing)")
     if not existing.is_dir():
-        raise XpukitError(f"--out {out_dir}: {existing} is a file", "pass a folder path")
+        raise UsageError(f"--out {out_dir}: {existing} is a file", "pass a folder path")
     fix = "pass a folder you can write to"
     if not os.access(existing, os.W_OK | os.X_OK):
         raise XpukitError(f"--out {out_dir}: {existing} is not writable by you", fix)
@@ -440,7 +440,7 @@ def compile_kernel(
 @guarded
 def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
     if not Path(path).is_file():
-        raise XpukitError(f"{path}: no such file", "pass the path of a .zebin file")
+        raise UsageError(f"{path or 'FILE'}: no such file", "pass the path of a .zebin file")
     file = Path(path).resolve()
     side = _kit_side(ctx, where)
     args = ["zebin-info", side.path(file), *(["--json"] if as_json else []), *(["--asm"] if asm else [])]
@@ -482,7 +482,7 @@ def _kernel_report(
     no_cache: bool,
 ) -> int:
     if output_format not in ("md", "json"):
-        raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
+        raise UsageError(f"unknown format {output_format!r}", "use --format md or --format json")
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
     args = ["kernel-report", f"{side.path(path)}:{function}", "--target", ",".join(targets)]
@@ -564,7 +564,7 @@ def pull(ctx: Context) -> int:
 def export(ctx: Context, fmt: str, out: str) -> int:
     """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
     if fmt not in export_mod.FORMATS:
-        raise XpukitError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
+        raise UsageError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
     plan, sdk = _plan_for_run(ctx)
     if ctx.dry_run:
         print(f"would write {plan.tag} as {fmt} to {Path(out).absolute()}")
