@@ -7,7 +7,7 @@ import json
 import pytest
 from fakehost import Node, make_host
 
-from xpukit.host import doctor, doctor_host, doctor_image, gpu
+from xpukit.host import doctor, doctor_host, doctor_image, engine, gpu
 from xpukit.host.findings import Finding
 from xpukit.runtime.image import doctor_probe
 
@@ -420,8 +420,10 @@ def test_sdk_runner_maps_a_missing_image():
     class Client:
         containers = Containers()
 
+    # The task's engine owns the runner now (doctor.sdk_runner is gone): its client is the fake.
+    eng = engine.Engine("docker", _client=Client())
     with pytest.raises(doctor_image.ImageUnavailable):
-        doctor.sdk_runner(lambda: Client())("x", ["true"], {})
+        doctor.engine_runner(eng)("x", ["true"], {})
 
 
 # ---- the probe itself ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import os
 import pytest
 from services import registry, second_engine
 
-from xpukit.host import containers, engine, settings, sharing
+from xpukit.host import containers, settings, sharing
 from xpukit.host import registry as reg
 from xpukit.host.plan import ensure_image, make_plan
 
@@ -32,36 +32,39 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
     monkeypatch.setenv("XPUKIT_REGISTRY_PASSWORD_FILE", str(password))
     lock = tmp_path / "images.toml"
     with registry(tmp_path / "registry", USERS) as address:
+        # Each context owns its engine (one SDK client per task); the plan and the sharing
+        # functions take it from there.
         a = _context(os.environ.get("DOCKER_HOST", ""), address)
-        plan_a = make_plan(a, docker_client)
-        if plan_a.tag != test_image:
-            pytest.skip(f"this checkout's content tag {plan_a.tag} is not the tested image {test_image}")
-        digest = sharing.push(a, plan_a, docker_client, lock)
+        try:
+            plan_a = make_plan(a)
+            if plan_a.tag != test_image:
+                pytest.skip(f"this checkout's content tag {plan_a.tag} is not the tested image {test_image}")
+            digest = sharing.push(a, plan_a, lock)
+        finally:
+            a.close()
         entry = reg.read_lock(lock)["cpu"]
         assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
         assert entry["base"] == plan_a.base == "xpukit-base:bookworm-slim"
         assert entry["base_id"] == docker_client.images.get(plan_a.base).id  # the base by content too
         monkeypatch.setattr(reg, "LOCK_PATH", lock)  # the lock B's plan reads the shared base from
-        import docker  # the host's SDK (the image, which also collects this file, has none)
 
         with second_engine(tmp_path / "engine-b") as host_b:
-            sdk_b = docker.DockerClient(base_url=host_b, timeout=600)
+            # B has no base and no base setting: the tag takes the base the lock records.
+            b = _context(host_b, address, base_image="")
             try:
-                # B has no base and no base setting: the tag takes the base the lock records.
-                b = _context(host_b, address, base_image="")
-                plan_b = make_plan(b, sdk_b, base_required=False)
+                plan_b = make_plan(b, base_required=False)
                 assert plan_b.tag == plan_a.tag and plan_b.base_missing
                 capfd.readouterr()
-                ensure_image(plan_b, sdk_b, functools.partial(sharing.shared_image, b, plan_b, sdk_b, lock))
+                ensure_image(plan_b, b.engine, functools.partial(sharing.shared_image, b, plan_b, lock))
                 said = capfd.readouterr().out
                 assert "pulled" in said and "building" not in said
-                image = sdk_b.images.get(plan_b.tag)
+                image = b.engine.client().images.get(plan_b.tag)
                 assert f"{entry['repository']}@{digest}" in image.attrs["RepoDigests"]
-                code = engine.run_container(
-                    sdk_b, plan_b.tag, ["python", "examples/xpu_triton_ur.py", "--n", "5000"],
-                    **containers.container_options(b),
+                code = b.engine.run(
+                    plan_b.tag, ["python", "examples/xpu_triton_ur.py", "--n", "5000"],
+                    containers.container_options(b),
                 )  # fmt: skip
                 assert code == 0
                 assert "OK" in capfd.readouterr().out
             finally:
-                sdk_b.close()
+                b.close()

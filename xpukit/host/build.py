@@ -6,18 +6,21 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host import pins as pins_mod
 from xpukit.host.lock import check_lock_matches
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # Everything the Dockerfile copies into the image: the content tag hashes all of it (with the build
 # args), so one tag always names one image, down to the kit's own sources.
@@ -158,13 +161,17 @@ def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     revision = git(root, "rev-parse", "HEAD")
     if revision and git(root, "status", "--porcelain", "--untracked-files=no"):
         revision += "-dirty"
-    # The commit's time, not the wall clock, keeps a rebuild of the same commit identical.
-    created = git(root, "log", "-1", "--format=%cI") or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    # The commit's time, not the wall clock, keeps a rebuild of the same commit identical, and a
+    # dry run's command the one the build runs; without git, SOURCE_DATE_EPOCH or "unknown".
+    created = git(root, "log", "-1", "--format=%cI")
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not created and epoch.isdigit():
+        created = dt.datetime.fromtimestamp(int(epoch), dt.UTC).isoformat(timespec="seconds")
     source = git(root, "config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
     return {
         "XPUKIT_SOURCE": source,
         "XPUKIT_REVISION": revision or "unknown",
-        "XPUKIT_CREATED": created,
+        "XPUKIT_CREATED": created or "unknown",
         "MAX_JOBS": str(max_jobs or os.cpu_count() or 1),
     }
 
@@ -253,18 +260,42 @@ def choose_base(
 
 
 @dataclasses.dataclass(frozen=True)
+class CacheSource:
+    """What a BuildKit build shares through a registry: ``inline`` writes BuildKit's inline cache
+    into the image (a push then carries it); ``source`` is a shared image whose layers the build
+    reuses (``--cache-from``), "" for none."""
+
+    inline: bool = False
+    source: str = ""
+
+
+NO_CACHE = CacheSource()
+
+
+@dataclasses.dataclass(frozen=True)
 class BuildPlan:
+    """One build, as a value: every part of the command is decided before it is made, and nothing
+    changes it afterwards (tuples and read-only mappings), so a dry run prints what a real run runs."""
+
     profile: str
     tags: tuple[str, ...]
-    args: dict[str, str]
-    command: list[str]
-    env: dict[str, str]
+    args: Mapping[str, str]
+    command: tuple[str, ...]
+    env: Mapping[str, str]
     warnings: tuple[str, ...]
     reproducible: str = ""  # one line: whether this build is bit-for-bit reproducible (reproducibility_note)
+    cache: CacheSource = NO_CACHE
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down: a caller's list or dict is copied into immutable ones.
+        object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "args", types.MappingProxyType(dict(self.args)))
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
+        object.__setattr__(self, "warnings", tuple(self.warnings))
 
     def printable(self) -> str:
-        env = " ".join(f"{k}={v}" for k, v in self.env.items())
-        return (env + " " if env else "") + " ".join(shlex.quote(part) for part in self.command)
+        return engine.printable(self.command, self.env)
 
 
 def plan(
@@ -278,13 +309,19 @@ def plan(
     variant: Variant = Variant(),
     progress: str = "auto",
     network: str = "",
+    engine_env: Mapping[str, str] | None = None,
+    cache: Callable[[str], CacheSource] | None = None,
 ) -> BuildPlan:
-    """The exact BuildKit command for a profile, with its tags."""
+    """The exact BuildKit command for a profile, with its tags.
+
+    ``engine_env``: what the CLI needs to build on the engine the SDK talks to (DOCKER_HOST).
+    ``cache``: given the content tag, what the build shares through a registry (BuildKit only)."""
     args = build_args(profile, base_image, variant)
     args.update(meta_args(root))
     tag = content_hash(root, args)
     tags = (f"{image}:{profile.name}-{tag}", f"{image}:{profile.name}")
-    start = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
+    shared = cache(tag) if cache is not None else NO_CACHE
+    start: Sequence[str] = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
     cmd = [*start, "--target", "runtime"]
     cmd += ["-f", str(root / "Dockerfile")]
     if network:
@@ -294,6 +331,10 @@ def plan(
     for name in PROXY_ARGS:
         if os.environ.get(name):
             cmd += ["--build-arg", name]
+    if shared.inline:
+        cmd += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    if shared.source:
+        cmd += ["--cache-from", shared.source]
     if ca_bundle:
         path = Path(ca_bundle)
         if not path.is_file():
@@ -308,19 +349,20 @@ def plan(
     for t in tags:
         cmd += ["-t", t]
     cmd.append(str(root))
-    warnings = list(profile.warnings)
+    env = cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}
     return BuildPlan(
         profile.name,
         tags,
         args,
-        cmd,
-        cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"},
-        tuple(warnings),
+        tuple(cmd),
+        {**env, **(engine_env or {})},
+        tuple(profile.warnings),
         reproducibility_note(cli, date),
+        shared,
     )
 
 
-def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> bool:
+def pull_with_progress(sdk: DockerClient, reference: str, say: Callable[[str], None]) -> bool:
     """Pull an image, printing one line per layer state change; False when it cannot be had."""
     name, _, digest = reference.partition("@")
     repository, _, tag = name.rpartition(":")
@@ -341,6 +383,7 @@ def pull_with_progress(sdk: Any, reference: str, say: Callable[[str], None]) -> 
 
 
 def ensure_lock_current(profile: pins_mod.Profile, root: Path) -> None:
+    """The profile's hash-locked requirements match env/pins.toml (no network: checked first)."""
     problems = check_lock_matches(profile, pins_mod.lock_path(profile.name, root))
     if problems:
         raise XpukitError(

@@ -26,7 +26,7 @@ from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
-from xpukit.host.plan import ImagePlan, check_base, dry_run_sdk, ensure_image, load_profile, make_plan, run_build
+from xpukit.host.plan import ImagePlan, check_base, ensure_image, load_profile, make_plan, run_build
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
 from xpukit.runtime.offline import report_format
 
@@ -36,12 +36,16 @@ F = TypeVar("F", bound=Callable[..., int])
 
 
 def guarded(func: F) -> F:
-    """Run a command; a kit error prints one line and exits non-zero, Ctrl-C exits 130."""
+    """Run a command; a kit error prints one line and exits non-zero, Ctrl-C exits 130. The task's
+    engine client, if one was opened, is closed once at the end."""
 
     @functools.wraps(func)
     def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> int:
         def body() -> int:
-            return func(ctx, *args, **kwargs)
+            try:
+                return func(ctx, *args, **kwargs)
+            finally:
+                ctx.close()
 
         return guard(body, debug=ctx.debug)  # the kit's one error boundary (xpukit/errors.py)
 
@@ -68,29 +72,23 @@ def require_host_runtime() -> None:
         )
 
 
-def _plan_for_run(ctx: Context) -> tuple[ImagePlan, Any]:
-    """The image plan and, in a real run, an engine client (the image built when missing)."""
+def _plan_for_run(ctx: Context) -> ImagePlan:
+    """The image plan; in a real run the image is on the engine afterwards (built when missing)."""
     if ctx.dry_run:
-        sdk = dry_run_sdk(ctx)
-        try:
-            return make_plan(ctx, sdk), None
-        finally:
-            if sdk is not None:
-                sdk.close()
-    sdk = ctx.engine.client()
-    plan = make_plan(ctx, sdk, base_required=False)
-    ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
-    return plan, sdk
+        return make_plan(ctx)
+    plan = make_plan(ctx, base_required=False)
+    ensure_image(plan, ctx.engine, functools.partial(sharing.shared_image, ctx, plan))
+    return plan
 
 
 def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
-    plan, sdk = _plan_for_run(ctx)
+    plan = _plan_for_run(ctx)
     if ctx.dry_run:
         print(shlex.join(engine.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
         return 0
     if what:
         ui.say(f"{what} in {plan.tag}")
-    return engine.run_container(sdk, plan.tag, command, **options)
+    return ctx.engine.run(plan.tag, command, options)
 
 
 # ---------------------------------------------------------------- build
@@ -101,23 +99,17 @@ def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebu
     """Build the profile's image, unless a teammate already shared it (``rebuild`` builds anyway)."""
     if github_token and not Path(github_token).is_file():
         raise UsageError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
+    cache = functools.partial(sharing.cache_for, ctx)
     if ctx.dry_run:
-        sdk = dry_run_sdk(ctx)
-        plan = make_plan(ctx, sdk, variant, github_token)
-        if sdk is not None:
-            sdk.close()
-        sharing.add_cache_source(ctx, plan)
-        print(plan.build.printable())
+        print(make_plan(ctx, variant, github_token, cache=cache).build.printable())
         return 0
     ctx.engine.build_cli()  # no BuildKit (or no podman), no build: say so before anything else
-    sdk = ctx.engine.client()
-    plan = make_plan(ctx, sdk, variant, github_token)
-    if not rebuild and not variant.triton and sharing.shared_image(ctx, plan, sdk):
+    plan = make_plan(ctx, variant, github_token, cache=cache)
+    if not rebuild and not variant.triton and sharing.shared_image(ctx, plan):
         return 0
-    check_base(plan, sdk)
-    source = sharing.add_cache_source(ctx, plan)
-    if source:
-        ui.say(f"build: layers from {source} are reused where they match (BuildKit inline cache)")
+    check_base(plan, ctx.engine)
+    if plan.build.cache.source:
+        ui.say(f"build: layers from {plan.build.cache.source} are reused where they match (BuildKit inline cache)")
     if ctx.engine.kind == "podman" and plan.profile.name == "xpu":
         ui.say("build: podman builds the Triton and PyTorch stages one after the other, not in parallel")
     run_build(plan)
@@ -136,7 +128,7 @@ def base(ctx: Context, reproducible: bool = False) -> int:
         custom_cli = ctx.engine.kind == "docker" and ctx.settings.docker_cli != "auto"
         cli = ctx.settings.docker_cli if custom_cli else ctx.engine.cli_name
     else:
-        ctx.engine.client().close()
+        ctx.engine.client()  # no engine, no base: said before debootstrap runs
         cli = ctx.engine.build_cli().path
     s = ctx.settings
     if reproducible:
@@ -153,7 +145,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
         registry = None
         if not ctx.dry_run:
             try:
-                sdk = ctx.engine.client(timeout=30)
+                sdk = ctx.engine.client()
                 registry = lambda ref: sdk.images.get_registry_data(ref).id  # noqa: E731
             except XpukitError as exc:
                 ui.warn(f"{exc.message}; digests cannot be looked up and stay empty")
@@ -180,7 +172,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
 @guarded
 def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int:
     s = ctx.settings
-    sdk = None if ctx.dry_run else ctx.engine.client()
+    sdk = None if ctx.dry_run else ctx.engine.client()  # a dry run asks no engine: it lists what would go
     images = [] if sdk is None else sdk.images.list(name=s.image)
     for image in images:
         for tag in image.tags:
@@ -226,7 +218,7 @@ def shell(ctx: Context, command: str = "") -> int:
     options = containers.container_options(ctx)
     options["tty"] = True
     args = ["bash", "-c", command] if command else ["bash"]
-    plan, _ = _plan_for_run(ctx)
+    plan = _plan_for_run(ctx)
     # An interactive TTY is the CLI's job; the SDK checked the engine and the image first.
     cli = plan.build.command[0]
     line = engine.format_run_cli(cli, plan.tag, args, options)
@@ -252,28 +244,14 @@ def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all") -
 def doctor_cmd(ctx: Context, image: str = "") -> int:
     """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
     profile = load_profile(ctx.profile)
-    if not image:
-        try:
-            sdk = ctx.engine.client(timeout=30)
-            tag = f"{ctx.settings.image}:{profile.name}"
-            image = tag if engine.image_exists(sdk, tag) else ""
-            if not image:
-                ui.say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
-        except XpukitError:
-            image = ""
-
-    def podman_builds() -> tuple[bool, str]:
-        try:
-            cli = ctx.engine.build_cli()
-        except XpukitError as exc:
-            return False, exc.message
-        return True, f"podman builds ({cli.path} {cli.version}, buildah; no BuildKit needed)"
-
-    build_probe = podman_builds if ctx.engine.kind == "podman" else None
+    if not image and ctx.engine.connect_if_present():
+        tag = f"{ctx.settings.image}:{profile.name}"
+        image = tag if ctx.engine.image_exists(tag) else ""
+        if not image:
+            ui.say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
     return doctor.run_doctor(
         image or None,
-        lambda: ctx.engine.client(),
-        buildkit_probe=build_probe,
+        ctx.engine,
         engine_kind=(ctx.engine.kind, ctx.engine.rootless),
         engine_options=ctx.engine.run_options() if image else {},
         engine_endpoint=ctx.engine.api,
@@ -528,11 +506,8 @@ def _toolchain(ctx: Context, side: KitSide) -> str:
     """What compiled the report, for its cache key: the image's ID (built when missing), or the host's install."""
     if side.on_host:
         return report_cache.host_toolchain()
-    plan, sdk = _plan_for_run(ctx)
-    try:
-        return f"image {plan.tag} {sdk.images.get(plan.tag).id}"
-    finally:
-        sdk.close()
+    plan = _plan_for_run(ctx)
+    return f"image {plan.tag} {ctx.engine.client().images.get(plan.tag).id}"
 
 
 # ---------------------------------------------------------------- sharing: registry, archives, editors
@@ -541,11 +516,11 @@ def _toolchain(ctx: Context, side: KitSide) -> str:
 @guarded
 def push(ctx: Context) -> int:
     """Push the profile's image (built when missing) and record its digest in env/lock/images.toml."""
-    plan, sdk = _plan_for_run(ctx)
+    plan = _plan_for_run(ctx)
     if ctx.dry_run:
         print(f"would push {plan.tag} to {ctx.settings.registry or '(no registry configured)'}")
         return 0
-    sharing.push(ctx, plan, sdk)
+    sharing.push(ctx, plan)
     return 0
 
 
@@ -555,8 +530,7 @@ def pull(ctx: Context) -> int:
     if ctx.dry_run:
         print(f"would pull the {ctx.profile} digest recorded in {sharing.LOCK_PATH.name}")
         return 0
-    sdk = ctx.engine.client()
-    sharing.pull(ctx, make_plan(ctx, sdk, base_required=False), sdk)
+    sharing.pull(ctx, make_plan(ctx, base_required=False))
     return 0
 
 
@@ -565,11 +539,11 @@ def export(ctx: Context, fmt: str, out: str) -> int:
     """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
     if fmt not in export_mod.FORMATS:
         raise UsageError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
-    plan, sdk = _plan_for_run(ctx)
+    plan = _plan_for_run(ctx)
     if ctx.dry_run:
         print(f"would write {plan.tag} as {fmt} to {Path(out).absolute()}")
         return 0
-    export_mod.export_image(sdk, plan.tag, fmt, Path(out), ctx.engine.api, ui.say, ctx.engine.kind)
+    export_mod.export_image(ctx.engine.client(), plan.tag, fmt, Path(out), ctx.engine.api, ui.say, ctx.engine.kind)
     return 0
 
 

@@ -12,65 +12,22 @@ import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit.errors import XpukitError
 from xpukit.host import engine, gpu
-from xpukit.host import podman as podman_mod
 from xpukit.host.doctor_host import SOURCE_BUILD_FREE_GIB, Probe, check_layer_decompression, host_checks
 from xpukit.host.doctor_image import ContainerRunner, ImageUnavailable, in_container_checks
 from xpukit.host.findings import Finding
 
 
-def sdk_runner(docker_client_factory: Callable[[], Any]) -> ContainerRunner:
-    """A ContainerRunner on the docker SDK: runs, collects stdout, removes the container."""
+def engine_runner(eng: engine.Engine) -> ContainerRunner:
+    """A ContainerRunner on the task's engine: runs, collects stdout, removes the container."""
 
     def run(image: str, command: list[str], options: dict[str, Any]) -> tuple[int, str]:
-        import docker
-
-        client = docker_client_factory()
         try:
-            container = client.containers.create(image, command, detach=True, **options)
-        except docker.errors.ImageNotFound:
-            raise ImageUnavailable(f"image {image} not found") from None
-        except docker.errors.APIError as exc:
-            raise ImageUnavailable(f"cannot start {image}: {exc.explanation or exc}") from None
-        try:
-            try:
-                container.start()
-            except docker.errors.APIError as exc:
-                explained = podman_mod.explain_start_failure(str(exc))
-                why = explained.one_line() if explained else (exc.explanation or str(exc))
-                raise ImageUnavailable(f"cannot start {image}: {why}") from None
-            code = int(container.wait().get("StatusCode", 1))
-            stdout = container.logs(stdout=True, stderr=False).decode(errors="replace")
-            return code, stdout
-        finally:
-            container.remove(force=True)
+            return eng.run_collecting(image, command, options)
+        except engine.ContainerUnavailable as exc:
+            raise ImageUnavailable(str(exc)) from None
 
     return run
-
-
-def _sdk_engine_probe(docker_client_factory: Callable[[], Any]) -> Probe:
-    def probe() -> tuple[bool, str]:
-        try:
-            client = docker_client_factory()
-            info = client.version()
-            podman = any("podman" in str(c.get("Name", "")).lower() for c in info.get("Components") or [])
-            version = f"{'podman' if podman else 'Docker'} {info.get('Version', '?')}"
-        except Exception as exc:
-            text = getattr(exc, "message", "") or str(exc)
-            return False, text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        return True, version
-
-    return probe
-
-
-def _default_buildkit_probe() -> tuple[bool, str]:
-    try:
-        cli = engine.pick_cli()
-    except XpukitError as exc:
-        return False, exc.message
-    how = "buildx plugin" if cli.via_buildx else "DOCKER_BUILDKIT=1"
-    return True, f"BuildKit through {cli.path} {cli.version} ({how})"
 
 
 def _free_bytes(path: str) -> int | None:
@@ -82,7 +39,7 @@ def _free_bytes(path: str) -> int | None:
 
 def run_doctor(
     image: str | None,
-    docker_client_factory: Callable[[], Any],
+    eng: engine.Engine | None,
     sysfs_root: str = "/",
     dev_root: str = "/",
     host_root: str = "/",
@@ -103,15 +60,20 @@ def run_doctor(
 ) -> int:
     """Print every finding, one per line; return 1 when any failed, else 0.
 
-    ``docker_client_factory`` returns a docker SDK client (it may raise when no engine answers).
-    ``engine_probe``/``buildkit_probe``/``runner``/``free_bytes`` replace the real ones in tests.
+    ``eng``: the task's engine, which answers the engine and builder probes and runs the image's
+    probe; ``engine_probe``/``buildkit_probe``/``runner``/``free_bytes`` replace them in tests
+    (``eng`` None: every one of them is given).
     ``expected_pins``: the host's pins for the image's profile, flat like the manifest's "pins".
     ``engine_kind`` (kind, rootless) and ``engine_options``: the engine's terms for the GPU
     options and what its containers need (xpukit.host.engine.Engine.run_options).
     ``engine_endpoint``: the engine's API address ("" for the local default).
     """
-    engine_probe = engine_probe or _sdk_engine_probe(docker_client_factory)
-    buildkit_probe = buildkit_probe or _default_buildkit_probe
+    if eng is not None:
+        engine_probe = engine_probe or eng.version_line
+        buildkit_probe = buildkit_probe or eng.builder_line
+        runner = runner or engine_runner(eng)
+    if engine_probe is None or buildkit_probe is None:
+        raise TypeError("run_doctor needs an engine, or every probe given")
     engine_ok, engine_why = engine_probe()
     if disk_path is None:
         disk_path = "/var/lib/docker" if os.path.isdir(os.path.join(host_root, "var/lib/docker")) else "/"
@@ -140,9 +102,7 @@ def run_doctor(
             host_has_gpu, _ = gpu.has_intel_gpu(sysfs_root, dev_root)
             found = gpu.gpu_run_options(sysfs_root, dev_root, host_root, shm_size=shm_size).for_engine(*engine_kind)
             options = {**found.docker_kwargs(), **(engine_options or {})}
-            extra = in_container_checks(
-                image, runner or sdk_runner(docker_client_factory), options, host_has_gpu, expected_pins
-            )
+            extra = in_container_checks(image, runner, options, host_has_gpu, expected_pins)
         for f in extra:
             out(f.line())
         findings += extra

@@ -12,16 +12,20 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import podman as podman_mod
 from xpukit.host import ui
+
+if TYPE_CHECKING:  # the SDK is imported where it is used: `invoke --list` must not need it
+    from docker import DockerClient
 
 START_ENGINE_FIX = "start one (`sudo systemctl start docker` or `sudo dockerd &`) or set DOCKER_HOST"
 ENGINE_CHOICES = ("auto", "docker", "podman")
@@ -32,7 +36,16 @@ class EngineError(XpukitError):
     """No engine answers, or it refused a request."""
 
 
-def client(docker_host: str = "", timeout: int = 600) -> Any:
+# A ping answers at once or never: a hung socket is given up on quickly, the requests after it
+# (pulls, pushes, container logs) keep the long timeout.
+PING_TIMEOUT = 30
+# When set, every command a task executes (build CLI, host pytest, a container's `docker run`
+# equivalent) is appended to this file, one shell-quoted line each, as a dry run prints it: the
+# tests compare the two (tests/test_plan_value.py).
+RECORD_ENV = "XPUKIT_RECORD_COMMANDS"
+
+
+def client(docker_host: str = "", timeout: int = 600) -> DockerClient:
     """A docker SDK client that has answered a ping (Docker's API, or podman's compatible one)."""
     try:
         import docker
@@ -136,7 +149,21 @@ def pick_cli(setting: str = "auto") -> BuildCli:
     )
 
 
-def image_exists(sdk: Any, reference: str) -> bool:
+def record(line: str, environ: Mapping[str, str] | None = None) -> None:
+    """Append one executed command to $XPUKIT_RECORD_COMMANDS (nothing when unset)."""
+    path = (os.environ if environ is None else environ).get(RECORD_ENV, "")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+
+
+def printable(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """A command as a shell line, its extra environment first: what a dry run prints."""
+    prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+    return (prefix + " " if prefix else "") + " ".join(shlex.quote(part) for part in command)
+
+
+def image_exists(sdk: DockerClient, reference: str) -> bool:
     import docker
 
     try:
@@ -146,8 +173,9 @@ def image_exists(sdk: Any, reference: str) -> bool:
     return True
 
 
-def stream_process(cmd: list[str], env: Mapping[str, str] | None = None) -> int:
+def stream_process(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     """Run a command with its output going straight to ours; Ctrl-C stops it cleanly."""
+    record(printable(cmd, env))
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env)
     try:
@@ -158,9 +186,12 @@ def stream_process(cmd: list[str], env: Mapping[str, str] | None = None) -> int:
         raise
 
 
-def stream_keeping_tail(cmd: list[str], env: Mapping[str, str] | None = None, keep: int = 400) -> tuple[int, list[str]]:
+def stream_keeping_tail(
+    cmd: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 400
+) -> tuple[int, list[str]]:
     """Run a command, showing its output (stdout and stderr, merged) as it comes; return its exit
     code and its last ``keep`` lines (to diagnose a failure). Ctrl-C stops it cleanly."""
+    record(printable(cmd, env))
     full_env = {**os.environ, **(env or {})}
     tail: collections.deque[str] = collections.deque(maxlen=keep)
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -177,7 +208,7 @@ def stream_keeping_tail(cmd: list[str], env: Mapping[str, str] | None = None, ke
         raise
 
 
-def run_container(sdk: Any, image: str, command: list[str], **options: Any) -> int:
+def run_container(sdk: DockerClient, image: str, command: list[str], **options: Any) -> int:
     """Run a container, stream its output as it comes, remove it, return its exit code.
 
     Ctrl-C stops and removes the container before the interrupt goes on: nothing keeps running."""
@@ -234,7 +265,35 @@ def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[st
     return [*args, image, *command]
 
 
-def remove_volume(sdk: Any, name: str) -> str:
+def run_collecting(sdk: DockerClient, image: str, command: list[str], options: Mapping[str, Any]) -> tuple[int, str]:
+    """Run a container to its end; (exit code, its stdout). The container is removed. An image that
+    is missing or a container that cannot start raises :class:`ContainerUnavailable`."""
+    import docker
+
+    try:
+        container = sdk.containers.create(image, command, detach=True, **options)
+    except docker.errors.ImageNotFound:
+        raise ContainerUnavailable(f"image {image} not found") from None
+    except docker.errors.APIError as exc:
+        raise ContainerUnavailable(f"cannot start {image}: {exc.explanation or exc}") from None
+    try:
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            explained = podman_mod.explain_start_failure(str(exc))
+            why = explained.one_line() if explained else (exc.explanation or str(exc))
+            raise ContainerUnavailable(f"cannot start {image}: {why}") from None
+        code = int(container.wait().get("StatusCode", 1))
+        return code, container.logs(stdout=True, stderr=False).decode(errors="replace")
+    finally:
+        container.remove(force=True)
+
+
+class ContainerUnavailable(Exception):
+    """A container could not be created or started (image missing, engine refused)."""
+
+
+def remove_volume(sdk: DockerClient, name: str) -> str:
     """Remove a named volume; say what happened."""
     import docker
 
@@ -254,18 +313,23 @@ def answers_at(endpoint: str) -> bool:
     return True
 
 
-def _served_by_podman(sdk: Any) -> bool:
+def _served_by_podman(sdk: DockerClient) -> bool:
     """Whether the API behind a client is podman's (its version lists a "Podman Engine")."""
     try:
-        components = sdk.version().get("Components") or []
+        return _components_name_podman(sdk.version())
     except Exception:
         return False
-    return any("podman" in str(c.get("Name", "")).lower() for c in components)
 
 
 @dataclasses.dataclass
 class Engine:
-    """The engine a task uses: its kind, the API endpoint the SDK talks to, the CLI that builds."""
+    """The engine a task uses, owned by its context (:class:`xpukit.host.settings.Context`): its
+    kind, the API endpoint, the CLI that builds, and the one SDK client of the task, opened on
+    first use and closed once at the task's end (:meth:`close`).
+
+    A dry run asks the engine read-only questions where one answers (:meth:`connect_if_present`);
+    where none does, the engine is *absent*: an explicit state (:attr:`present` False), in which
+    the plan takes configured values and prints a plain command, never a client of ``None``."""
 
     kind: str  # docker | podman
     api: str = ""  # the Docker-compatible API endpoint; "" for podman: found or started on first use
@@ -273,6 +337,9 @@ class Engine:
     docker_cli: str = "auto"
     say: Callable[[str], None] = print
     _service: podman_mod.Service | None = dataclasses.field(default=None, repr=False)
+    _client: DockerClient | None = dataclasses.field(default=None, repr=False)
+    _absent: str = dataclasses.field(default="", repr=False)  # why no engine answers, once asked
+    _closed: bool = dataclasses.field(default=False, repr=False)
 
     @property
     def cli_name(self) -> str:
@@ -299,16 +366,96 @@ class Engine:
         self.api = self._service.endpoint
         return self.api
 
-    def client(self, timeout: int = 600) -> Any:
-        """A docker SDK client for this engine that has answered a ping."""
-        return client(self.endpoint(), timeout)
+    # ---- the task's one SDK client
+
+    def client(self) -> DockerClient:
+        """The task's SDK client, opened (and pinged) on first use; raises :class:`EngineError`
+        when no engine answers, every time it is asked (the reason is kept, not re-probed)."""
+        if self._client is not None:
+            return self._client
+        if self._closed:
+            raise EngineError("the task's engine client is already closed", "open a new task context")
+        if self._absent:
+            raise EngineError(self._absent, START_ENGINE_FIX)
+        try:
+            sdk = client(self.endpoint(), timeout=PING_TIMEOUT)
+        except XpukitError as exc:
+            self._absent = exc.message
+            raise
+        sdk.api.timeout = 600  # pulls, pushes and long container runs
+        self._client = sdk
+        return sdk
+
+    def connect_if_present(self) -> bool:
+        """Open the client where an engine answers; False (the engine is absent) where none does.
+        For podman this starts its API service for the task when none runs (stopped at exit)."""
+        try:
+            self.client()
+        except XpukitError:
+            return False
+        return True
+
+    @property
+    def present(self) -> bool:
+        """Whether the task has an open client (False before it was asked, and when absent)."""
+        return self._client is not None
+
+    @property
+    def absent_reason(self) -> str:
+        return self._absent
+
+    def close(self) -> None:
+        """Close the task's client, once (a second call does nothing)."""
+        if self._client is not None:
+            self._client.close()
+        self._client = None
+        self._closed = True
 
     def answers(self) -> tuple[bool, str]:
+        if self.connect_if_present():
+            return True, f"{self.kind} answers"
+        return False, self._absent
+
+    # ---- questions and runs through the client
+
+    def image_exists(self, reference: str) -> bool:
+        return image_exists(self.client(), reference)
+
+    def run(self, image: str, command: list[str], options: Mapping[str, Any]) -> int:
+        """Run a container with its output streamed (see :func:`run_container`); the equivalent
+        CLI line is recorded like every command a task executes."""
+        record(shlex.join(format_run_cli(self.cli_name, image, command, options)))
+        return run_container(self.client(), image, command, **options)
+
+    def run_collecting(self, image: str, command: list[str], options: Mapping[str, Any]) -> tuple[int, str]:
+        """Run a container to its end: (exit code, stdout); see :func:`run_collecting`."""
         try:
-            self.client(timeout=10).close()
+            sdk = self.client()
+        except EngineError as exc:
+            raise ContainerUnavailable(exc.message) from None
+        return run_collecting(sdk, image, command, options)
+
+    def version_line(self) -> tuple[bool, str]:
+        """(answers, "Docker 20.10.24" / "podman 4.3.1" or why not): the doctor's engine line."""
+        try:
+            info = self.client().version()
         except XpukitError as exc:
             return False, exc.message
-        return True, f"{self.kind} answers"
+        except Exception as exc:
+            return False, short_reason(exc)
+        served_by = "podman" if _components_name_podman(info) else "Docker"
+        return True, f"{served_by} {info.get('Version', '?')}"
+
+    def builder_line(self) -> tuple[bool, str]:
+        """(can build, what builds): BuildKit through a docker CLI, or podman (buildah)."""
+        try:
+            cli = self.build_cli()
+        except XpukitError as exc:
+            return False, exc.message
+        if cli.kind == "podman":
+            return True, f"podman builds ({cli.path} {cli.version}, buildah; no BuildKit needed)"
+        how = "buildx plugin" if cli.via_buildx else "DOCKER_BUILDKIT=1"
+        return True, f"BuildKit through {cli.path} {cli.version} ({how})"
 
     def build_cli(self) -> BuildCli:
         if self.kind == "podman":
@@ -332,8 +479,16 @@ class Engine:
         return {"ulimits": self._service.ulimits()} if self._service is not None else {}
 
 
+def _components_name_podman(version: Mapping[str, Any]) -> bool:
+    return any("podman" in str(c.get("Name", "")).lower() for c in version.get("Components") or [])
+
+
 def resolve_engine(
-    setting: str, docker_host: str, docker_cli: str = "auto", say: Any = print, which: Any = shutil.which
+    setting: str,
+    docker_host: str,
+    docker_cli: str = "auto",
+    say: Callable[[str], None] = print,
+    which: Callable[[str], str | None] = shutil.which,
 ) -> Engine:
     """The engine for ``setting`` (auto | docker | podman), with the reason it was chosen."""
     if setting not in ENGINE_CHOICES:
@@ -349,8 +504,9 @@ def resolve_engine(
         except EngineError:
             return Engine("docker", docker_host, "DOCKER_HOST is set", docker_cli, say)
         kind = "podman" if _served_by_podman(sdk) else "docker"
-        sdk.close()
-        return Engine(kind, docker_host, f"DOCKER_HOST serves {kind}'s API", docker_cli, say)
+        sdk.api.timeout = 600
+        # The client that told the kind is the task's client: opened once.
+        return Engine(kind, docker_host, f"DOCKER_HOST serves {kind}'s API", docker_cli, say, _client=sdk)
     if answers_at(DOCKER_DEFAULT_SOCKET) or not which("podman"):
         return Engine("docker", "", "Docker's socket", docker_cli, say)
     return Engine("podman", "", "no Docker engine answers and podman is installed", docker_cli, say)

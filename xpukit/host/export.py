@@ -16,9 +16,12 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 FORMATS = ("oci-archive", "docker-archive")
 LOAD_HINTS = {
@@ -94,7 +97,7 @@ def _save_oci_archive(reference: str, tmp: Path, source: list[str]) -> str:
 
 
 def export_image(
-    sdk: Any,
+    sdk: DockerClient,
     reference: str,
     fmt: str,
     out: Path,

@@ -14,10 +14,13 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from xpukit.errors import XpukitError
 from xpukit.host import pins as pins_mod
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 # The platform each lock is resolved for: the image's glibc (bookworm: 2.36, Ubuntu 24.04: 2.39),
 # or any platform for the host's tools, whose oldest supported Python is HOST_PYTHON.
@@ -210,7 +213,7 @@ def check_base_not_moved(profile: pins_mod.Profile, registry_data: Callable[[str
         )
 
 
-def base_content_id(sdk: Any, reference: str) -> str:
+def base_content_id(sdk: DockerClient, reference: str) -> str:
     """A base image by content: its registry digest when it was pulled by one (``name@sha256:...``
     or a RepoDigest of it), else its image ID (a local base from `invoke base`); "" when absent."""
     try:

@@ -23,7 +23,7 @@ from xpukit.errors import XpukitError
 from xpukit.host import containers, engine, sharing, testing, ui
 from xpukit.host import matrix as mx
 from xpukit.host.build import Variant
-from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
+from xpukit.host.plan import ensure_image, make_plan
 from xpukit.host.settings import Context, check_choice
 
 SCHEDULERS = ("local", "slurm", "kubernetes")
@@ -61,28 +61,23 @@ class Options:
 def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, tuple[str, str]]:
     """triton value -> (content tag, the exact image ID to run); a dry run without the image has
     its content tag for both."""
-    sdk = dry_run_sdk(ctx) if ctx.dry_run else ctx.engine.client()
     images: dict[str, tuple[str, str]] = {}
-    try:
-        for triton in tritons:
-            variant = Variant() if triton == mx.DEFAULT_TRITON else Variant(triton=triton)
-            plan = make_plan(ctx, sdk, variant, base_required=False)
-            if sdk is None:
+    for triton in tritons:
+        variant = Variant() if triton == mx.DEFAULT_TRITON else Variant(triton=triton)
+        plan = make_plan(ctx, variant, base_required=False)
+        if not ctx.engine.present:  # a dry run where no engine answers
+            images[triton] = (plan.tag, plan.tag)
+            continue
+        if triton == mx.DEFAULT_TRITON and not ctx.dry_run:
+            ensure_image(plan, ctx.engine, functools.partial(sharing.shared_image, ctx, plan))
+        if not ctx.engine.image_exists(plan.tag):
+            if ctx.dry_run:
                 images[triton] = (plan.tag, plan.tag)
                 continue
-            if triton == mx.DEFAULT_TRITON and not ctx.dry_run:
-                ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
-            if not engine.image_exists(sdk, plan.tag):
-                if ctx.dry_run:
-                    images[triton] = (plan.tag, plan.tag)
-                    continue
-                raise XpukitError(
-                    f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
-                )
-            images[triton] = (plan.tag, sdk.images.get(plan.tag).id)
-    finally:
-        if sdk is not None:
-            sdk.close()
+            raise XpukitError(
+                f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
+            )
+        images[triton] = (plan.tag, ctx.engine.client().images.get(plan.tag).id)
     return images
 
 

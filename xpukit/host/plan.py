@@ -1,7 +1,10 @@
 """The image plan, computed once per task: profile pins, base, build args, content tag, BuildKit command.
 
 The build, its dry run, `test`, `demo-ur`, `shell`, `compile` and `zebin-info` all take their tag
-from one :class:`ImagePlan`, so a dry run prints the tag a real run uses.
+from one :class:`ImagePlan`, so a dry run prints the tag a real run uses. The plan is a value: the
+checks that need no network come first (pins, lock files), then everything that adds to the build
+(the engine's environment, the base, the shared cache) is decided before the plan is made, and
+nothing edits it afterwards.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import build as build_mod
@@ -44,30 +46,31 @@ def load_profile(name: str) -> pins_mod.Profile:
     return profile
 
 
-def _base(ctx: Context, profile: pins_mod.Profile, sdk: Any | None, required: bool = True) -> tuple[str, str]:
+def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tuple[str, str]:
     """(the base a build uses, why it is missing or ""): asking the engine (pulling only in a real
-    run that needs it), or as configured. ``required`` False: a run that only needs the base's
-    name for the content tag; a missing base is reported when a build is really needed."""
+    run that needs it), or as configured where none is present (a dry run without an engine).
+    ``required`` False: a run that only needs the base's name for the content tag; a missing base
+    is reported when a build is really needed."""
     requested = ctx.settings.base_image
-    if sdk is not None:
-        pull = (
-            None if (ctx.dry_run or not required) else functools.partial(build_mod.pull_with_progress, sdk, say=ui.say)
-        )
-        exists = functools.partial(engine.image_exists, sdk)
-        try:
-            return build_mod.choose_base(profile, requested, exists, pull, ui.say), ""
-        except XpukitError as exc:
-            if required and not ctx.dry_run:
-                raise
-            shared = "" if requested else _shared_base(profile)
-            if shared:
-                # The tag hashes the base's name: take the one the shared image was built from,
-                # so this engine finds (and pulls) that image instead of building another.
-                ui.say(f"base: {shared} is not here; the content tag uses it, as the shared image did")
-            elif ctx.dry_run:
-                ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
-            return requested or shared or profile.base_reference, exc.one_line()
-    return requested or profile.base_reference, ""
+    eng = ctx.engine
+    if not eng.present:
+        return requested or profile.base_reference, ""
+    pull = None
+    if not (ctx.dry_run or not required):
+        pull = functools.partial(build_mod.pull_with_progress, eng.client(), say=ui.say)
+    try:
+        return build_mod.choose_base(profile, requested, eng.image_exists, pull, ui.say), ""
+    except XpukitError as exc:
+        if required and not ctx.dry_run:
+            raise
+        shared = "" if requested else _shared_base(profile)
+        if shared:
+            # The tag hashes the base's name: take the one the shared image was built from,
+            # so this engine finds (and pulls) that image instead of building another.
+            ui.say(f"base: {shared} is not here; the content tag uses it, as the shared image did")
+        elif ctx.dry_run:
+            ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
+        return requested or shared or profile.base_reference, exc.one_line()
 
 
 def _shared_base(profile: pins_mod.Profile) -> str:
@@ -81,15 +84,25 @@ def _shared_base(profile: pins_mod.Profile) -> str:
 
 def make_plan(
     ctx: Context,
-    sdk: Any | None,
     variant: build_mod.Variant | None = None,
     github_token: str = "",
     base_required: bool = True,
+    cache: Callable[[str], build_mod.CacheSource] | None = None,
 ) -> ImagePlan:
-    """The plan for the context's profile. ``sdk`` None: no engine asked (a dry run without one).
-    ``base_required`` False: the base may be absent (a run that may find the image shared)."""
+    """The plan for the context's profile, on the context's engine.
+
+    First what needs no network: the pins (read and checked) and the lock files against them, in
+    dry runs too. Then the engine: a real run needs one (its absence is an error); a dry run asks
+    one where it answers and otherwise plans with the configured names. ``base_required`` False:
+    the base may be absent (a run that may find the image shared). ``cache``: given the content
+    tag, what the build shares through a registry (:func:`xpukit.host.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
-    base, base_missing = _base(ctx, profile, sdk, base_required)
+    build_mod.ensure_lock_current(profile, ROOT)
+    if ctx.dry_run:
+        ctx.engine.connect_if_present()
+    else:
+        ctx.engine.client()
+    base, base_missing = _base(ctx, profile, base_required)
     try:
         cli: engine.BuildCli | None = ctx.engine.build_cli()
     except XpukitError:
@@ -109,24 +122,14 @@ def make_plan(
         variant or build_mod.Variant(),
         progress,
         ctx.settings.build_network,
+        engine_env=ctx.engine.build_env(),  # the CLI must build on the engine the SDK talks to
+        cache=cache,
     )
-    plan.env.update(ctx.engine.build_env())  # the CLI must build on the engine the SDK talks to
     return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing)
 
 
-def dry_run_sdk(ctx: Context) -> Any | None:
-    """An engine to ask read-only questions in a dry run, or None when none answers. For podman this
-    starts its API service for the task when none runs (stopped at exit): the printed command then
-    names the base and options a real run would use."""
-    try:
-        return ctx.engine.client(timeout=30)
-    except XpukitError:
-        return None
-
-
 def run_build(plan: ImagePlan) -> str:
-    """Run the BuildKit build; on failure say what the log shows, in one line."""
-    build_mod.ensure_lock_current(plan.profile, ROOT)
+    """Run the plan's build command as it is; on failure say what the log shows, in one line."""
     ui.say(f"building {', '.join(plan.build.tags)}")
     if plan.build.reproducible:
         ui.say(plan.build.reproducible)
@@ -139,8 +142,9 @@ def run_build(plan: ImagePlan) -> str:
     return plan.tag
 
 
-def check_base(plan: ImagePlan, sdk: Any) -> None:
+def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
     """A pinned base (with its digest) whose tag moved upstream is refused before a build."""
+    sdk = eng.client()
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
     try:
@@ -153,16 +157,16 @@ def check_base(plan: ImagePlan, sdk: Any) -> None:
             ui.warn(note)
 
 
-def ensure_image(plan: ImagePlan, sdk: Any, shared: Callable[[], str | None] | None = None) -> str:
+def ensure_image(plan: ImagePlan, eng: engine.Engine, shared: Callable[[], str | None] | None = None) -> str:
     """The plan's content tag: on the engine, else from ``shared`` (a teammate's push, pulled by
     digest), else built here."""
-    if engine.image_exists(sdk, plan.tag):
+    if eng.image_exists(plan.tag):
         return plan.tag
     if shared is not None:
         found = shared()
         if found:
             return found
-    check_base(plan, sdk)
+    check_base(plan, eng)
     if plan.base_missing:
         raise XpukitError(
             f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}"[:200],

@@ -22,10 +22,14 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import pins as pins_mod
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.images import Image
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # HOST[:PORT]/NAMESPACE: a host is recognisably one (a dot, a port or localhost), as Docker decides.
@@ -185,7 +189,7 @@ def _stream_errors(
     return digest, error
 
 
-def remote_digest(sdk: Any, reference: str, auth: dict[str, str] | None, registry: str) -> str | None:
+def remote_digest(sdk: DockerClient, reference: str, auth: dict[str, str] | None, registry: str) -> str | None:
     """The digest ``reference`` has in its registry now, None if it is not there."""
     import docker.errors
 
@@ -201,7 +205,7 @@ def remote_digest(sdk: Any, reference: str, auth: dict[str, str] | None, registr
 
 
 def push(
-    sdk: Any,
+    sdk: DockerClient,
     local: str,
     registry: Registry,
     tag: str,
@@ -264,7 +268,7 @@ def lock_entry(
     }
 
 
-def pull(sdk: Any, entry: Mapping[str, str], auth: dict[str, str] | None = None) -> Any:
+def pull(sdk: DockerClient, entry: Mapping[str, str], auth: dict[str, str] | None = None) -> Image:
     """Pull ``repository@digest`` from a lock entry and check the engine got exactly that digest."""
     import docker.errors
 

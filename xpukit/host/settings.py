@@ -203,6 +203,11 @@ class Context:
             self.say(f"engine auto -> podman ({found.why})")
         return found
 
+    def close(self) -> None:
+        """The task's end: its engine's client, if one was opened, is closed (once)."""
+        if "engine" in self.__dict__:
+            self.engine.close()
+
     @functools.cached_property
     def ca_bundle(self) -> trust.CaBundle:
         """The CA bundle the build (and the tests that fetch) trust, said in one line."""

@@ -10,11 +10,12 @@ local build.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import lock as lock_mod
 from xpukit.host import registry, ui
+from xpukit.host.build import CacheSource
+from xpukit.host.engine import Engine
 from xpukit.host.plan import ImagePlan
 from xpukit.host.settings import Context
 
@@ -25,34 +26,34 @@ def _tag_part(plan: ImagePlan) -> str:
     return plan.tag.rsplit(":", 1)[1]
 
 
-def _pull_as(sdk: Any, entry: dict[str, str], plan: ImagePlan, auth: dict[str, str] | None) -> str:
-    image = registry.pull(sdk, entry, auth)
+def _pull_as(eng: Engine, entry: dict[str, str], plan: ImagePlan, auth: dict[str, str] | None) -> str:
+    image = registry.pull(eng.client(), entry, auth)
     repo, tag = plan.tag.rsplit(":", 1)
     image.tag(repo, tag)
     ui.say(f"image: pulled {entry['repository']}@{entry['digest']} as {plan.tag} (built once, shared; no build)")
     return plan.tag
 
 
-def shared_image(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str | None:
+def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str | None:
     """The plan's image from the lock's digest or the configured registry, pulled; None if nobody has it."""
     tag = _tag_part(plan)
     try:
         auth = registry.credentials()
         entry = registry.read_lock(lock_path).get(plan.profile.name)
         if entry is not None and entry["tag"] == tag:
-            return _pull_as(sdk, entry, plan, auth)
+            return _pull_as(ctx.engine, entry, plan, auth)
         if ctx.settings.registry:
             where = registry.Registry.parse(ctx.settings.registry)
-            digest = registry.remote_digest(sdk, f"{where.repository()}:{tag}", auth, str(where))
+            digest = registry.remote_digest(ctx.engine.client(), f"{where.repository()}:{tag}", auth, str(where))
             if digest:
                 entry = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base)
-                return _pull_as(sdk, entry, plan, auth)
+                return _pull_as(ctx.engine, entry, plan, auth)
     except registry.RegistryError as exc:
         ui.warn(f"{exc.one_line()}; building locally instead")
     return None
 
 
-def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str:
+def push(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
     """Push the plan's image to the configured registry and record its digest in the lock."""
     if not ctx.settings.registry:
         raise XpukitError("no registry configured", "pass --registry HOST:PORT/NAMESPACE or set XPUKIT_REGISTRY")
@@ -60,6 +61,7 @@ def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
     tag = _tag_part(plan)
     entries = registry.read_lock(lock_path)  # a broken lock fails here, before anything is pushed
     ui.say(f"push: {plan.tag} -> {where.repository()}:{tag}")
+    sdk = ctx.engine.client()
     digest = registry.push(sdk, plan.tag, where, tag, registry.credentials())
     base_id = lock_mod.base_content_id(sdk, plan.base)
     entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base, base_id)
@@ -68,7 +70,7 @@ def push(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
     return digest
 
 
-def pull(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -> str:
+def pull(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
     """Pull the digest the lock records for this profile (whatever the checkout's content tag)."""
     entry = registry.read_lock(lock_path).get(plan.profile.name)
     if entry is None:
@@ -76,7 +78,7 @@ def pull(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
             f"{lock_path.name} records no {plan.profile.name} image",
             "run `invoke push` where the image was built, and commit env/lock/images.toml",
         )
-    image = registry.pull(sdk, entry, registry.credentials())
+    image = registry.pull(ctx.engine.client(), entry, registry.credentials())
     repo = plan.tag.rsplit(":", 1)[0]
     image.tag(repo, entry["tag"])
     ui.say(f"pull: {entry['repository']}@{entry['digest']} as {repo}:{entry['tag']}")
@@ -85,30 +87,25 @@ def pull(ctx: Context, plan: ImagePlan, sdk: Any, lock_path: Path = LOCK_PATH) -
     return entry["digest"]
 
 
-def add_cache_source(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
-    """Make the build write BuildKit's inline cache into the image (so a push shares it) and read
-    the last shared image's layers as a cache source; returns that source ("" when none).
+def cache_for(ctx: Context, content_tag: str, lock_path: Path = LOCK_PATH) -> CacheSource:
+    """What a build of ``content_tag`` shares through the registry, decided before its plan is made
+    (:func:`xpukit.host.plan.make_plan`): BuildKit's inline cache written into the image (so a push
+    shares it), and the last shared image's layers as a cache source (the lock's digest, else the
+    configured registry's tag).
 
     podman builds have no inline cache: said in one line when a shared source exists, and skipped."""
-    command = plan.build.command
     if ctx.engine.kind == "podman":
-        if ctx.settings.registry or registry.read_lock(lock_path).get(plan.profile.name):
+        if ctx.settings.registry or registry.read_lock(lock_path).get(ctx.profile):
             ui.say("build: a registry build cache is BuildKit-only; podman reuses only this machine's layers")
-        return ""
-    context = command.pop()  # the build context stays last
-    command += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
-    source = ""
+        return CacheSource()
     try:
-        entry = registry.read_lock(lock_path).get(plan.profile.name)
+        entry = registry.read_lock(lock_path).get(ctx.profile)
     except registry.RegistryError as exc:
         ui.warn(f"{exc.one_line()}; building without a shared cache")
         entry = None
     if entry is not None:
-        source = f"{entry['repository']}@{entry['digest']}"
-    elif ctx.settings.registry:
+        return CacheSource(True, f"{entry['repository']}@{entry['digest']}")
+    if ctx.settings.registry:
         where = registry.Registry.parse(ctx.settings.registry)
-        source = f"{where.repository()}:{_tag_part(plan)}"
-    if source:
-        command += ["--cache-from", source]
-    command.append(context)
-    return source
+        return CacheSource(True, f"{where.repository()}:{content_tag}")
+    return CacheSource(True, "")

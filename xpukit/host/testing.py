@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import os
 import shlex
@@ -10,11 +11,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from xpukit.host import containers, engine, sharing, ui
-from xpukit.host.plan import dry_run_sdk, ensure_image, make_plan
+from xpukit.host.plan import ensure_image, make_plan
 from xpukit.host.settings import Context
 
 PHASES = ("all", "host", "container")
@@ -79,12 +83,119 @@ def _host_markers(where: str, engine_ok: bool, kind: str = "docker") -> str:
     return "unit or container or gpu" + (" or docker" if docker_checks else "")
 
 
-def _pytest_host(markers: str, report: Path, extra: list[str], env: dict[str, str]) -> Phase:
+RESULTS_FOLDER = "xpukit-test-{uid}"  # under the temp folder: one per user, so a dry run can name it
+
+
+@dataclasses.dataclass(frozen=True)
+class TestPlan:
+    """One `invoke test`, as a value: the host pytest command with its environment, and the
+    container run (image, command, options), decided before anything runs. A dry run prints
+    :meth:`lines`; the real run executes exactly these."""
+
+    host_command: tuple[str, ...]  # () when the host phase does not run
+    host_env: Mapping[str, str]
+    image: str  # the image the container phase runs in ("" when it does not run)
+    container_command: tuple[str, ...]
+    container_options: Mapping[str, Any]
+    results: Path
+    engine_cli: str
+
+    def host_line(self) -> str:
+        return engine.printable(self.host_command, self.host_env)
+
+    def container_line(self) -> str:
+        run = engine.format_run_cli(self.engine_cli, self.image, list(self.container_command), self.container_options)
+        return shlex.join(run)
+
+    def lines(self) -> list[str]:
+        return [
+            *([self.host_line()] if self.host_command else []),
+            *([self.container_line()] if self.image else []),
+        ]
+
+
+def results_folder(temp: str | None = None) -> Path:
+    """Where a run's junit reports go: one folder per user under the temp folder (TMPDIR), named
+    without randomness so a dry run prints the same paths; a run holds a lock on it."""
+    return Path(temp or tempfile.gettempdir()) / RESULTS_FOLDER.format(uid=os.getuid())
+
+
+class _Results:
+    """The results folder held for one run (an flock on it): a second `invoke test` of this user
+    at the same time gets a fresh folder of its own, said in one line."""
+
+    def __init__(self, wanted: Path) -> None:
+        self.path = wanted
+        self.fd = -1
+        try:
+            wanted.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(wanted, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.fd = fd
+            if os.fstat(fd).st_uid != os.getuid() or wanted.is_symlink():
+                raise OSError("not this user's folder")
+            os.chmod(fd, 0o700)
+            self._empty()  # a run that was killed leaves its reports behind
+        except OSError:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+            self.path = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
+            ui.say(f"test results: {wanted} is in use by another run; using {self.path}")
+
+    def _empty(self) -> None:
+        for old in self.path.iterdir():
+            old.unlink() if old.is_file() or old.is_symlink() else shutil.rmtree(old, ignore_errors=True)
+
+    def release(self) -> None:
+        if self.fd < 0:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        # The folder stays, empty and private again, for the next run; the lock goes with the fd.
+        self._empty()
+        os.chmod(self.fd, 0o700)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def plan_tests(
+    ctx: Context, where: str, pytest_args: list[str], phase: str, image: str, engine_ok: bool, results: Path
+) -> TestPlan:
+    """The commands of one test run: ``image`` is the plan's content tag where an engine is in
+    play ("" where none answers), ``results`` the folder the junit reports go to."""
+    env: dict[str, str] = {}
+    if image:
+        env["XPUKIT_TEST_IMAGE"] = image
+        env["XPUKIT_IMAGE"] = ctx.settings.image
+        env["XPUKIT_ENGINE"] = ctx.engine.kind
+        if ctx.engine.api and ctx.engine.kind == "docker":
+            env["DOCKER_HOST"] = ctx.engine.api
+    # The image tests check that the bundle the build trusted left no trace in it.
+    env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
+    host: tuple[str, ...] = ()
+    if phase != "container":
+        markers = _host_markers(where, engine_ok, ctx.engine.kind)
+        host = (sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={results / 'host.xml'}", *pytest_args)
+    in_image = where == "container" and phase != "host"
+    return TestPlan(
+        host,
+        types.MappingProxyType(env),
+        image if in_image else "",
+        tuple(_container_pytest(pytest_args)) if in_image else (),
+        _container_options(ctx, results) if in_image else {},
+        results,
+        ctx.engine.cli_name,
+    )
+
+
+def _pytest_host(plan: TestPlan) -> Phase:
+    markers = plan.host_command[plan.host_command.index("-m", 2) + 1]
     phase = Phase(f"host ({markers})")
-    cmd = [sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={report}", *extra]
-    ui.say("host tests: " + " ".join(cmd[1:]))
-    phase.exit_code = subprocess.run(cmd, cwd=containers.ROOT, env={**os.environ, **env}, check=False).returncode
-    read_junit(report, phase)
+    ui.say("host tests: " + " ".join(plan.host_command[1:]))
+    engine.record(plan.host_line())
+    env = {**os.environ, **plan.host_env}
+    phase.exit_code = subprocess.run(plan.host_command, cwd=containers.ROOT, env=env, check=False).returncode
+    read_junit(plan.results / "host.xml", phase)
     return phase
 
 
@@ -94,47 +205,30 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
     engine_ok, engine_why = ctx.engine.answers() if where != "container" else (True, "")
     if ctx.dry_run:
-        if phase != "container":
-            markers = _host_markers(where, engine_ok, ctx.engine.kind)
-            print(shlex.join([sys.executable, "-m", "pytest", "-m", markers, *pytest_args]))
-        if where == "container" and phase != "host":
-            sdk = dry_run_sdk(ctx)
-            plan = make_plan(ctx, sdk)
-            if sdk is not None:
-                sdk.close()
-            options = _container_options(ctx, Path("/tmp/RESULTS"))
-            line = engine.format_run_cli(ctx.engine.cli_name, plan.tag, _container_pytest(pytest_args), options)
-            print(shlex.join(line))
+        image = make_plan(ctx).tag if (where == "container" or engine_ok) else ""
+        for line in plan_tests(ctx, where, pytest_args, phase, image, engine_ok, results_folder()).lines():
+            print(line)
         return 0
 
-    sdk = ctx.engine.client() if (where == "container" or engine_ok) else None
-    env: dict[str, str] = {}
-    if sdk is not None:
-        plan = make_plan(ctx, sdk, base_required=False)
-        ensure_image(plan, sdk, functools.partial(sharing.shared_image, ctx, plan, sdk))
-        env["XPUKIT_TEST_IMAGE"] = plan.tag
-        env["XPUKIT_IMAGE"] = ctx.settings.image
-        env["XPUKIT_ENGINE"] = ctx.engine.kind
-        if ctx.engine.api and ctx.engine.kind == "docker":
-            env["DOCKER_HOST"] = ctx.engine.api
-    # The image tests check that the bundle the build trusted left no trace in it.
-    env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
-
-    results = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
+    image = ""
+    if where == "container" or engine_ok:
+        image_plan = make_plan(ctx, base_required=False)
+        image = ensure_image(image_plan, ctx.engine, functools.partial(sharing.shared_image, ctx, image_plan))
+    results = _Results(results_folder())
     phases: list[Phase] = []
     try:
-        if phase != "container":
+        plan = plan_tests(ctx, where, pytest_args, phase, image, bool(image), results.path)
+        if plan.host_command:
             if ctx.engine.kind == "podman":
                 ui.say("podman: the host's image checks (marker docker) drive Docker and BuildKit; not run here")
-            markers = _host_markers(where, sdk is not None, ctx.engine.kind)
-            phases.append(_pytest_host(markers, results / "host.xml", pytest_args, env))
-        if where == "container" and phase != "host":
-            phases.append(_run_container_phase(ctx, sdk, env["XPUKIT_TEST_IMAGE"], results, pytest_args))
-        elif sdk is None and phase != "host":
+            phases.append(_pytest_host(plan))
+        if plan.image:
+            phases.append(_run_container_phase(ctx, plan))
+        elif not image and phase != "host":
             note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
             phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
     finally:
-        shutil.rmtree(results, ignore_errors=True)
+        results.release()
 
     for phase in phases:
         if phase.note:
@@ -181,15 +275,14 @@ def _container_options(ctx: Context, results: Path) -> dict:
     return options
 
 
-def _run_container_phase(ctx: Context, sdk: object, tag: str, results: Path, pytest_args: list[str]) -> Phase:
+def _run_container_phase(ctx: Context, plan: TestPlan) -> Phase:
     phase = Phase(f"container ({CONTAINER_MARKERS})")
-    results.chmod(0o777)  # the container's non-root user writes its report here
-    options = _container_options(ctx, results)
-    command = _container_pytest(pytest_args)
-    ui.say(f"container tests in {tag}: {' '.join(command)}")
-    phase.exit_code = engine.run_container(sdk, tag, command, **options)
-    read_junit(results / "container.xml", phase)
-    if phase.exit_code not in (0, NO_TESTS) and not (results / "container.xml").exists():
+    plan.results.chmod(0o777)  # the container's non-root user writes its report here
+    ui.say(f"container tests in {plan.image}: {' '.join(plan.container_command)}")
+    phase.exit_code = ctx.engine.run(plan.image, list(plan.container_command), plan.container_options)
+    report = plan.results / "container.xml"
+    read_junit(report, phase)
+    if phase.exit_code not in (0, NO_TESTS) and not report.exists():
         phase.failed += 1
         phase.note = f"container tests: pytest died (exit {phase.exit_code}) before writing its report; see above"
     return phase

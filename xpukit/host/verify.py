@@ -25,13 +25,16 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import build as build_mod
 from xpukit.host import engine, registry, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.plan import ROOT, ImagePlan
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 AGAINST = ("auto", "local", "lock", "rebuild")
 VERIFY_REPO = "xpukit-verify"
@@ -321,7 +324,7 @@ def compare(reference: Image, rebuilt: Image, work: Path, say: Callable[[str], N
 # ------------------------------------------------------------------------------ the task
 
 
-def _load_base(sdk: Any, base: str, store: Store, work: Path, say: Callable[[str], None]) -> str:
+def _load_base(sdk: DockerClient, base: str, store: Store, work: Path, say: Callable[[str], None]) -> str:
     """The engine's base image, copied into ``store`` by content; returns its image ID."""
     try:
         image = sdk.images.get(base)
@@ -398,7 +401,7 @@ def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None])
 
 
 def _reference(
-    against: str, ctx: Any, image_plan: ImagePlan, sdk: Any, work: Path, say: Callable[[str], None]
+    against: str, ctx: Any, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
     """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
     entry = None
@@ -460,7 +463,7 @@ def _reference(
     return "a second rebuild from nothing", None
 
 
-def verify(ctx: Any, image_plan: ImagePlan, sdk: Any, against: str = "auto", keep: bool = False) -> int:
+def verify(ctx: Any, image_plan: ImagePlan, sdk: DockerClient, against: str = "auto", keep: bool = False) -> int:
     """Rebuild ``image_plan`` from nothing and compare; 0 when bit-for-bit identical, 1 otherwise."""
     if against not in AGAINST:
         raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
@@ -532,10 +535,6 @@ def run(ctx: Any, against: str = "auto", keep: bool = False) -> int:
                 f"would rebuild the {ctx.profile} image from nothing in an empty podman store and compare ({against})"
             )
             return 0
-        sdk = ctx.engine.client()
-        try:
-            return verify(ctx, make_plan(ctx, sdk), sdk, against, keep)
-        finally:
-            sdk.close()
+        return verify(ctx, make_plan(ctx), ctx.engine.client(), against, keep)
 
     return task(ctx)

@@ -1,0 +1,159 @@
+"""The plan as a value: what a dry run prints is exactly what the real run executes.
+
+`invoke build` and `invoke test` are run twice, with --dry-run and for real, with
+XPUKIT_RECORD_COMMANDS naming a file where the real run appends every command it executes (the
+build CLI's line, the host's pytest line, the container's `docker run` equivalent of the SDK call).
+The two are compared as they are. The checks that need no network come first, in dry runs too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from xpukit.host import build, engine, pins, settings
+
+ROOT = pins.REPO_ROOT
+
+
+def invoke(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", engine.RECORD_ENV)}
+    full_env.update({"XPUKIT_PROFILE": "", "XPUKIT_BASE_IMAGE": "", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+
+
+def same_lines(executed: Path, printed: list[str]) -> None:
+    """The executed lines are the printed ones; on a difference, show it word by word."""
+    ran = executed.read_text().splitlines() if executed.exists() else []
+    if ran != printed:
+        words = difflib.unified_diff(" ".join(printed).split(), " ".join(ran).split(), "dry run", "real run", n=2)
+        pytest.fail("the real run executed other commands than the dry run printed:\n" + "\n".join(words))
+
+
+def commands_printed(result: subprocess.CompletedProcess) -> list[str]:
+    """A dry run's command lines (its `xpukit:` lines are progress, not commands)."""
+    assert result.returncode == 0, result.stderr
+    return [line for line in result.stdout.splitlines() if line and not line.startswith("xpukit:")]
+
+
+@pytest.mark.unit
+def test_a_build_plan_cannot_be_edited_after_it_is_made():
+    """Everything that adds to the command (engine env, cache source) goes in before the plan exists."""
+    profile = pins.load().profile("cpu")
+    cli = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    plan = build.plan(
+        ROOT,
+        profile,
+        "xpukit-base:bookworm-slim",
+        "xpukit",
+        cli,
+        engine_env={"DOCKER_HOST": "unix:///x.sock"},
+        cache=lambda tag: build.CacheSource(True, f"reg.example:5000/team/xpukit:{tag}"),
+    )
+    assert isinstance(plan.command, tuple) and isinstance(plan.env, types.MappingProxyType)
+    assert isinstance(plan.args, types.MappingProxyType)
+    with pytest.raises(TypeError):
+        plan.env["DOCKER_HOST"] = "elsewhere"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        plan.command.append("--no-cache")  # type: ignore[attr-defined]
+    content = plan.tags[0].rsplit("-", 1)[1]
+    assert plan.command[plan.command.index("--cache-from") + 1] == f"reg.example:5000/team/xpukit:{content}"
+    assert "BUILDKIT_INLINE_CACHE=1" in plan.command and plan.command[-1] == str(ROOT)
+    assert plan.env == {"DOCKER_BUILDKIT": "1", "DOCKER_HOST": "unix:///x.sock"}
+    assert plan.printable().startswith("DOCKER_BUILDKIT=1 DOCKER_HOST=unix:///x.sock /usr/bin/docker build ")
+    # A caller's list or dict is copied in, so editing it later changes nothing.
+    command, env = ["docker", "build", "."], {"A": "1"}
+    made = build.BuildPlan("cpu", ("x:1",), {}, command, env, ())
+    command.append("--pull")
+    env["B"] = "2"
+    assert made.command == ("docker", "build", ".") and dict(made.env) == {"A": "1"}
+
+
+@pytest.mark.unit
+def test_a_stale_lock_fails_the_dry_run_first_with_one_line(tmp_path):
+    """The lock check needs no network: it runs before the engine is asked, in a dry run too."""
+    stale = tmp_path / "pins.toml"
+    text = pins.DEFAULT_PINS.read_text()
+    assert 'numpy = "2.4.6"' in text
+    stale.write_text(text.replace('numpy = "2.4.6"', 'numpy = "2.4.5"', 1))
+    env = {"XPUKIT_PINS_FILE": str(stale), "XPUKIT_ENGINE": "docker"}
+    for task in (["build"], ["test", "--where", "container"]):
+        result = invoke(*task, "--profile", "cpu", "--dry-run", env=env)
+        assert result.returncode != 0 and "Traceback" not in result.stderr + result.stdout
+        errors = [line for line in result.stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1, result.stderr
+        assert "env/lock/cpu.txt does not match env/pins.toml (numpy: pins say 2.4.5, lock has 2.4.6)" in errors[0]
+        assert "invoke pins --lock" in errors[0]
+        assert "base:" not in result.stdout  # before any engine was asked which base a build uses
+
+
+@pytest.mark.unit
+def test_the_engine_is_one_object_per_task_with_an_explicit_absent_state(tmp_path):
+    """No engine answers: a dry run plans without one (absent, said why), a real run refuses."""
+    ctx = settings.make_context(
+        {"dry_run": True}, None, {"DOCKER_HOST": f"unix://{tmp_path}/none.sock", "XPUKIT_ENGINE": "docker"}
+    )
+    eng = ctx.engine
+    assert ctx.engine is eng and not eng.present
+    assert eng.connect_if_present() is False and not eng.present
+    assert "no Docker engine answers" in eng.absent_reason
+    with pytest.raises(engine.EngineError, match="no Docker engine answers"):
+        eng.client()
+    ctx.close()
+    ctx.close()  # closed once; a second close does nothing
+
+
+@pytest.mark.docker
+def test_the_build_dry_run_is_the_command_the_build_runs(test_image, docker_client, tmp_path):
+    """`invoke build --dry-run` and `invoke build` on the same checkout: the same one line.
+
+    The real build is BuildKit's, on this engine, from the tested image's cached layers (seconds);
+    it tags a separate image name, removed afterwards."""
+    record = tmp_path / "executed.txt"
+    env = {"XPUKIT_IMAGE": "xpukit-plan-test", "XPUKIT_ENGINE": "docker"}
+    dry = commands_printed(invoke("build", "--profile", "cpu", "--dry-run", env=env))
+    real = invoke("build", "--profile", "cpu", "--rebuild", env={**env, engine.RECORD_ENV: str(record)})
+    try:
+        assert real.returncode == 0, real.stdout[-2000:] + real.stderr
+        same_lines(record, dry[-1:])
+    finally:
+        # Only this test's names: the same image also carries the tested image's tags.
+        for image in docker_client.images.list(name="xpukit-plan-test"):
+            for tag in image.tags:
+                if tag.startswith("xpukit-plan-test:"):
+                    docker_client.images.remove(tag, noprune=True)
+
+
+@pytest.mark.docker
+def test_the_test_dry_run_is_the_commands_the_tests_run(test_image, tmp_path):
+    """`invoke test --dry-run` and `invoke test`: the host's pytest line (with its environment) and
+    the container's run line are the ones executed. TMPDIR is this test's own, so the results
+    folder is not the one the outer `invoke test` holds."""
+    record = tmp_path / "executed.txt"
+    (tmp_path / "tmp").mkdir()
+    env = {"TMPDIR": str(tmp_path / "tmp"), "XPUKIT_IMAGE": test_image.split(":")[0]}
+    task = ["test", "--where", "container", "--profile", "cpu"]
+    pytest_args = ["--", "tests/test_dockerfile.py", "-k", "no_such_test"]
+    dry = commands_printed(invoke(*task, "--dry-run", *pytest_args, env=env))
+    assert len(dry) == 2 and "-m pytest" in dry[0] and " run --rm " in dry[1]
+    if f"XPUKIT_TEST_IMAGE={test_image} " not in dry[0]:
+        # The tree changed since the image was built: the real run would build first (and record it).
+        pytest.skip(f"this checkout's content tag is not the tested image {test_image}")
+    real = invoke(*task, *pytest_args, env={**env, engine.RECORD_ENV: str(record)})
+    assert real.returncode == 0, real.stdout[-2000:] + real.stderr
+    same_lines(record, dry)
+    assert f"xpukit-test-{os.getuid()}" in dry[1] and Path(tmp_path / "tmp").is_dir()
