@@ -1084,6 +1084,8 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
     if (PyContextVar_Get(d->current, NULL, &act) < 0) return NULL;
     if (!act || act == Py_None) goto python_door; /* no session: the door raises NoActiveSession */
     if (act != d->act && dispatch_refresh(d, act) < 0) goto python_door;
+    /* a deallocation run by the refresh may have let another thread refresh d in between */
+    if (act != d->act) goto python_door;
     /* Borrowed from here on, never re-read from d: Python code run below (a .ptr property, a
      * grid function) may let another thread refresh d with its own activation. act, which this
      * call holds, keeps them alive. */
