@@ -51,6 +51,8 @@ def run(argv: list[str] | None) -> int:
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     p.add_argument("--bench", action="store_true", help="time add() at a few sizes (UR event profiling)")
     args = p.parse_args(argv)
+    if args.size < 0:
+        p.error("--size must be >= 0")
     import numpy as np
 
     from xpukit.runtime import ur

@@ -60,6 +60,8 @@ def run(argv: list[str] | None) -> int:
     p.add_argument("--cols", type=int, default=781)
     p.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     args = p.parse_args(argv)
+    if args.rows < 1 or args.cols < 1:
+        p.error("--rows and --cols must be >= 1")
     import numpy as np
 
     from xpukit.runtime import ur
