@@ -48,8 +48,10 @@ def assignments(option: str, items: Iterable[str], *, comma: bool = False) -> li
         for part in item.split(",") if comma else [item]:
             name, eq, value = part.partition("=")
             if not eq or not _NAME.fullmatch(name.strip()) or not value.strip():
-                shown = "NAME=VALUE,NAME=VALUE" if comma else "NAME=VALUE"
-                raise UsageError(f"--{option} {item!r} is not {shown}", f"pass e.g. --{option} BLOCK_SIZE=128")
+                several = " (several: comma-separated)" if comma else ""
+                raise UsageError(
+                    f"--{option} {item!r} is not NAME=VALUE", f"pass e.g. --{option} BLOCK_SIZE=128{several}"
+                )
     return given
 
 
