@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from xpukit import layout  # noqa: E402
 from xpukit.host import build, engine, pins  # noqa: E402
 
 
@@ -176,8 +177,8 @@ def main() -> int:
     image_bytes = sdk.images.get(image).attrs["Size"]
     base_bytes = sdk.images.get(base).attrs["Size"]
     apt_added = (dpkg_kib(sdk, image) - dpkg_kib(sdk, base)) * 1024
-    venv_as_installed = int(in_image(sdk, image, "du -sb -l /opt/xpukit/venv").split()[0])
-    venv_on_disk = int(in_image(sdk, image, "du -sb /opt/xpukit/venv").split()[0])
+    venv_as_installed = int(in_image(sdk, image, f"du -sb -l {layout.VENV}").split()[0])
+    venv_on_disk = int(in_image(sdk, image, f"du -sb {layout.VENV}").split()[0])
     payload = base_bytes + apt_added + venv_as_installed
     results.update(
         image_mib=image_bytes >> 20,

@@ -109,3 +109,38 @@ def test_the_image_layout_is_written_once_in_xpukit_layout():
             assert fact not in text, f"{name} writes {fact}: take it from xpukit/layout.py's build args"
     for arg in layout.build_args():
         assert re.search(rf"^ARG {arg}$", DOCKERFILE, re.M), f"{arg} is declared with a default, or not at all"
+
+
+def test_no_python_code_but_the_layout_module_writes_a_layout_path():
+    """The host, the runtime, tasks and benchmarks read xpukit/layout.py (docstrings may name values)."""
+    import ast
+
+    from xpukit import layout
+
+    root = pins.REPO_ROOT
+    files = [*root.glob("xpukit/**/*.py"), root / "tasks.py", *root.glob("benchmarks/*.py")]
+    found = []
+    for path in files:
+        if path.name == "layout.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }  # fmt: skip
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or id(node) in docstrings:
+                continue
+            value = node.value
+            if type(value) is int:
+                written = value == layout.UID
+            elif isinstance(value, str):
+                paths = (layout.ROOT, layout.HOME, layout.WORKSPACE + "/")
+                written = value == layout.WORKSPACE or any(p in value for p in paths)
+            else:
+                written = False
+            if written:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {value!r}")
+    assert not found, "layout values written outside xpukit/layout.py:\n" + "\n".join(found)
