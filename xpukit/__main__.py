@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "kernel-report":
             return run_kernel_report(
                 args.kernel,
-                args.target or ["pvc"],
+                args.target or [DEFAULT_TARGET],
                 args.config,
                 args.format,
                 args.signature,
@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 
-    return guard(run, debug=args.debug)  # the kit's one error boundary (xpukit/errors.py)
+    # The kit's one error boundary (xpukit/errors.py). Its lines are not cut: they name the files the
+    # user gave, whole (a zebin's path, the device it was built for), and nothing here prints a log.
+    return guard(run, debug=args.debug, max_chars=None)
 
 
 if __name__ == "__main__":

@@ -44,15 +44,16 @@ def _prefix(prog: str | None) -> str:
     return f"{prog}: " if prog else ""
 
 
-def error_line(exc: XpukitError, prog: str | None = "xpukit") -> str:
-    """The one line an error prints (the fix is kept whole; a long message is cut first)."""
+def error_line(exc: XpukitError, prog: str | None = "xpukit", max_chars: int | None = MAX_ERROR_CHARS) -> str:
+    """The one line an error prints (the fix is kept whole; a long message is cut first, unless
+    ``max_chars`` is None)."""
     head = f"{_prefix(prog)}error: "
     line = head + exc.one_line()
-    if len(line) <= MAX_ERROR_CHARS:
+    if max_chars is None or len(line) <= max_chars:
         return line
     fix = f" (fix: {exc.fix})" if exc.fix else ""
-    room = max(40, MAX_ERROR_CHARS - len(head) - len(fix) - 3)
-    return f"{head}{exc.message.strip().splitlines()[0][:room]}...{fix}"[:MAX_ERROR_CHARS]
+    room = max(40, max_chars - len(head) - len(fix) - 3)
+    return f"{head}{exc.message.strip().splitlines()[0][:room]}...{fix}"[:max_chars]
 
 
 def interrupted(prog: str | None = "xpukit") -> int:
@@ -67,12 +68,14 @@ def guard(
     debug: bool = False,
     prog: str | None = "xpukit",
     any_error: bool = False,
+    max_chars: int | None = MAX_ERROR_CHARS,
 ) -> int:
     """Run an entry point's body and return its exit code: a kit error prints one line and exits
     with its code, Ctrl-C prints one line and exits 130; with ``debug`` both raise (a traceback).
 
     ``any_error``: every other exception too becomes one line (its type named) and exit 2, for a
     user-run example, whose failures (a device, a driver) are the user's to read, not the kit's bugs.
+    ``max_chars``: where a kit error's line is cut (None: never, for messages made of the user's paths).
     """
     try:
         return call() or 0
@@ -85,7 +88,7 @@ def guard(
             raise
         if any_error:
             return _any_error(exc, prog)
-        print(error_line(exc, prog), file=sys.stderr, flush=True)
+        print(error_line(exc, prog, max_chars), file=sys.stderr, flush=True)
         return exc.exit_code
     except Exception as exc:
         if debug or not any_error:

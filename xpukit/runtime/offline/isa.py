@@ -31,6 +31,7 @@ from elftools.elf.elffile import ELFFile
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
+from xpukit.targets import DEFAULT_TARGET
 
 IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
 IGA_NAME = "libiga64.so"
@@ -136,7 +137,7 @@ def disassemble(
     info = read_zebin(data)  # a ZebinError for anything that is not a zebin
     built_for = zebin_device(data)
     if device is None:
-        device = built_for or "pvc"
+        device = built_for or DEFAULT_TARGET
     elif built_for and built_for != device:
         raise IsaError(
             f"{where} was built for {built_for}, not {device}: its ISA would be decoded wrongly",

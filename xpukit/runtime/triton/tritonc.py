@@ -18,7 +18,7 @@ from xpukit.errors import XpukitError
 from xpukit.runtime.triton import kernel_cache, zebin_stage
 
 # The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
-from xpukit.targets import PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
+from xpukit.targets import DEFAULT_TARGET, PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
 
 # Triton's compiler is not safe to enter from several threads at once (CPython 3.11's sysconfig
 # initialisation, reached through it, races): every compile in this process takes this lock.
@@ -97,7 +97,7 @@ def compile_kernel(
     fn: Any,
     signature: Mapping[str, str],
     constexprs: Mapping[str, Any] | None = None,
-    target: str | Mapping[str, Any] = "pvc",
+    target: str | Mapping[str, Any] = DEFAULT_TARGET,
     options: Mapping[str, Any] | None = None,
 ) -> Any:
     """Compile ``fn`` (a JITFunction) for a target preset name or a property dict.
