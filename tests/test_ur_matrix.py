@@ -1,4 +1,4 @@
-"""The binding, launch and launch-safety tests and the UR demo against every supported UR release,
+"""The binding, launch, launch-safety and dispatch tests and the UR demo against every supported UR release,
 each in its own process (one release of every launch form among them: 2025.0-2025.2 setarg + the
 9-parameter launch, 2025.3 the 11-parameter one, 2026.0-2026.2 one launch with its arguments).
 
@@ -44,7 +44,7 @@ def test_binding_against_release(line):
     cmd = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(TESTS),
         str(TESTS / "test_ur_binding.py"), str(TESTS / "test_launch.py"), str(TESTS / "test_launch_safety.py"),
-        str(TESTS / "test_launcher_parity.py"), "-k", "not 1048576",
+        str(TESTS / "test_launcher_parity.py"), str(TESTS / "test_dispatch.py"), "-k", "not 1048576",
         "-m", "not gpu",  # GPU tests skip here; any other skip would hide a release difference
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
