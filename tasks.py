@@ -101,10 +101,10 @@ def build(
     profile=None,
     base_image=None,
     ca_bundle=None,
-    triton="",
-    torch="",
+    triton=None,
+    torch=None,
     llvm=False,
-    torch_arch_list="",
+    torch_arch_list=None,
     github_token="",
     registry=None,
     rebuild=False,
@@ -116,7 +116,12 @@ def build(
     s = _settings(
         c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, registry=registry, dry_run=dry_run, debug=debug
     )
-    variant = Variant(triton=triton, torch=torch, llvm="source" if llvm else "", torch_arch_list=torch_arch_list)
+    variant = Variant(
+        triton=inputs.not_empty("triton", triton, "zebin") or "",
+        torch=inputs.not_empty("torch", torch, "source") or "",
+        llvm="source" if llvm else "",
+        torch_arch_list=inputs.not_empty("torch-arch-list", torch_arch_list, "pvc,bmg") or "",
+    )
     _finish(commands.build(s, variant, github_token, rebuild))
 
 

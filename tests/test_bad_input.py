@@ -75,6 +75,8 @@ def test_settings_refuse_empty_flags_and_malformed_values(flags, environ, wants)
         ("kernel-report", [KERNEL, "--format", "xml"], "unknown format 'xml'"),
         ("export", ["--out", "x.tar", "--format", "tar"], "unknown --format 'tar'"),
         ("zebin-info", [""], "FILE: no such file"),
+        ("build", ["--triton", ""], "--triton is empty"),
+        ("build", ["--torch-arch-list", " "], "--torch-arch-list is empty"),
     ],
 )
 def test_tasks_refuse_it_in_one_line_with_exit_2_and_write_nothing(tmp_path, task, args, wants):
