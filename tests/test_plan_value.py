@@ -149,11 +149,24 @@ def test_the_test_dry_run_is_the_commands_the_tests_run(test_image, tmp_path):
     task = ["test", "--where", "container", "--profile", "cpu"]
     pytest_args = ["--", "tests/test_dockerfile.py", "-k", "no_such_test"]
     dry = commands_printed(invoke(*task, "--dry-run", *pytest_args, env=env))
-    assert len(dry) == 2 and "-m pytest" in dry[0] and " run --rm " in dry[1]
-    if f"XPUKIT_TEST_IMAGE={test_image} " not in dry[0]:
-        # The tree changed since the image was built: the real run would build first (and record it).
+    if f"XPUKIT_TEST_IMAGE={test_image} " not in dry[-2]:
+        # The tree changed since the image was built: the real run would build first (minutes).
         pytest.skip(f"this checkout's content tag is not the tested image {test_image}")
+    assert len(dry) == 2 and "-m pytest" in dry[0] and " run --rm " in dry[1]
     real = invoke(*task, *pytest_args, env={**env, engine.RECORD_ENV: str(record)})
     assert real.returncode == 0, real.stdout[-2000:] + real.stderr
     same_lines(record, dry)
     assert f"xpukit-test-{os.getuid()}" in dry[1] and Path(tmp_path / "tmp").is_dir()
+
+
+@pytest.mark.docker
+def test_a_dry_run_prints_the_build_a_real_run_would_start_with(docker_client):
+    """Where the engine lacks the image (and the lock shares none of this content), a real run
+    builds it first: its dry run prints that build before the run line."""
+    env = {"XPUKIT_IMAGE": "xpukit-never-built", "XPUKIT_ENGINE": "docker"}
+    dry = commands_printed(invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", env=env))
+    assert len(dry) == 2, dry
+    build_line, run_line = dry
+    assert " build " in build_line and "-t xpukit-never-built:cpu-" in build_line
+    assert " run --rm " in run_line and run_line.split(" xpukit-never-built:cpu-")[1].split()[0] in build_line
+    assert not docker_client.images.list(name="xpukit-never-built")  # a dry run built nothing

@@ -26,7 +26,15 @@ from xpukit.host import devcontainer as devcontainer_mod
 from xpukit.host import export as export_mod
 from xpukit.host import lock as lock_mod
 from xpukit.host import pins as pins_mod
-from xpukit.host.plan import ImagePlan, check_base, ensure_image, load_profile, make_plan, run_build
+from xpukit.host.plan import (
+    ImagePlan,
+    check_base,
+    ensure_image,
+    load_profile,
+    make_plan,
+    print_build_if_missing,
+    run_build,
+)
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
 from xpukit.runtime.offline import report_format
 
@@ -75,7 +83,9 @@ def require_host_runtime() -> None:
 def _plan_for_run(ctx: Context) -> ImagePlan:
     """The image plan; in a real run the image is on the engine afterwards (built when missing)."""
     if ctx.dry_run:
-        return make_plan(ctx)
+        plan = make_plan(ctx)
+        print_build_if_missing(ctx, plan)  # the build a real run would start with
+        return plan
     plan = make_plan(ctx, base_required=False)
     ensure_image(plan, ctx.engine, functools.partial(sharing.shared_image, ctx, plan))
     return plan

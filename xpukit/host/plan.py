@@ -157,6 +157,22 @@ def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
             ui.warn(note)
 
 
+def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
+    """A dry run's share of :func:`ensure_image`: print the build command the real run would run
+    first, where the engine answers and lacks the image and the lock shares no image of this
+    content tag (a configured registry is asked only by the real run, which then may pull instead)."""
+    eng = ctx.engine
+    if not eng.present or plan.base_missing or eng.image_exists(plan.tag):
+        return
+    try:
+        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name)
+    except XpukitError:
+        entry = None  # the real run reports a broken lock where it reads it
+    if entry is not None and entry["tag"] == plan.tag.rsplit(":", 1)[1]:
+        return  # the real run pulls the shared image by its digest
+    print(plan.build.printable())
+
+
 def ensure_image(plan: ImagePlan, eng: engine.Engine, shared: Callable[[], str | None] | None = None) -> str:
     """The plan's content tag: on the engine, else from ``shared`` (a teammate's push, pulled by
     digest), else built here."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host import containers, engine, sharing, ui
-from xpukit.host.plan import ensure_image, make_plan
+from xpukit.host.plan import ensure_image, make_plan, print_build_if_missing
 from xpukit.host.settings import Context
 
 PHASES = ("all", "host", "container")
@@ -205,7 +205,11 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
     engine_ok, engine_why = ctx.engine.answers() if where != "container" else (True, "")
     if ctx.dry_run:
-        image = make_plan(ctx).tag if (where == "container" or engine_ok) else ""
+        image = ""
+        if where == "container" or engine_ok:
+            image_plan = make_plan(ctx)
+            print_build_if_missing(ctx, image_plan)  # the build a real run would start with
+            image = image_plan.tag
         for line in plan_tests(ctx, where, pytest_args, phase, image, engine_ok, results_folder()).lines():
             print(line)
         return 0
