@@ -170,3 +170,35 @@ def test_a_dry_run_prints_the_build_a_real_run_would_start_with(docker_client):
     assert " build " in build_line and "-t xpukit-never-built:cpu-" in build_line
     assert " run --rm " in run_line and run_line.split(" xpukit-never-built:cpu-")[1].split()[0] in build_line
     assert not docker_client.images.list(name="xpukit-never-built")  # a dry run built nothing
+
+
+@pytest.mark.docker
+def test_one_sdk_client_per_task_opened_once_and_closed_once(docker_client, monkeypatch, capsys):
+    """The task's engine owns its client: a doctor run (engine probe, builder probe, image probe)
+    and a demo dry run (where auto, the plan, the base) each open one client and close it once.
+    Before, the doctor opened three and closed none."""
+    import docker
+
+    from xpukit.host import commands
+
+    opened: list[object] = []
+    closed: list[object] = []
+
+    class Counting(docker.DockerClient):
+        def __init__(self, *args, **kwargs):
+            opened.append(self)
+            super().__init__(*args, **kwargs)
+
+        def close(self):
+            closed.append(self)
+            super().close()
+
+    monkeypatch.setattr(docker, "DockerClient", Counting)
+    environ = {**os.environ, "XPUKIT_ENGINE": "docker", "XPUKIT_PROFILE": "cpu", "XPUKIT_CA_BUNDLE": "none"}
+    for dry_run, run in ((False, commands.doctor_cmd), (True, lambda ctx: commands.demo_ur(ctx, "auto", []))):
+        opened.clear()
+        closed.clear()
+        ctx = settings.make_context({"dry_run": dry_run}, None, environ)
+        run(ctx)
+        assert len(opened) == 1 and closed == opened, (len(opened), len(closed))
+    capsys.readouterr()
