@@ -122,7 +122,7 @@ def results_folder(temp: str | None = None) -> Path:
 
 class _Results:
     """The results folder held for one run (an flock on it): a second `invoke test` of this user
-    at the same time gets a fresh folder of its own, said in one line."""
+    at the same time gets a fresh folder of its own."""
 
     def __init__(self, wanted: Path) -> None:
         self.path = wanted
@@ -140,8 +140,9 @@ class _Results:
             if self.fd >= 0:
                 os.close(self.fd)
                 self.fd = -1
+            # Not a line of output: a run nested in another (the kit's own tests run `invoke test`)
+            # prints what a lone run prints; only the reports' folder differs.
             self.path = Path(tempfile.mkdtemp(prefix="xpukit-test-"))
-            ui.say(f"test results: {wanted} is in use by another run; using {self.path}")
 
     def _empty(self) -> None:
         for old in self.path.iterdir():
