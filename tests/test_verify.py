@@ -1,15 +1,18 @@
 """Bit-for-bit reproducible builds: `invoke verify` and the parts it is made of.
 
-The unit tests compare real tar layers and real git commits. The podman tests rebuild the cpu image
-from nothing, twice, in empty podman stores (through `invoke verify --against rebuild`): once from
-this checkout (the IDs must be equal), once from a copy whose Dockerfile writes the build time
-into a file (verify must fail and name that file). Each rebuild is a cold build (~1.5 min here).
+The unit tests compare real tar layers and real git commits. The podman tests work in copies of
+this checkout: `invoke verify --against rebuild` builds twice from nothing in two empty podman
+stores (the IDs must be equal); the first rebuild, pushed to a real registry with a password, must
+get the manifest digest verify printed for it, and `verify --against lock` (a lock in the copy)
+fetches it and compares a third rebuild; a copy whose Dockerfile writes the build time must fail
+verify, naming that file. Five cold builds in all (~2-4 min each here).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +23,7 @@ import pytest
 
 from xpukit.errors import XpukitError
 from xpukit.host import build, engine, pins
+from xpukit.host import registry as registry_mod
 from xpukit.host import verify as verify_mod
 
 ROOT = pins.REPO_ROOT
@@ -169,14 +173,18 @@ def _checkout_copy(dest: Path, dockerfile_extra: str = "") -> Path:
     return dest
 
 
-def _verify(tree: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
+def _verify(tree: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`invoke verify ARGS` in a checkout copy, on the machine's engine (its base is what the rebuild
+    starts FROM)."""
+    full = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
     for name in ("XPUKIT_ENGINE", "CONTAINERS_STORAGE_CONF", "SOURCE_DATE_EPOCH", "XPUKIT_BASE_IMAGE"):
-        env.pop(name, None)
+        full.pop(name, None)
+    for name in ("XPUKIT_REGISTRY", "XPUKIT_REGISTRY_USER", "XPUKIT_REGISTRY_PASSWORD_FILE"):
+        full.pop(name, None)
     return subprocess.run(
-        [sys.executable, "-m", "invoke", "verify", "--against", "rebuild"],
+        [sys.executable, "-m", "invoke", "verify", *args],
         cwd=tree,
-        env=env,
+        env={**full, **(env or {})},
         capture_output=True,
         text=True,
         timeout=2400,
@@ -184,22 +192,97 @@ def _verify(tree: Path) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.docker
-def test_two_cold_podman_builds_give_the_same_image_id(tmp_path):
+def _reproducible(out: str) -> str:
+    line = [ln for ln in out.splitlines() if ln.startswith("reproducible: ")]
+    assert len(line) == 1 and len(line[0].split("sha256:")[1]) == 64, out[-3000:]
+    return line[0].removeprefix("reproducible: ")
+
+
+def _pushed(out: str) -> str:
+    line = [ln for ln in out.splitlines() if ln.startswith("pushed with gzip: sha256:")]
+    assert len(line) == 1, out[-3000:]
+    return line[0].removeprefix("pushed with gzip: ")
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """`invoke verify --against rebuild --keep` on a checkout copy: two cold builds in two empty
+    podman stores, kept (their folder is printed) so that the next test pushes the first one."""
     _need_podman_and_base()
-    result = _verify(_checkout_copy(tmp_path / "tree"))
+    root = tmp_path_factory.mktemp("verify")
+    tree = _checkout_copy(root / "tree")
+    result = _verify(tree, "--against", "rebuild", "--keep")
+    kept = re.search(r"kept the stores and archives in (\S+)", result.stdout + result.stderr)
+    try:
+        yield tree, result, Path(kept.group(1)) if kept else None
+    finally:
+        if kept:
+            for store in sorted(Path(kept.group(1)).glob("store-*")):
+                verify_mod.Store(shutil.which("podman") or "podman", store).remove()
+            shutil.rmtree(kept.group(1), ignore_errors=True)
+
+
+@pytest.mark.docker
+def test_two_cold_podman_builds_give_the_same_image_id(rebuilt):
+    _tree, result, _kept = rebuilt
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "verify: rebuild: built in" in out and "verify: second rebuild: built in" in out
-    line = [ln for ln in result.stdout.splitlines() if ln.startswith("reproducible: ")]
-    assert len(line) == 1 and len(line[0].split("sha256:")[1]) == 64, out[-2000:]
+    _reproducible(result.stdout)
+    _pushed(result.stdout)
+
+
+@pytest.mark.docker
+def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_rebuilds(rebuilt, tmp_path):
+    """A rebuild pushed (podman push, its default gzip) to a real registry with a password gets the
+    manifest digest verify printed for its own rebuild pushed with gzip; recorded in the copy's lock
+    (never the committed one), `verify --against lock` fetches it with the registry credentials and
+    finds a new rebuild equal to it, and the registry serving that manifest digest."""
+    from services import registry
+
+    tree, first, kept = rebuilt
+    assert first.returncode == 0 and kept is not None, (first.stdout + first.stderr)[-3000:]
+    image_id, gzip_digest = _reproducible(first.stdout), _pushed(first.stdout)
+    store = verify_mod.Store(shutil.which("podman") or "podman", kept / "store-1")
+    (local,) = [
+        ln for ln in store.run("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split() if "verify" in ln
+    ]
+    tag = local.rsplit(":", 1)[1]
+    password = tmp_path / "password"
+    password.write_text("verify-pw\n")
+    with registry(tmp_path / "registry", {"ci": "verify-pw"}) as address:
+        repository = f"{address}/ci/xpukit"
+        digest_file = tmp_path / "digest"
+        pushed = store.run("push", "-q", "--tls-verify=false", "--creds", "ci:verify-pw",
+                           "--digestfile", str(digest_file), local, f"{repository}:{tag}")  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr[-2000:]
+        assert digest_file.read_text().strip() == gzip_digest  # one build pushed, the other computed
+        lock = tree / "env" / "lock" / "images.toml"
+        profile = pins.load().profile("cpu")
+        entry = {
+            **dict.fromkeys(registry_mod.LOCK_KEYS, ""),
+            **{"registry": f"{address}/ci", "repository": repository, "tag": tag, "digest": gzip_digest},
+            **{"pins": profile.fingerprint(), "base": build.local_base_name(profile)},
+        }
+        registry_mod.write_lock(lock, {"cpu": entry})
+        creds = {"XPUKIT_REGISTRY_USER": "ci", "XPUKIT_REGISTRY_PASSWORD_FILE": str(password)}
+        result = _verify(tree, "--against", "lock", env=creds)
+        out = result.stdout + result.stderr
+        assert result.returncode == 0, out[-4000:]
+        assert f"with the pushed image {repository}@{gzip_digest}" in out
+        assert _reproducible(result.stdout) == image_id
+        assert _pushed(result.stdout) == gzip_digest
+        assert "the registry serves that manifest digest" in out
+        denied = _verify(tree, "--against", "lock")  # no credentials: refused in one line, before building
+        assert denied.returncode == 1 and "fetching" in denied.stderr, denied.stderr[-2000:]
+        assert "Traceback" not in denied.stderr and "building from nothing" not in denied.stdout + denied.stderr
 
 
 @pytest.mark.docker
 def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
     _need_podman_and_base()
     step = "RUN date +%s%N > /opt/xpukit/built-at"
-    result = _verify(_checkout_copy(tmp_path / "tree", step))
+    result = _verify(_checkout_copy(tmp_path / "tree", step), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 1, out[-4000:]
     assert "verify: NOT reproducible" in out

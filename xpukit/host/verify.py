@@ -6,11 +6,17 @@ the build's SOURCE_DATE_EPOCH (``buildah --timestamp``). Its image ID (the diges
 compared with a reference:
 
 - ``local``: the image with this checkout's content tag on the engine;
-- ``lock``: the image env/lock/images.toml records (its config digest, asked from the registry);
-- ``rebuild``: a second build from nothing in a second empty store (what CI checks).
+- ``lock``: the image env/lock/images.toml records (fetched from its registry with skopeo);
+- ``rebuild``: a second build from nothing in a second empty store.
 
-Equal: "reproducible: sha256:...". Different: which layers differ (with the Dockerfile step that
-made each), which files in them differ and how (``diffoscope`` on those files), exit 1.
+``auto`` takes the lock's image of the same content tag, else a second rebuild; not the local image,
+which can differ from a rebuild in empty mount-point folders (docs/reproducible.md, "Mount points").
+
+Equal: "reproducible: sha256:..." and the manifest digest the rebuild gets when pushed with the
+kit's fixed compression (gzip at its default level, OCI manifest: what ``podman push`` sends by
+default), compared with the lock's digest under ``lock``. Different: which
+layers differ (with the Dockerfile step that made each), which files in them differ and how
+(``diffoscope`` on those files), exit 1.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ DIFFOSCOPE_FILES = 3
 DIFFOSCOPE_MAX_BYTES = 32 << 20
 REPORT_LINES = 40
 LISTED_FILES = 20
+# The compression a push gets: podman's default (gzip, default level) named, so that the manifest
+# digest does not depend on the layers' compression in the store; --compress because the dir:
+# transport would otherwise store them uncompressed.
+PUSH_COMPRESSION = ("--format", "oci", "--compress", "--compression-format", "gzip")
 
 
 class Store:
@@ -92,6 +102,16 @@ class Store:
         if saved.returncode != 0:
             raise XpukitError(f"podman save {ref} failed: {saved.stderr.strip()[:160]}", "check the disk space")
         return out
+
+    def pushed_digest(self, ref: str, out: Path) -> str:
+        """The manifest digest ``ref`` gets when pushed with the kit's fixed compression: ``podman
+        push`` writes the same manifest bytes into a ``dir:`` as into a registry (gzip, OCI)."""
+        pushed = self.run("push", "-q", *PUSH_COMPRESSION, ref, f"dir:{out}")
+        if pushed.returncode != 0:
+            raise XpukitError(
+                f"podman push {ref} to {out} failed: {pushed.stderr.strip()[:160]}", "check the disk space"
+            )
+        return "sha256:" + hashlib.sha256((out / "manifest.json").read_bytes()).hexdigest()
 
     def remove(self) -> None:
         self.run("rmi", "-af")
@@ -400,6 +420,21 @@ def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None])
     say(f"verify: {label}: built in {time.monotonic() - started:.0f} s")
 
 
+def skopeo_auth(registry_host: str, work: Path) -> list[str]:
+    """skopeo's source credentials from XPUKIT_REGISTRY_USER/_PASSWORD_FILE, as an auth file
+    (0600, in verify's temporary folder) rather than on the command line; [] without them."""
+    import base64
+
+    creds = registry.credentials()
+    if creds is None:
+        return []
+    token = base64.b64encode(f"{creds['username']}:{creds['password']}".encode()).decode()
+    path = work / "auth.json"
+    path.touch(mode=0o600)
+    path.write_text(json.dumps({"auths": {registry_host: {"auth": token}}}))
+    return ["--src-authfile", str(path)]
+
+
 def _reference(
     against: str, ctx: Any, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
@@ -409,8 +444,8 @@ def _reference(
         entry = registry.read_lock(registry.LOCK_PATH).get(image_plan.profile.name)
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
-        # Not the local image by default: an image `invoke build` made on podman still differs from
-        # a rebuild in empty mount-point folders (docs/reproducible.md, "Known gaps").
+        # Not the local image: one `invoke build` made on podman differs from a rebuild in which
+        # RUN --mount target folders its layers keep (docs/reproducible.md, "Mount points").
         against = "lock" if entry is not None and entry["tag"] == tag_part else "rebuild"
     if against == "local":
         if not engine.image_exists(sdk, image_plan.tag):
@@ -447,8 +482,9 @@ def _reference(
                 raise XpukitError("comparing with the lock's image needs skopeo", "apt-get install skopeo")
             archive = work / "reference.tar"
             tls = [] if not entry["registry"].startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
+            auth = skopeo_auth(entry["registry"].split("/", 1)[0], work)
             copied = subprocess.run(
-                [skopeo, "copy", "-q", *tls, f"docker://{ref}", f"docker-archive:{archive}"],
+                [skopeo, "copy", "-q", *tls, *auth, f"docker://{ref}", f"docker-archive:{archive}"],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -478,6 +514,8 @@ def verify(ctx: Any, image_plan: ImagePlan, sdk: DockerClient, against: str = "a
     try:
         say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
         described, export = _reference(against, ctx, image_plan, sdk, work, say)
+        # The reference first: a missing image or a refused registry fails in seconds, not after a build.
+        fetched = export() if export is not None else None
         say(f"verify: comparing a rebuild from nothing with {described}")
         context = build_mod.copy_context(ROOT, work / "context")
         tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
@@ -490,18 +528,28 @@ def verify(ctx: Any, image_plan: ImagePlan, sdk: DockerClient, against: str = "a
             _build(store, store.wrap(command), label, say)
             images.append((label, store))
         rebuilt_id = images[0][1].image_id(tag)
-        if export is None:
+        if fetched is None:
             reference = read_archive("the first rebuild", images[0][1].save(tag, work / "reference.tar"))
             reference.image_id = rebuilt_id
             other_store = images[1][1]
             rebuilt = read_archive("the second rebuild", other_store.save(tag, work / "rebuilt.tar"))
             rebuilt_id = other_store.image_id(tag)
         else:
-            reference = export()
+            reference = fetched
             rebuilt = read_archive("the rebuild", images[0][1].save(tag, work / "rebuilt.tar"))
         reference_id = reference.image_id or "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
         if reference_id == rebuilt_id:
             print(f"reproducible: {rebuilt_id}", flush=True)
+            say("verify: pushing the rebuild with gzip (into a folder) for its manifest digest")
+            pushed = images[-1][1].pushed_digest(tag, work / "pushed")
+            print(f"pushed with gzip: {pushed}", flush=True)
+            if described.startswith("the pushed image ") and described.endswith(pushed):
+                say("verify: the registry serves that manifest digest: same image, same compression")
+            elif described.startswith("the pushed image "):
+                say(
+                    f"verify: the registry's manifest ({described.rsplit('@', 1)[1]}) differs from the rebuild's "
+                    "pushed with gzip: same image, another compression or manifest format"
+                )
             return 0
         say(f"verify: NOT reproducible: {described} is {reference_id}, the rebuild {rebuilt_id}")
         compare(reference, rebuilt, work / "files", say)
