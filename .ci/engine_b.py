@@ -3,7 +3,7 @@
     python .ci/engine_b.py        (DOCKER_HOST = engine A, which holds the image `invoke test` built)
 
 Started here on 127.0.0.1 and stopped by process id at the end (also on a failure, Ctrl-C or
-SIGTERM): a registry with an htpasswd user and a second, empty Docker engine B (tests/services.py).
+SIGTERM): a registry with an htpasswd user and a second, empty Docker engine B (tests/support/services.py).
 Then, in a copy of the checkout (so `invoke push` never rewrites the committed
 env/lock/images.toml):
 
@@ -33,11 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-import pytest  # noqa: E402  (tests/services.py reports a missing binary through pytest's skip/fail)
-from services import registry, second_engine  # noqa: E402
-
+from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import engine  # noqa: E402
 from xpukit.host import registry as reg  # noqa: E402
@@ -46,15 +43,17 @@ USER, PASSWORD = "ci", "ci-only-password"
 SKIP = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.pyc")
 # Host tests that build an image or need the base (`invoke base`) on the engine; they ran on A.
 NEEDS_BASE_OR_BUILD = (
-    "tests/test_image.py::test_ca_secret_consumed_by_a_fresh_build_leaves_no_trace",
-    "tests/test_image.py::test_editing_an_example_reuses_every_dependency_layer",
-    "tests/test_sharing.py",
-    "tests/test_base_digest.py",
+    "tests/engine/test_image.py::test_ca_secret_consumed_by_a_fresh_build_leaves_no_trace",
+    "tests/engine/test_image.py::test_editing_an_example_reuses_every_dependency_layer",
+    "tests/engine/test_sharing.py",
+    "tests/engine/test_base_digest.py",
     # Not about the Docker engine at all (a private podman store), and it builds: it ran on A.
-    "tests/test_podman.py",
+    "tests/engine/test_podman.py",
     # Podman rebuilds dated by the commit: B works in a copy without .git, so there is no commit
     # time to take (and it builds in private podman stores): it ran on A.
-    "tests/test_verify.py",
+    "tests/engine/test_verify.py",
+    # verify's unit tests read the source date of this checkout's commit: B's copy has no .git.
+    "tests/host/test_verify.py",
 )
 BUILDING = ("is missing; building it", "building xpukit:")
 
@@ -163,10 +162,10 @@ def main() -> int:
     except (XpukitError, reg.RegistryError) as exc:
         print(f"engine-b: error: {exc.one_line()}", file=sys.stderr, flush=True)
         return 1
-    except (pytest.skip.Exception, pytest.fail.Exception) as exc:
-        print(f"engine-b: error: {exc.msg}", file=sys.stderr, flush=True)
+    except MissingTool as exc:
+        print(f"engine-b: error: {exc}", file=sys.stderr, flush=True)
         return 1
-    except RuntimeError as exc:  # a service that did not start (tests/services.py)
+    except RuntimeError as exc:  # a service that did not start (tests/support/services.py)
         print(f"engine-b: error: {str(exc).splitlines()[0][:300]}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:

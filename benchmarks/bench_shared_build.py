@@ -4,7 +4,7 @@
 
 Everything runs here, on 127.0.0.1, and is stopped by process id when the run ends (also on a
 failure or Ctrl-C): an OCI registry with an htpasswd user, and per run two private Docker engines,
-each with its own data root (tests/services.py). The engine at DOCKER_HOST is only read (its local
+each with its own data root (tests/support/services.py). The engine at DOCKER_HOST is only read (its local
 base image is saved from it when present; otherwise engine A runs `invoke base`).
 
 One run:
@@ -43,12 +43,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import pytest  # noqa: E402  (tests/services.py reports a missing binary through pytest's skip/fail)
-from services import registry, second_engine  # noqa: E402
 
 from benchmarks.common import report  # noqa: E402
+from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import build, engine, pins, sharing  # noqa: E402
 from xpukit.host import registry as reg  # noqa: E402
@@ -255,8 +252,8 @@ def main() -> int:
     except BenchError as exc:
         print(f"bench_shared_build: error: {exc}", file=sys.stderr)
         return 1
-    except (pytest.skip.Exception, pytest.fail.Exception) as exc:
-        print(f"bench_shared_build: error: {exc.msg}", file=sys.stderr)
+    except MissingTool as exc:
+        print(f"bench_shared_build: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("bench_shared_build: interrupted; every service was stopped", file=sys.stderr)

@@ -1,4 +1,6 @@
-"""Markers decide where a test runs (see pyproject.toml); this file decides what to skip, and why.
+"""Markers decide where a test runs (see pyproject.toml), and each folder holds one kind:
+tests/host (unit), tests/engine (docker), tests/image (container), tests/gpu (gpu); shared helpers
+live in tests/support. This file holds each test to its folder and decides what to skip, and why.
 
 - gpu: skipped unless the host has an Intel GPU render node.
 - container: needs Triton, UR and ocloc. Inside the image (XPUKIT_IN_CONTAINER=1) it always runs;
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +31,27 @@ def _runtime_missing() -> str:
     return ""
 
 
+# folder -> the marker its tests carry; a test that needs more than its folder says is misplaced
+FOLDER_MARKER = {"host": "unit", "engine": "docker", "image": "container", "gpu": "gpu"}
+MORE_DEMANDING = {
+    "unit": {"docker", "container", "gpu"},
+    "docker": {"gpu"},
+    "container": {"docker", "gpu"},
+    "gpu": set(),
+}
+
+
+def misplaced(items: list[pytest.Item]) -> list[str]:
+    """Tests whose markers do not match the folder they live in."""
+    wrong = []
+    for item in items:
+        want = FOLDER_MARKER.get(Path(str(item.path)).parent.name)
+        marks = {m.name for m in item.iter_markers()} & set(MORE_DEMANDING)
+        if want is None or want not in marks or marks & MORE_DEMANDING[want]:
+            wrong.append(f"{item.nodeid} ({', '.join(sorted(marks)) or 'no marker'})")
+    return wrong
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from xpukit.host.gpu import has_intel_gpu
 
@@ -37,6 +61,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     unmarked = [item.nodeid for item in items if not {"unit", "docker", "container", "gpu"} & set(item.keywords)]
     if unmarked:
         raise pytest.UsageError(f"tests without a unit/docker/container/gpu marker: {', '.join(unmarked[:5])}")
+    wrong = misplaced(items)
+    if wrong:
+        raise pytest.UsageError(
+            f"tests in the wrong folder for their marker ({', '.join(wrong[:5])}): "
+            "tests/host is unit, tests/engine docker, tests/image container, tests/gpu gpu"
+        )
     for item in items:
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(pytest.mark.skip(reason=f"needs an Intel GPU: {why_not_gpu}"))

@@ -3,7 +3,7 @@
 Ground level, like ``targets``: imports nothing, so the host kit (containers, devcontainer, doctor,
 Kubernetes jobs) and the runtime (the manifest, written inside the image) read the same values.
 The Dockerfile and the build scripts get them as build args (:func:`build_args`, passed by
-``invoke build``), so the Dockerfile names none of these paths itself (tests/test_dockerfile.py).
+``invoke build``), so the Dockerfile names none of these paths itself (tests/host/test_dockerfile.py).
 """
 
 from __future__ import annotations

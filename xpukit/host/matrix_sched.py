@@ -86,14 +86,14 @@ def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, tuple[str, str
 
 def _in_image(cell: mx.Cell, src: str, pinned_ur: str) -> list[str]:
     """The cell's command in the image; another UR release is prepared there first, with pip
-    (tests/ur_matrix.py's prepare_prefix, cached under the cache volume), and used through
+    (tests/support/ur_matrix.py's prepare_prefix, cached under the cache volume), and used through
     XPUKIT_UR_LOADER."""
     version = cell.ur if cell.ur not in ("", mx.PINNED, pinned_ur) else ""
     command = cell.command_in_image(src, cell.ur or pinned_ur)
     if not version:
         return command
     prepare = (
-        f"import sys; sys.path.insert(0, {src + '/tests'!r}); from ur_matrix import loader_in, prepare_prefix; "
+        f"import sys; sys.path.insert(0, {src!r}); from tests.support.ur_matrix import loader_in, prepare_prefix; "
         f"print(loader_in(prepare_prefix({version!r})))"
     )
     # XPUKIT_EXPECT_UR_RELEASE: the binding tests (container-tests) check the loader is that release.

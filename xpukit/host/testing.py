@@ -76,7 +76,7 @@ def _host_markers(where: str, engine_ok: bool, kind: str = "docker") -> str:
     """What the host runs: with the image in play only host logic and image checks; on the host
     everything, the image checks only where an engine answers. The image checks (marker docker)
     drive Docker's engine and BuildKit: on podman only host logic runs here (podman's own checks,
-    tests/test_podman.py, run from a Docker host)."""
+    tests/engine/test_podman.py, run from a Docker host)."""
     docker_checks = engine_ok and kind == "docker"
     if where == "container":
         return HOST_MARKERS if kind == "docker" else "unit"

@@ -1,0 +1,182 @@
+"""Bit-for-bit reproducible builds: `invoke verify` and the parts it is made of.
+
+The tests that run against a container engine; the others are in tests/host/test_verify.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.verify import _git
+from xpukit.errors import XpukitError
+from xpukit.host import build, engine, pins
+from xpukit.host import registry as registry_mod
+from xpukit.host import verify as verify_mod
+
+ROOT = pins.REPO_ROOT
+
+
+REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"
+
+
+def _need_podman_and_base() -> None:
+    why = ""
+    if shutil.which("podman") is None:
+        why = "podman is not installed (apt-get install podman)"
+    elif os.geteuid() != 0:
+        why = "verify's empty stores use rootful podman here; rootless needs /etc/subuid ranges"
+    else:
+        try:
+            sdk = engine.client(os.environ.get("DOCKER_HOST", engine.DOCKER_DEFAULT_SOCKET), timeout=10)
+            if not engine.image_exists(sdk, build.local_base_name(pins.load().profile("cpu"))):
+                why = "no local cpu base on the engine (invoke base)"
+        except XpukitError as exc:
+            why = f"no engine answers ({exc.one_line()})"
+    if why:
+        if REQUIRED:
+            pytest.fail(f"XPUKIT_REQUIRE_PODMAN=1 but {why}")
+        pytest.skip(why)
+
+
+def _checkout_copy(dest: Path, dockerfile_extra: str = "") -> Path:
+    """This tree's build context and tasks as a fresh git commit (a fixed commit time)."""
+    build.copy_context(ROOT, dest)
+    for name in ("tasks.py", "invoke.yaml"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, dest / name)
+    if dockerfile_extra:
+        text = (dest / "Dockerfile").read_text()
+        anchor = "# The xpukit user created in the system stage"
+        assert anchor in text
+        (dest / "Dockerfile").write_text(text.replace(anchor, dockerfile_extra + "\n" + anchor))
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "-m", "verify test")
+    return dest
+
+
+def _verify(tree: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`invoke verify ARGS` in a checkout copy, on the machine's engine (its base is what the rebuild
+    starts FROM)."""
+    full = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
+    for name in ("XPUKIT_ENGINE", "CONTAINERS_STORAGE_CONF", "SOURCE_DATE_EPOCH", "XPUKIT_BASE_IMAGE"):
+        full.pop(name, None)
+    for name in ("XPUKIT_REGISTRY", "XPUKIT_REGISTRY_USER", "XPUKIT_REGISTRY_PASSWORD_FILE"):
+        full.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "verify", *args],
+        cwd=tree,
+        env={**full, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=2400,
+        check=False,
+    )
+
+
+def _reproducible(out: str) -> str:
+    line = [ln for ln in out.splitlines() if ln.startswith("reproducible: ")]
+    assert len(line) == 1 and len(line[0].split("sha256:")[1]) == 64, out[-3000:]
+    return line[0].removeprefix("reproducible: ")
+
+
+def _pushed(out: str) -> str:
+    line = [ln for ln in out.splitlines() if ln.startswith("pushed with gzip: sha256:")]
+    assert len(line) == 1, out[-3000:]
+    return line[0].removeprefix("pushed with gzip: ")
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """`invoke verify --against rebuild --keep` on a checkout copy: two cold builds in two empty
+    podman stores, kept (their folder is printed) so that the next test pushes the first one."""
+    _need_podman_and_base()
+    root = tmp_path_factory.mktemp("verify")
+    tree = _checkout_copy(root / "tree")
+    result = _verify(tree, "--against", "rebuild", "--keep")
+    kept = re.search(r"kept the stores and archives in (\S+)", result.stdout + result.stderr)
+    try:
+        yield tree, result, Path(kept.group(1)) if kept else None
+    finally:
+        if kept:
+            for store in sorted(Path(kept.group(1)).glob("store-*")):
+                verify_mod.Store(shutil.which("podman") or "podman", store).remove()
+            shutil.rmtree(kept.group(1), ignore_errors=True)
+
+
+@pytest.mark.docker
+def test_two_cold_podman_builds_give_the_same_image_id(rebuilt):
+    _tree, result, _kept = rebuilt
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert "verify: rebuild: built in" in out and "verify: second rebuild: built in" in out
+    _reproducible(result.stdout)
+    _pushed(result.stdout)
+
+
+@pytest.mark.docker
+def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_rebuilds(rebuilt, tmp_path):
+    """A rebuild pushed (podman push, its default gzip) to a real registry with a password gets the
+    manifest digest verify printed for its own rebuild pushed with gzip; recorded in the copy's lock
+    (never the committed one), `verify --against lock` fetches it with the registry credentials and
+    finds a new rebuild equal to it, and the registry serving that manifest digest."""
+    from tests.support.services import registry
+
+    tree, first, kept = rebuilt
+    assert first.returncode == 0 and kept is not None, (first.stdout + first.stderr)[-3000:]
+    image_id, gzip_digest = _reproducible(first.stdout), _pushed(first.stdout)
+    store = verify_mod.Store(shutil.which("podman") or "podman", kept / "store-1")
+    (local,) = [
+        ln for ln in store.run("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split() if "verify" in ln
+    ]
+    tag = local.rsplit(":", 1)[1]
+    password = tmp_path / "password"
+    password.write_text("verify-pw\n")
+    with registry(tmp_path / "registry", {"ci": "verify-pw"}) as address:
+        repository = f"{address}/ci/xpukit"
+        digest_file = tmp_path / "digest"
+        pushed = store.run("push", "-q", "--tls-verify=false", "--creds", "ci:verify-pw",
+                           "--digestfile", str(digest_file), local, f"{repository}:{tag}")  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr[-2000:]
+        assert digest_file.read_text().strip() == gzip_digest  # one build pushed, the other computed
+        lock = tree / "env" / "lock" / "images.toml"
+        profile = pins.load().profile("cpu")
+        entry = {
+            **dict.fromkeys(registry_mod.LOCK_KEYS, ""),
+            **{"registry": f"{address}/ci", "repository": repository, "tag": tag, "digest": gzip_digest},
+            **{"pins": profile.fingerprint(), "base": build.local_base_name(profile)},
+        }
+        registry_mod.write_lock(lock, {"cpu": entry})
+        creds = {"XPUKIT_REGISTRY_USER": "ci", "XPUKIT_REGISTRY_PASSWORD_FILE": str(password)}
+        result = _verify(tree, "--against", "lock", env=creds)
+        out = result.stdout + result.stderr
+        assert result.returncode == 0, out[-4000:]
+        assert f"with the pushed image {repository}@{gzip_digest}" in out
+        assert _reproducible(result.stdout) == image_id
+        assert _pushed(result.stdout) == gzip_digest
+        assert "the registry serves that manifest digest" in out
+        denied = _verify(tree, "--against", "lock")  # no credentials: refused in one line, before building
+        assert denied.returncode == 1 and "fetching" in denied.stderr, denied.stderr[-2000:]
+        assert "Traceback" not in denied.stderr and "building from nothing" not in denied.stdout + denied.stderr
+
+
+@pytest.mark.docker
+def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
+    _need_podman_and_base()
+    step = "RUN date +%s%N > /opt/xpukit/built-at"
+    result = _verify(_checkout_copy(tmp_path / "tree", step), "--against", "rebuild")
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out[-4000:]
+    assert "verify: NOT reproducible" in out
+    differs = [ln for ln in out.splitlines() if "verify: layer" in ln and "differs" in ln]
+    assert len(differs) == 1 and "built-at" in differs[0], out[-3000:]  # only that step's layer
+    assert "/opt/xpukit/built-at: content" in out
+    if shutil.which("diffoscope"):
+        assert "diffoscope /opt/xpukit/built-at:" in out

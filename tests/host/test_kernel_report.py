@@ -1,0 +1,149 @@
+"""kernel-report: every target x config compiled for real, one table; bad input as one line each.
+
+The tests that run on the host, with no engine; the others are in tests/image/test_kernel_report.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT
+from xpukit.errors import XpukitError
+from xpukit.runtime.offline import kernel_report, report_format
+
+
+def _counts(**changes):
+    counts = {
+        "instructions": 7,
+        "sends": {k: 1 for k in ("global_load", "global_store", "slm_load", "slm_store")}
+        | {k: 0 for k in ("block2d_load", "block2d_store", "atomic", "scratch_fill", "scratch_spill")},
+        "send_total": 4,
+        "dpas": 0,
+        "math": 2,
+        "moves": 3,
+        "control_flow": 1,
+        "barriers": 0,
+        "fma": 5,
+        "alu": 6,
+        "scratch_fill_bytes": 0,
+        "scratch_spill_bytes": 0,
+    }
+    return counts | changes
+
+
+def _row(config="BLOCK=256", **changes):
+    row = {"target": "pvc", "config": config, "simd": 32, "grf": 128, "grf_mode": "default", "grf_retry": False}
+    row |= {"work_group": 128, "scratch_bytes": 0, "private_bytes": 0, "slm_bytes": 0, "error": None}
+    return row | {"counts": _counts(), "limits": []} | changes
+
+
+def _invoke(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XPUKIT_PROFILE": ""}
+    env.pop("CI", None)
+    if cache is not None:
+        env["XPUKIT_CACHE_DIR"] = str(cache)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.unit
+def test_config_keys_are_constexprs_or_options():
+    cfg = kernel_report.parse_config("BLOCK=256,num_warps=4", ["BLOCK"])
+    assert cfg.constexprs == {"BLOCK": 256} and cfg.options == {"num_warps": 4}
+    assert cfg.label == "BLOCK=256,num_warps=4"
+    with pytest.raises(XpukitError) as info:
+        kernel_report.parse_config("BLOCKK=256", ["BLOCK"])
+    line = info.value.one_line()
+    assert "unknown config key 'BLOCKK'" in line and "BLOCK" in line and "num_warps" in line
+
+
+@pytest.mark.unit
+def test_markdown_marks_failed_cells_and_names_units():
+    ok = _row(grf=256, grf_retry=True, limits=["SLM 70000 B > 65536 B per work-group"])
+    bad = {"target": "pvc", "config": "BLOCK=3", "error": "failed to compile: x (fix: y)", "counts": None}
+    text = report_format.format_markdown({"kernel": "k", "ocloc": "ocloc", "rows": [ok, bad]})
+    lines = text.splitlines()
+    assert lines[2].count("|") == lines[4].count("|") == len(report_format.COLUMNS) + 1
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    cells = dict(zip(header, (c.strip() for c in lines[4].strip("|").split("|")), strict=True))
+    assert cells["scratch B/thr"] == "0" and cells["spill st/ld"] == "0/0" and cells["spill B st/ld"] == "0/0"
+    assert cells["GRF"] == "256" and cells["GRF mode"] == "default, 256 retry" and cells["FMA"] == "5"
+    assert cells["over limit"] == "SLM 70000 B > 65536 B per work-group"
+    assert "spill B" not in header  # the old, mislabelled column (it was the scratch space)
+    assert "failed to compile: x (fix: y)" in lines[5]
+
+
+@pytest.mark.unit
+def test_limits_come_from_the_target_table():
+    from xpukit.targets import LIMITS, check_limits
+
+    assert LIMITS["acm-g10"].slm_per_work_group == 64 * 1024 and LIMITS["pvc"].slm_per_work_group == 128 * 1024
+    assert check_limits("dg2", 67584, 128, 16, 128) == ["SLM 67584 B > 65536 B per work-group"]
+    assert check_limits("pvc", 67584, 256, 16, 1024) == []
+    over = check_limits("pvc", 0, 512, 8, 2048)
+    assert over == ["GRF 512 not in 128/256", "sub-group 8 not in 16/32", "work-group 2048 > 1024"]
+    assert check_limits("bmg", 10**9, 999, 3, 10**6) == []  # no sourced limits: not checked
+
+
+@pytest.mark.unit
+def test_diff_names_what_changed():
+    before = {"rows": [_row(), _row("BLOCK=512")], "stored_at": "then"}
+    spilled = _counts(instructions=9, scratch_spill_bytes=64) | {
+        "sends": _counts()["sends"] | {"scratch_spill": 2},
+        "send_total": 6,
+    }
+    after = {"rows": [_row(grf=256, grf_retry=True, counts=spilled), _row("BLOCK=1024")]}
+    changes = {(c[1], c[2]): c[3:] for c in report_format.diff_reports(before, after)}
+    assert changes[("BLOCK=256", "instructions")] == (7, 9)
+    assert changes[("BLOCK=256", "spill sends")] == (0, 2) and changes[("BLOCK=256", "spill B/thr")] == (0, 64)
+    assert changes[("BLOCK=256", "GRF")] == (128, 256) and changes[("BLOCK=256", "sends")] == (4, 6)
+    assert changes[("BLOCK=512", "row")] == ("ok", "absent") and changes[("BLOCK=1024", "row")] == ("absent", "ok")
+    text = report_format.format_diff(before, after)
+    assert text.startswith("Changes since then:") and "| pvc | BLOCK=256 | instructions | 7 | 9 | +2 |" in text
+    assert report_format.format_diff(before, before) == "No change since then."
+
+
+@pytest.mark.unit
+def test_invoke_routes_the_report_to_the_image():
+    result = _invoke(
+        "kernel-report",
+        "examples/kernels.py:row_sum_kernel",
+        "--target",
+        "pvc,acm-g10",
+        "--config",
+        "BLOCK=256,num_warps=4",
+        "--config",
+        "BLOCK=1024,num_warps=8",
+        "--where",
+        "container",
+        "--dry-run",
+    )
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if " run " in ln)
+    expected = (
+        "python -m xpukit kernel-report /workspace/examples/kernels.py:row_sum_kernel "
+        "--target pvc,acm-g10 --config BLOCK=256,num_warps=4 --config BLOCK=1024,num_warps=8 --format none --save "
+    )
+    assert expected in line, line
+    # The report comes back through the kit's cache folder; Triton's cache is kept there too, and the
+    # image user's cache volume (which the calling user cannot write) is not mounted.
+    assert f"-e TRITON_CACHE_DIR={ROOT}/.xpukit/triton-cache " in line
+    assert "/home/xpukit/.cache" not in line
+
+
+@pytest.mark.unit
+def test_invoke_bad_format_and_missing_file_are_one_line():
+    for args, needle in (
+        (["examples/kernels.py:row_sum_kernel", "--format", "xml"], "unknown format 'xml'"),
+        (["examples/nope.py:k", "--where", "container", "--dry-run"], "is not path.py:function of an existing file"),
+    ):
+        result = _invoke("kernel-report", *args)
+        assert result.returncode != 0 and "Traceback" not in result.stderr
+        errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
+        assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr

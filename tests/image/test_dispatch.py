@@ -1,0 +1,194 @@
+"""``kernel[grid](...)`` through the compiled Dispatch (``_xpukit_launcher.Dispatch``) and its Python
+twin (``fast_table.PyDispatch``): the same results, the same errors, the same launch counts, on the
+hit path (a signature seen before, launched from C) and on every miss (Triton's ``run`` as the kit
+wraps it). Real UR CPU device, real Triton compiles; random calls from hypothesis."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+
+import triton
+import triton.language as tl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.runtime_required import ur_session_or_skip
+from xpukit.runtime.triton import DeviceArray, NoActiveSession, URDriver, activate, fast_table
+from xpukit.runtime.ur import launcher as launcher_mod
+from xpukit.runtime.ur.errors import KernelArgumentError
+
+pytestmark = pytest.mark.container
+N = 64
+
+
+@triton.jit
+def axpy(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, a * tl.load(x_ptr + offs, mask=mask) + offs.to(tl.float32), mask=mask)
+
+
+@pytest.fixture(scope="module")
+def rig():
+    if not launcher_mod.COMPILED:
+        pytest.fail("the image must ship the compiled launcher (_xpukit_launcher)")
+    with ur_session_or_skip("cpu") as s:
+        drv = URDriver(cache=False)
+        x = s.from_numpy(np.arange(N, dtype=np.float32))
+        y = s.alloc(N * 4)
+        with activate(s, driver=drv):
+            yield s, drv, x, y
+        x.close()
+        y.close()
+
+
+def _outcome(session, drv, dispatch, grid, y, args, kwargs):
+    y.copy_from(np.full(N, -1, np.float32))
+    launches = drv.stats.launches
+    try:
+        result = dispatch[grid](*args, **kwargs)
+    except Exception as exc:  # the class and the one line are what must agree
+        return ("error", type(exc).__name__, str(exc).splitlines()[0], drv.stats.launches - launches)
+    session.finish()
+    return ("ok", type(result).__name__, y.to_numpy(np.float32).tobytes(), drv.stats.launches - launches)
+
+
+def test_kernel_getitem_is_the_compiled_dispatch(rig):
+    s, _drv, x, y = rig
+    call = axpy[(1,)]
+    assert type(call).__name__ == "GridCall"
+    call(DeviceArray(x, np.float32), DeviceArray(y, np.float32), 2.0, N, BLOCK=N)
+    s.finish()
+    np.testing.assert_array_equal(y.to_numpy(np.float32), 2 * np.arange(N, dtype=np.float32) + np.arange(N))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    x_kind=st.sampled_from(["typed", "typed", "none", "zero", "int", "untyped", "host", "freed"]),
+    a=st.sampled_from([2.0, -1.5, 3, np.float32(0.5), "s", None]),
+    n=st.sampled_from([N, 7, 1, 33]),
+    grid=st.sampled_from(["1", "2d", "callable", "list", "empty", "bad"]),
+    block=st.sampled_from([N, 32]),
+)
+def test_compiled_and_python_dispatch_agree(rig, x_kind, a, n, grid, block):
+    s, drv, x, y = rig
+    freed = s.alloc(64)
+    freed_array = DeviceArray(freed, np.float32)
+    freed.close()
+    xs = {
+        "typed": DeviceArray(x, np.float32),
+        "none": None,
+        "zero": 0,
+        "int": x.ptr,
+        "untyped": x,
+        "host": np.zeros(4, np.float32),
+        "freed": freed_array,
+    }
+    grids = {
+        "1": (triton.cdiv(N, block),),
+        "2d": (triton.cdiv(N, block), 1, 1),
+        "callable": lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),),
+        "list": [triton.cdiv(N, block)],
+        "empty": (0,),
+        "bad": (1, 2, 3, 4),
+    }
+    args = (xs[x_kind], DeviceArray(y, np.float32), a, n)
+    compiled = fast_table.dispatch_for(axpy, True)
+    python = fast_table.dispatch_for(axpy, False)
+    # twice each, in both orders: the first call of a new signature misses (Triton's run records
+    # it), the next ones hit; a hit and a miss must give the same outcome
+    outcomes = [
+        _outcome(s, drv, d, grids[grid], y, args, {"BLOCK": block}) for d in (compiled, python, python, compiled)
+    ]
+    assert outcomes[0] == outcomes[1] == outcomes[2] == outcomes[3], (x_kind, a, n, grid, block)
+
+
+def test_bad_pointers_are_refused_by_name_after_a_hit(rig):
+    """The signature is recorded first, so every bad call reaches the C dispatch and must leave it."""
+    s, drv, x, y = rig
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    axpy[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    axpy[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    freed = s.alloc(256)
+    freed_array = DeviceArray(freed, np.float32)
+    freed.close()
+    launches = drv.stats.launches
+    for bad in (None, 0, 0x1000, x.ptr, x, np.zeros(4, np.float32), freed_array):
+        with pytest.raises(KernelArgumentError, match=r"x_ptr|freed|host numpy array|cannot be"):
+            axpy[(1,)](bad, dy, 2.0, N, BLOCK=N)
+    assert drv.stats.launches == launches
+
+
+def test_threads_each_launch_on_their_own_session(rig):
+    _s0, drv, _x, _y = rig
+    errors: list[BaseException] = []
+    counts: list[int] = []
+
+    def work(k: int) -> None:
+        try:
+            with ur_session_or_skip("cpu") as s, activate(s, driver=drv):
+                src = s.from_numpy(np.full(N, k, np.float32))
+                out = s.alloc(N * 4)
+                call = axpy[(1,)]
+                for i in range(200):
+                    call(DeviceArray(src, np.float32), DeviceArray(out, np.float32), float(i), N, BLOCK=N)
+                s.finish()
+                want = np.float32(199) * np.float32(k) + np.arange(N, dtype=np.float32)
+                np.testing.assert_array_equal(out.to_numpy(np.float32), want)
+                counts.append(200)
+                src.close()
+                out.close()
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    before = drv.stats.launches
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert drv.stats.launches - before == sum(counts) == 800
+
+
+def test_a_new_specialization_misses_and_compiles(rig):
+    s, drv, x, y = rig
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    axpy[(1,)](dx, dy, 1.0, N, BLOCK=N)
+    variants = drv.stats.variants
+    axpy[(1,)](dx, dy, 1.0, 16, BLOCK=16)  # another BLOCK: not in the table, Triton compiles
+    s.finish()
+    assert drv.stats.variants == variants + 1
+    got = y.to_numpy(np.float32)
+    np.testing.assert_array_equal(got[:16], np.arange(16, dtype=np.float32) * 2)
+
+
+def test_kernel_getitem_after_activate_ends(rig):
+    _s0, drv, _x, _y = rig
+    with ur_session_or_skip("cpu") as s:
+        x = s.from_numpy(np.ones(N, np.float32))
+        with activate(s, driver=drv):
+            kept = axpy[(1,)]
+            kept(DeviceArray(x, np.float32), DeviceArray(x, np.float32), 1.0, N, BLOCK=N)
+        # rig's block is still open in this thread: the kept call now launches on rig's session,
+        # which refuses this session's memory by name
+        with pytest.raises(KernelArgumentError, match=r"x_ptr|another session|not a live"):
+            kept(DeviceArray(x, np.float32), DeviceArray(x, np.float32), 1.0, N, BLOCK=N)
+        outcome: list[BaseException] = []
+
+        def elsewhere() -> None:  # a thread with no activate(): the kit's error, not Triton's
+            try:
+                kept(DeviceArray(x, np.float32), DeviceArray(x, np.float32), 1.0, N, BLOCK=N)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        t = threading.Thread(target=elsewhere)
+        t.start()
+        t.join()
+        assert len(outcome) == 1 and isinstance(outcome[0], NoActiveSession), outcome
+        x.close()
