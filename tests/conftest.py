@@ -106,3 +106,12 @@ def test_image(docker_client) -> str:
             pytest.fail("XPUKIT_REQUIRE_DOCKER=1 but XPUKIT_TEST_IMAGE is not set (run the tests with `invoke test`)")
         pytest.skip("needs the image built by `invoke test` (XPUKIT_TEST_IMAGE is not set)")
     return tag
+
+
+@pytest.fixture(scope="module")
+def drv(tmp_path_factory):
+    """xpukit's Triton driver with a program cache of the module's own (tests/image and tests/gpu)."""
+    from xpukit.runtime.triton import URDriver
+    from xpukit.runtime.triton.launch import ProgramCache
+
+    return URDriver(cache=ProgramCache(tmp_path_factory.mktemp("programs")))

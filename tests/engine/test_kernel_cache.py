@@ -285,13 +285,16 @@ def test_redis_down_is_one_warning(docker_client, test_image, tmp_path):
 # ---------------------------------------------------------------- the tasks' own containers
 
 
-def invoke_compile(cache: Cache, out: Path) -> tuple[subprocess.CompletedProcess, float]:
+def invoke_compile(cache: Cache, out: Path, local_cache: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """`invoke compile` with its own local cache folder (`XPUKIT_CACHE_DIR`), as on a machine of its
+    own: compile keeps Triton's cache there between runs, which would answer before Redis."""
     env = {
         **os.environ,
         **cache.env,
         "XPUKIT_KERNEL_CACHE_DEBUG": "1",
         "XPUKIT_PROFILE": "cpu",
         "XPUKIT_ENGINE": "docker",
+        "XPUKIT_CACHE_DIR": str(local_cache),
     }
     env["XPUKIT_IMAGE"] = os.environ.get("XPUKIT_IMAGE", "xpukit")
     env.pop("CI", None)
@@ -306,16 +309,17 @@ def invoke_compile(cache: Cache, out: Path) -> tuple[subprocess.CompletedProcess
 @pytest.mark.docker
 def test_invoke_compile_twice_hits_the_shared_cache(docker_client, test_image, tmp_path):
     """`invoke compile` with XPUKIT_KERNEL_CACHE (and its key and password files) exported on the
-    host, as a new user would: the first run fills Redis, the second finds everything there."""
+    host, as a new user would: the first run fills Redis, the second (another local cache folder,
+    as on a second machine) finds everything there."""
     with shared_cache_server(tmp_path) as cache:
-        first, first_s = invoke_compile(cache, tmp_path / "out1")
+        first, first_s = invoke_compile(cache, tmp_path / "out1", tmp_path / "machine1")
         assert first.returncode == 0, first.stderr[-2000:]
         with cache.client() as redis:
             names = redis.keys()
         assert names and all(n.startswith(cache.prefix) for n in names), names
         # The container's output (its log lines included) comes through invoke's stdout.
         assert lines_with(first.stdout, "kernel cache miss") and not lines_with(first.stdout, "kernel cache hit")
-        second, second_s = invoke_compile(cache, tmp_path / "out2")
+        second, second_s = invoke_compile(cache, tmp_path / "out2", tmp_path / "machine2")
         assert second.returncode == 0, second.stderr[-2000:]
         assert lines_with(second.stdout, "kernel cache hit") and not lines_with(second.stdout, "kernel cache miss")
         assert not lines_with(first.stdout + second.stdout, "unavailable")

@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from tests.support import ROOT
 from tests.support.driver import RNG
 from tests.support.runtime_required import skip_unless_in_image
 
@@ -441,7 +442,7 @@ def test_driver_path_never_imports_torch(tmp_path):
         XPUKIT_CACHE_DIR=str(tmp_path / "x"),
         TRITON_CACHE_DIR=os.environ.get("TRITON_CACHE_DIR", str(tmp_path / "t")),
         PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        PYTHONPATH=str(ROOT),
     )
     script = tmp_path / "no_torch.py"  # a file: Triton reads the kernel's source back
     script.write_text(code)

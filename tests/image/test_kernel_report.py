@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,16 @@ from tests.support.runtime_required import skip_unless_in_image
 from xpukit.runtime.offline import kernel_report, report_format
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch) -> Path:
+    pytest.importorskip("triton")
+    if shutil.which("ocloc") is None:
+        skip_unless_in_image("ocloc is not installed here")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.mark.container
