@@ -61,6 +61,9 @@ NEEDS_BASE_OR_BUILD = (
     # its content tag, so B's plan pulls instead. Both ran on A.
     "tests/engine/test_plan_value.py::test_the_build_dry_run_is_the_command_the_build_runs",
     "tests/engine/test_plan_value.py::test_a_dry_run_prints_the_build_a_real_run_would_start_with",
+    # The container phase again, inside a devcontainer, on the image A tested by the same digest:
+    # it ran on A, and B's own container phase runs the same tests (CI's 90 minutes).
+    "tests/engine/test_devcontainer.py",
 )
 BUILDING = ("is missing; building it", "building xpukit:")
 
