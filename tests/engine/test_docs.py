@@ -7,28 +7,18 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 
-from tests.support.docs import assert_sample_matches
+from tests.support.docs import assert_sample_matches, sample_after
 from xpukit.host import pins
 
 pytestmark = pytest.mark.unit
 
 
 ROOT = pins.REPO_ROOT
-
-
-def sample_after(doc: str, marker: str) -> list[str]:
-    """The lines of the first fenced block after the line containing ``marker``."""
-    text = (ROOT / doc).read_text(encoding="utf-8")
-    rest = text[text.index(marker) :]
-    block = re.search(r"```\w*\n(.*?)```", rest, re.DOTALL)
-    assert block, f"{doc}: no fenced block after {marker!r}"
-    return block.group(1).splitlines()
 
 
 @pytest.mark.docker

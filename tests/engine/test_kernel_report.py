@@ -6,24 +6,10 @@ The tests that run against a container engine; the others are in tests/image/tes
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT
-
-
-def _invoke(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XPUKIT_PROFILE": ""}
-    env.pop("CI", None)
-    if cache is not None:
-        env["XPUKIT_CACHE_DIR"] = str(cache)
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+from tests.support.invoke import invoke_with_cache
 
 
 @pytest.mark.docker
@@ -32,13 +18,13 @@ def test_invoke_json_report_is_all_of_stdout(test_image, tmp_path):
     (profile, base, any build log) went to stderr. The same command again is a stored-report hit:
     no container (no "compiling" line), the same report; --diff finds no earlier report to compare."""
     command = ("kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--format", "json")
-    result = _invoke(*command, cache=tmp_path)
+    result = invoke_with_cache(*command, cache=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout)
     assert report and "xpukit:" not in result.stdout
     assert "xpukit: compiling every target x config in the image" in result.stderr
     assert list((tmp_path / "triton-cache").iterdir())  # Triton's cache persists in the kit's folder
-    again = _invoke(*command, "--diff", cache=tmp_path)
+    again = invoke_with_cache(*command, "--diff", cache=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "compiling" not in again.stderr and f"the report of {report['stored_at']}" in again.stderr
     assert json.loads(again.stdout) == report

@@ -11,28 +11,14 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.invoke import invoke_unrecorded
 from xpukit.host import engine, pins, settings
 
 ROOT = pins.REPO_ROOT
-
-
-def invoke(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", engine.RECORD_ENV)}
-    full_env.update({"XPUKIT_PROFILE": "", "XPUKIT_BASE_IMAGE": "", **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
 
 
 def same_lines(executed: Path, printed: list[str]) -> None:
@@ -57,8 +43,8 @@ def test_the_build_dry_run_is_the_command_the_build_runs(test_image, docker_clie
     it tags a separate image name, removed afterwards."""
     record = tmp_path / "executed.txt"
     env = {"XPUKIT_IMAGE": "xpukit-plan-test", "XPUKIT_ENGINE": "docker"}
-    dry = commands_printed(invoke("build", "--profile", "cpu", "--dry-run", env=env))
-    real = invoke("build", "--profile", "cpu", "--rebuild", env={**env, engine.RECORD_ENV: str(record)})
+    dry = commands_printed(invoke_unrecorded("build", "--profile", "cpu", "--dry-run", env=env))
+    real = invoke_unrecorded("build", "--profile", "cpu", "--rebuild", env={**env, engine.RECORD_ENV: str(record)})
     try:
         assert real.returncode == 0, real.stdout[-2000:] + real.stderr
         same_lines(record, dry[-1:])
@@ -80,12 +66,12 @@ def test_the_test_dry_run_is_the_commands_the_tests_run(test_image, tmp_path):
     env = {"TMPDIR": str(tmp_path / "tmp"), "XPUKIT_IMAGE": test_image.split(":")[0]}
     task = ["test", "--where", "container", "--profile", "cpu"]
     pytest_args = ["--", "tests/host/test_dockerfile.py", "-k", "no_such_test"]
-    dry = commands_printed(invoke(*task, "--dry-run", *pytest_args, env=env))
+    dry = commands_printed(invoke_unrecorded(*task, "--dry-run", *pytest_args, env=env))
     if f"XPUKIT_TEST_IMAGE={test_image} " not in dry[-2]:
         # The tree changed since the image was built: the real run would build first (minutes).
         pytest.skip(f"this checkout's content tag is not the tested image {test_image}")
     assert len(dry) == 2 and "-m pytest" in dry[0] and " run --rm " in dry[1]
-    real = invoke(*task, *pytest_args, env={**env, engine.RECORD_ENV: str(record)})
+    real = invoke_unrecorded(*task, *pytest_args, env={**env, engine.RECORD_ENV: str(record)})
     assert real.returncode == 0, real.stdout[-2000:] + real.stderr
     same_lines(record, dry)
     assert f"xpukit-test-{os.getuid()}" in dry[1] and Path(tmp_path / "tmp").is_dir()
@@ -96,7 +82,9 @@ def test_a_dry_run_prints_the_build_a_real_run_would_start_with(docker_client):
     """Where the engine lacks the image (and the lock shares none of this content), a real run
     builds it first: its dry run prints that build before the run line."""
     env = {"XPUKIT_IMAGE": "xpukit-never-built", "XPUKIT_ENGINE": "docker"}
-    dry = commands_printed(invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", env=env))
+    dry = commands_printed(
+        invoke_unrecorded("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", env=env)
+    )
     assert len(dry) == 2, dry
     build_line, run_line = dry
     assert " build " in build_line and "-t xpukit-never-built:cpu-" in build_line

@@ -5,14 +5,10 @@ The tests that run on the host, with no engine; the others are in tests/image/te
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from tests.support import ROOT
+from tests.support.invoke import invoke_with_cache
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline import kernel_report, report_format
 
@@ -40,16 +36,6 @@ def _row(config="BLOCK=256", **changes):
     row = {"target": "pvc", "config": config, "simd": 32, "grf": 128, "grf_mode": "default", "grf_retry": False}
     row |= {"work_group": 128, "scratch_bytes": 0, "private_bytes": 0, "slm_bytes": 0, "error": None}
     return row | {"counts": _counts(), "limits": []} | changes
-
-
-def _invoke(*args: str, cache: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XPUKIT_PROFILE": ""}
-    env.pop("CI", None)
-    if cache is not None:
-        env["XPUKIT_CACHE_DIR"] = str(cache)
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.mark.unit
@@ -111,7 +97,7 @@ def test_diff_names_what_changed():
 
 @pytest.mark.unit
 def test_invoke_routes_the_report_to_the_image():
-    result = _invoke(
+    result = invoke_with_cache(
         "kernel-report",
         "examples/kernels.py:row_sum_kernel",
         "--target",
@@ -143,7 +129,7 @@ def test_invoke_bad_format_and_missing_file_are_one_line():
         (["examples/kernels.py:row_sum_kernel", "--format", "xml"], "unknown format 'xml'"),
         (["examples/nope.py:k", "--where", "container", "--dry-run"], "is not path.py:function of an existing file"),
     ):
-        result = _invoke("kernel-report", *args)
+        result = invoke_with_cache("kernel-report", *args)
         assert result.returncode != 0 and "Traceback" not in result.stderr
         errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
         assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr

@@ -5,30 +5,14 @@ The tests that run on the host, with no engine; the others are in tests/engine/t
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 
 import pytest
 
+from tests.support.invoke import invoke_unrecorded
 from xpukit.host import build, engine, pins, settings
 
 ROOT = pins.REPO_ROOT
-
-
-def invoke(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", engine.RECORD_ENV)}
-    full_env.update({"XPUKIT_PROFILE": "", "XPUKIT_BASE_IMAGE": "", **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", *args],
-        cwd=ROOT,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
 
 
 @pytest.mark.unit
@@ -73,7 +57,7 @@ def test_a_stale_lock_fails_the_dry_run_first_with_one_line(tmp_path):
     stale.write_text(text.replace('numpy = "2.4.6"', 'numpy = "2.4.5"', 1))
     env = {"XPUKIT_PINS_FILE": str(stale), "XPUKIT_ENGINE": "docker"}
     for task in (["build"], ["test", "--where", "container"]):
-        result = invoke(*task, "--profile", "cpu", "--dry-run", env=env)
+        result = invoke_unrecorded(*task, "--profile", "cpu", "--dry-run", env=env)
         assert result.returncode != 0 and "Traceback" not in result.stderr + result.stdout
         errors = [line for line in result.stderr.splitlines() if "error:" in line]
         assert len(errors) == 1, result.stderr

@@ -6,29 +6,19 @@ The tests that run inside the image; the others are in tests/host/test_docs.py.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
 
 import pytest
 
-from tests.support.docs import assert_sample_matches, normalise
+from tests.support.docs import assert_sample_matches, normalise, sample_after
 from xpukit.host import pins
 
 pytestmark = pytest.mark.unit
 
 
 ROOT = pins.REPO_ROOT
-
-
-def sample_after(doc: str, marker: str) -> list[str]:
-    """The lines of the first fenced block after the line containing ``marker``."""
-    text = (ROOT / doc).read_text(encoding="utf-8")
-    rest = text[text.index(marker) :]
-    block = re.search(r"```\w*\n(.*?)```", rest, re.DOTALL)
-    assert block, f"{doc}: no fenced block after {marker!r}"
-    return block.group(1).splitlines()
 
 
 @pytest.fixture(scope="module")

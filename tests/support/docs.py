@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tests.support import ROOT
+
 
 def normalise(line: str) -> str:
     """A printed line modulo what differs per machine and run: timings, counts, hashes, paths, the CPU."""
@@ -43,3 +45,12 @@ def assert_sample_matches(sample: list[str], printed: list[str]) -> None:
     for line in printed:
         if line.startswith("xpukit: ") and not line.startswith(HOST_DEPENDENT):
             assert normalise(line) in shown, f"the command prints {line!r}, which the sample leaves out"
+
+
+def sample_after(doc: str, marker: str) -> list[str]:
+    """The lines of the first fenced block after the line containing ``marker``."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    rest = text[text.index(marker) :]
+    block = re.search(r"```\w*\n(.*?)```", rest, re.DOTALL)
+    assert block, f"{doc}: no fenced block after {marker!r}"
+    return block.group(1).splitlines()
