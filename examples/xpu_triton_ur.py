@@ -63,6 +63,20 @@ def scale_typed_kernel(in_ptr, out_ptr, scale, n_elements, BLOCK_SIZE: tl.conste
     tl.store(out_ptr + offsets, x * scale, mask=mask)
 
 
+MAX_N = 2**31 - 1  # n_elements is an i32 and the kernels' offsets are 32-bit
+# float32 input, expected, result copy (host) plus input and output allocations (device; host
+# memory on the CPU device)
+BYTES_PER_ELEMENT = 5 * 4
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory, or 0 where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+
+
 RAW_SIGNATURE = "in_addr:i64,out_addr:i64,scale:fp32,n_elements:i32"
 TYPED_SIGNATURE = "in_ptr:*fp32,out_ptr:*fp32,scale:fp32,n_elements:i32"
 
@@ -90,6 +104,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.n < 1 or args.iters < 1 or args.block < 1 or args.block & (args.block - 1):
         p.error("--n and --iters must be >= 1, --block a power of two")
+    if args.n > MAX_N:
+        p.error(f"--n {args.n} is over {MAX_N}: the kernels index with 32-bit offsets; pass a smaller --n")
+    need, have = args.n * BYTES_PER_ELEMENT, physical_memory()
+    if have and need > have:
+        p.error(
+            f"--n {args.n} needs about {need / 2**30:.1f} GiB of memory and this machine has "
+            f"{have / 2**30:.1f} GiB; pass a smaller --n"
+        )
     if not math.isfinite(args.scale):
         # x * nan is nan everywhere: the comparison with numpy would pass whatever the kernel did.
         p.error(f"--scale must be a finite number, not {args.scale}: a non-finite scale makes the check meaningless")

@@ -188,8 +188,9 @@ def test_bad_input_gives_zebin_error(data, message):
 
 @pytest.mark.unit
 def test_unreadable_path_and_unknown_kernel(tmp_path):
-    with pytest.raises(ZebinError, match="cannot read"):
+    with pytest.raises(ZebinError, match="cannot read") as err:
         read_zebin(tmp_path / "missing.zebin")
+    assert "invoke compile --out" in err.value.fix
     with pytest.raises(ZebinError, match=r"no kernel 'nope'.*scale_kernel"):
         read_zebin(synthetic_zebin()).kernel("nope")
 

@@ -3,6 +3,7 @@ work: a negative size used to reach numpy and end as its ValueError."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -20,9 +21,14 @@ pytestmark = pytest.mark.container
         ("tutorial_01_vector_add.py", ["--size", "-5"], "--size must be >= 0"),
         ("tutorial_02_fused_softmax.py", ["--rows", "0"], "--rows and --cols must be >= 1"),
         ("tutorial_02_fused_softmax.py", ["--cols", "-3"], "--rows and --cols must be >= 1"),
+        # a MemoryError from numpy before; and past 2**31 the kernels' 32-bit offsets would wrap
+        ("xpu_triton_ur.py", ["--n", str(2**31)], "32-bit offsets; pass a smaller --n"),
+        ("xpu_triton_ur.py", ["--n", str(2**31 - 1)], "GiB; pass a smaller --n"),
     ],
 )
 def test_examples_refuse_bad_sizes(script, args, wants):
+    if wants.startswith("GiB") and os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >= 20 * (2**31 - 1):
+        pytest.skip("this machine has the memory for the largest --n: the demo would run it")
     p = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / script), *args, "--device", "cpu"],
                        capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
     assert p.returncode == EXIT_USAGE and p.stderr.strip().splitlines()[-1].endswith(wants), p.stderr

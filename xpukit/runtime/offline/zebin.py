@@ -144,7 +144,10 @@ def read_zebin(source: bytes | bytearray | str | Path) -> Zebin:
         try:
             data = Path(source).read_bytes()
         except OSError as exc:
-            raise ZebinError(f"cannot read {source}: {exc.strerror or exc}") from None
+            raise ZebinError(
+                f"cannot read {source}: {exc.strerror or exc}",
+                "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
+            ) from None
         where = str(source)
     else:
         data = bytes(source)

@@ -426,17 +426,11 @@ def current_session() -> Session:
     return _active_driver()._top().session
 
 
-def do_bench(
-    fn: Callable[[], Any],
-    warmup: float = 25,
-    rep: float = 100,
-    quantiles: Sequence[float] | None = None,
-    return_mode: str = "mean",
-    **kwargs: Any,
-) -> Any:
+def do_bench(fn: Callable[[], Any], *args: Any, **kwargs: Any) -> Any:
     """UR-event-profiled benchmarker for ``triton.autotune(..., do_bench=do_bench)`` (Triton asks
-    the active driver for it at decoration time). Times on the calling thread's session."""
-    return _active_driver().do_bench(fn, warmup=warmup, rep=rep, quantiles=quantiles, return_mode=return_mode, **kwargs)
+    the active driver for it at decoration time). Times on the calling thread's session; the
+    options and their defaults are :meth:`URDriver.do_bench`'s."""
+    return _active_driver().do_bench(fn, *args, **kwargs)
 
 
 def empty(shape: int | Sequence[int], dtype: Any, session: Session | None = None, kind: str = "device") -> DeviceArray:
