@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.invoke import invoke_with_cache
-from xpukit.errors import XpukitError
+from xpukit.errors import EXIT_USAGE, XpukitError
 from xpukit.runtime.offline import kernel_report, report_format
 
 
@@ -130,6 +130,6 @@ def test_invoke_bad_format_and_missing_file_are_one_line():
         (["examples/nope.py:k", "--where", "container", "--dry-run"], "is not path.py:function of an existing file"),
     ):
         result = invoke_with_cache("kernel-report", *args)
-        assert result.returncode != 0 and "Traceback" not in result.stderr
+        assert result.returncode == EXIT_USAGE and "Traceback" not in result.stderr
         errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
         assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr

@@ -321,7 +321,7 @@ def _run_on_host(ctx: Context, module_args: list[str]) -> int:
 def _kernel_file(kernel: str) -> tuple[Path, str]:
     path, sep, function = kernel.rpartition(":")
     if not sep or not Path(path).is_file() or not function:
-        raise XpukitError(
+        raise UsageError(
             f"kernel {kernel!r} is not path.py:function of an existing file",
             "e.g. invoke compile examples/kernels.py:scale_kernel",
         )

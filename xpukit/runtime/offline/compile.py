@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from xpukit.errors import XpukitError
+from xpukit.errors import UsageError, XpukitError
 from xpukit.runtime.offline.isa import count_isa, disassemble
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError, check_layout, read_zebin
@@ -87,7 +87,7 @@ def load_kernel(spec: str) -> KernelSpec:
             sys.dont_write_bytecode = saved
     fn = getattr(module, func_name, None)
     if fn is None:
-        raise XpukitError(f"{path.name} has no function {func_name!r}", "check the name after the colon")
+        raise UsageError(f"{path.name} has no function {func_name!r}", "check the name after the colon")
     if not getattr(fn, "arg_names", None):
         raise XpukitError(f"{func_name} in {path.name} is not a @triton.jit function", "decorate it with @triton.jit")
     declared = getattr(module, DECLARATIONS, {}).get(func_name, {})
