@@ -29,7 +29,12 @@ ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
 RUN test -n "${XPUKIT_SCRIPTS}" || { echo "error: the XPUKIT_* build args are not set (fix: build with invoke build)" >&2; exit 2; }
 COPY scripts/common.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh ${XPUKIT_SCRIPTS}/
-RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
+# Every RUN --mount target of a stage the image is made of is a folder right under /run that nothing
+# else uses: buildah 1.28 removes a target it created only when the target and its store's path start
+# with different folders (/var/cache/... stayed in layers built in a store under /var, /tmp/... in
+# one under /tmp). /run/... goes wherever the store is, and /run is in every RUN layer anyway
+# (docs/reproducible.md, "Mount points"; tests/host/test_dockerfile.py).
+RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${APT_PACKAGES} \
  && ${XPUKIT_SCRIPTS}/install-ocloc.sh \
@@ -42,7 +47,7 @@ FROM system AS launcher
 ARG BUILD_APT_PACKAGES
 ARG XPUKIT_SCRIPTS
 COPY scripts/build-launcher.sh ${XPUKIT_SCRIPTS}/
-RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
+RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES}
 COPY xpukit/runtime/ur/_launcher.c /tmp/xpukit-csrc/
@@ -54,7 +59,7 @@ ARG BUILD_APT_PACKAGES
 ARG XPUKIT_SCRIPTS
 COPY scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh ${XPUKIT_SCRIPTS}/
 # Ubuntu 24.04's python3 refuses pip installs (PEP 668): the builds use their own venv.
-RUN --mount=type=cache,id=xpukit-apt,target=/var/cache/xpukit-apt,sharing=locked \
+RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES} \
  && python3 -m venv /opt/build-venv
@@ -134,12 +139,12 @@ ARG XPUKIT_UID
 ARG XPUKIT_HOME
 COPY env/lock/${XPUKIT_PROFILE}.txt ${XPUKIT_ROOT}/env/requirements.lock
 COPY scripts/install-python.sh scripts/check-ur.sh ${XPUKIT_SCRIPTS}/
-RUN --mount=type=cache,id=xpukit-wheelhouse,target=/var/cache/xpukit/wheelhouse,sharing=locked \
+RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    --mount=type=bind,from=triton-wheels,source=/wheels,target=/tmp/xpukit-wheels/triton \
-    --mount=type=bind,from=torch-wheels,source=/wheels,target=/tmp/xpukit-wheels/torch \
+    --mount=type=bind,from=triton-wheels,source=/wheels,target=/run/xpukit-wheels-triton \
+    --mount=type=bind,from=torch-wheels,source=/wheels,target=/run/xpukit-wheels-torch \
     ${XPUKIT_SCRIPTS}/install-python.sh ${XPUKIT_ROOT}/env/requirements.lock \
-        /tmp/xpukit-wheels/triton /tmp/xpukit-wheels/torch \
+        /run/xpukit-wheels-triton /run/xpukit-wheels-torch \
  && if [ "${UR_SOURCE}" = oneapi ]; then ${XPUKIT_SCRIPTS}/check-ur.sh; fi
 
 ENV VIRTUAL_ENV=${XPUKIT_VENV} \
@@ -151,9 +156,9 @@ ENV VIRTUAL_ENV=${XPUKIT_VENV} \
 
 # Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets. No step below writes
 # bytecode: a .pyc records its source's mtime, which differs per checkout (docs/reproducible.md).
-RUN --mount=type=bind,from=launcher,source=/tmp/xpukit-ext,target=/tmp/xpukit-ext \
+RUN --mount=type=bind,from=launcher,source=/tmp/xpukit-ext,target=/run/xpukit-ext \
     export PYTHONDONTWRITEBYTECODE=1 \
- && cp /tmp/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
+ && cp /run/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
 COPY scripts/entrypoint.sh ${XPUKIT_SCRIPTS}/

@@ -178,12 +178,12 @@ parse_args() {
 }
 
 # apt's options during the image build (install-apt.sh, install-ocloc.sh).
-# One cache mount, /var/cache/xpukit-apt, holds apt's downloads, package cache and lists, because
+# One cache mount, /run/xpukit-apt, holds apt's downloads, package cache and lists, because
 # buildah < 1.29 (podman builds) unlocks only the last `sharing=locked` mount of a RUN, and a second
 # locked mount hangs the next RUN that uses it (buildah #4349). The lists sit one folder down:
 # `apt-get update` deletes every file it does not know from the lists folder, buildah's lock file
 # among them (buildah #4342).
-APT_CACHE_ROOT=/var/cache/xpukit-apt
+APT_CACHE_ROOT=/run/xpukit-apt  # a mount target under /run: the Dockerfile says why
 apt_opts=(-o Dpkg::Use-Pty=0 -o "Dir::Cache=$APT_CACHE_ROOT" -o "Dir::State::Lists=$APT_CACHE_ROOT/lists")
 # A CA bundle given as a BuildKit secret (invoke build --ca-bundle) lets apt reach https mirrors
 # behind TLS-intercepting proxies; it is read in place and never copied into the image.

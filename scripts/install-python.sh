@@ -16,7 +16,7 @@ lock="$1"; shift
 # The venv's path is the image layout's (xpukit/layout.py), passed by invoke build as a build arg.
 [[ -n "${XPUKIT_VENV:-}" ]] || die "XPUKIT_VENV is not set" "set XPUKIT_VENV to the venv's path (invoke build passes it)"
 venv=$XPUKIT_VENV
-wheelhouse="${XPUKIT_WHEELHOUSE:-/var/cache/xpukit/wheelhouse}"
+wheelhouse="${XPUKIT_WHEELHOUSE:-/run/xpukit-wheelhouse}"  # the Dockerfile's cache mount target
 
 use_ca_bundle
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_PROGRESS_BAR=off

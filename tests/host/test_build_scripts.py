@@ -24,7 +24,7 @@ def test_install_ocloc_from_the_base_archive():
     assert p.returncode == 0, p.stderr
     assert "install -y -q --no-install-recommends intel-opencl-icd=22.43.24595.41-1" in p.stdout
     # apt's cache and lists on the one cache mount (scripts/common.sh), like install-apt.sh's.
-    assert "-o Dir::Cache=/var/cache/xpukit-apt -o Dir::State::Lists=/var/cache/xpukit-apt/lists" in p.stdout
+    assert "-o Dir::Cache=/run/xpukit-apt -o Dir::State::Lists=/run/xpukit-apt/lists" in p.stdout
 
 
 def test_install_ocloc_from_intels_repository_at_a_pinned_version():
@@ -45,7 +45,7 @@ def test_install_apt_and_python_dry_runs():
     p = run("install-apt.sh", "--dry-run", "python3=3.11.2-1+b1", "spirv-tools")
     assert p.returncode == 0, p.stderr
     assert "install -y -q --no-install-recommends python3=3.11.2-1+b1 spirv-tools" in p.stdout
-    assert "mkdir -p /var/cache/xpukit-apt/archives/partial /var/cache/xpukit-apt/lists/partial" in p.stdout
+    assert "mkdir -p /run/xpukit-apt/archives/partial /run/xpukit-apt/lists/partial" in p.stdout
     p = run("install-python.sh", "--dry-run", "/opt/xpukit/env/requirements.lock", XPUKIT_VENV="/tmp/v")
     assert p.returncode == 0, p.stderr
     assert "--require-hashes" in p.stdout and "--no-index --find-links" in p.stdout

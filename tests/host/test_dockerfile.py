@@ -144,3 +144,20 @@ def test_no_python_code_but_the_layout_module_writes_a_layout_path():
             if written:
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {value!r}")
     assert not found, "layout values written outside xpukit/layout.py:\n" + "\n".join(found)
+
+
+def test_mount_targets_of_the_images_stages_are_folders_right_under_run():
+    """buildah 1.28 removes a RUN --mount target it created only when the target's first folder differs
+    from its store's (a store under /var kept /var/cache/... targets, one under /tmp kept /tmp/...), so
+    the stages the image is made of mount only at /run/<name>: removed wherever the store is, and /run is
+    in every RUN layer anyway (docs/reproducible.md, "Mount points")."""
+    stages = re.split(r"^FROM ", DOCKERFILE, flags=re.M)[1:]
+    image_stages = {"system", "runtime"}
+    checked = 0
+    for stage in stages:
+        name = stage.split("\n", 1)[0].split(" AS ")[-1].strip()
+        for target in re.findall(r"--mount=type=(?:cache|bind|tmpfs)[^ \n]*?,target=([^, \n]+)", stage):
+            if name in image_stages:
+                assert re.fullmatch(r"/run/[a-z0-9-]+", target), f"{name}: mount target {target} not right under /run"
+                checked += 1
+    assert checked >= 5  # apt's cache, the wheelhouse, the two wheel folders, the launcher
