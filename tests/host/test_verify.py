@@ -119,4 +119,65 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     assert store.env == {"TMPDIR": f"{tmp_path}/store/tmp"}  # buildah's cache mounts live there
 
 
+class _FakeImages:
+    """An engine's images by reference: each with its history (newest first, as the Docker API gives)."""
+
+    def __init__(self, histories: dict[str, list[int]]) -> None:
+        self.histories = histories
+
+    def get(self, ref: str):
+        from types import SimpleNamespace
+
+        import docker
+
+        if ref not in self.histories:
+            raise docker.errors.ImageNotFound(ref)
+        dates = self.histories[ref]
+        return SimpleNamespace(id=f"sha256:{len(dates):064d}", history=lambda: [{"Created": d} for d in dates])
+
+
+@pytest.mark.unit
+def test_the_local_image_counts_as_a_cold_build_only_when_every_layer_above_the_base_has_this_date():
+    from types import SimpleNamespace
+
+    base = [1700000000]
+    sdk = SimpleNamespace(images=_FakeImages({"base": base, "cold": [1800000000] * 5 + base,
+                                              "warm": [1800000000] * 3 + [1790000000] * 2 + base}))  # fmt: skip
+    assert verify_mod.local_is_whole(sdk, "cold", "base", "1800000000") == ""
+    why = verify_mod.local_is_whole(sdk, "warm", "base", "1800000000")
+    assert "reuses layers built at another commit (dated 1790000000, not 1800000000)" in why
+    assert "invoke clean --build-cache" in why
+    assert "no SOURCE_DATE_EPOCH" in verify_mod.local_is_whole(sdk, "cold", "base", "")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("kind", "image", "expected"),
+    [
+        ("podman", "cold", "the local image xpukit:cpu-test"),
+        ("podman", "warm", "a second rebuild from nothing"),
+        ("podman", None, "a second rebuild from nothing"),
+        ("docker", "cold", "a second rebuild from nothing"),  # Docker's builder is never reproducible
+    ],
+)
+def test_auto_compares_with_the_local_image_when_podman_built_it_cold_at_this_commit(
+    monkeypatch, tmp_path, kind, image, expected
+):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(build, "source_date", lambda _root: build.SourceDate("1800000000", "test"))
+    base = [1700000000]
+    local = {"cold": [1800000000] * 4 + base, "warm": [1800000000, 1790000000, *base]}
+    histories = {"xpukit-base:bookworm-slim": base, **({"xpukit:cpu-test": local[image]} if image else {})}
+    sdk = SimpleNamespace(images=_FakeImages(histories))
+    plan = SimpleNamespace(tag="xpukit:cpu-test", base="xpukit-base:bookworm-slim", profile=pins.load().profile("cpu"))
+    said: list[str] = []
+    ctx = SimpleNamespace(engine=SimpleNamespace(kind=kind))
+    described, export = verify_mod._reference("auto", ctx, plan, sdk, tmp_path, said.append)
+    assert described == expected
+    assert (export is None) == (expected == "a second rebuild from nothing")
+    if image == "warm":
+        assert any("not comparing with the local image xpukit:cpu-test: it reuses layers" in s for s in said)
+
+
 # ------------------------------------------------------------------ for real, on podman

@@ -180,9 +180,13 @@ def stream_process(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> 
     proc = subprocess.Popen(cmd, env=full_env)
     try:
         return proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGTERM too where a caller raises it as one (verify)
         proc.send_signal(signal.SIGINT)
-        proc.wait()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         raise
 
 
@@ -202,9 +206,13 @@ def stream_keeping_tail(
             out.flush()
             tail.append(raw.decode(errors="replace").rstrip("\n"))
         return proc.wait(), list(tail)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # SIGTERM too where a caller raises it as one (verify)
         proc.send_signal(signal.SIGINT)
-        proc.wait()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         raise
 
 

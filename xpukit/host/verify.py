@@ -9,8 +9,9 @@ compared with a reference:
 - ``lock``: the image env/lock/images.toml records (fetched from its registry with skopeo);
 - ``rebuild``: a second build from nothing in a second empty store.
 
-``auto`` takes the lock's image of the same content tag, else a second rebuild; not the local image,
-which can differ from a rebuild in empty mount-point folders (docs/reproducible.md, "Mount points").
+``auto`` takes the local image when podman built it whole at this commit (every layer above the base
+dated by this SOURCE_DATE_EPOCH: a cold build, no layer reused from an earlier commit), else the
+lock's image of the same content tag, else a second rebuild.
 
 Equal: "reproducible: sha256:..." and the manifest digest the rebuild gets when pushed with the
 kit's fixed compression (gzip at its default level, OCI manifest: what ``podman push`` sends by
@@ -26,9 +27,11 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -435,6 +438,27 @@ def skopeo_auth(registry_host: str, work: Path) -> list[str]:
     return ["--src-authfile", str(path)]
 
 
+def local_is_whole(sdk: DockerClient, tag: str, base: str, epoch: str) -> str:
+    """Empty when every history entry the local image ``tag`` adds to ``base`` is dated ``epoch`` (buildah
+    --timestamp dates the history too: one build of this commit, no layer reused from an earlier one),
+    else why it is not; a warm store's older layers differ from a cold build in their dates only
+    (docs/reproducible.md, "Layer cache")."""
+    if not epoch:
+        return "no SOURCE_DATE_EPOCH to check its layers' dates against"
+    try:
+        own, under = sdk.images.get(tag).history(), sdk.images.get(base).history()
+    except Exception as exc:
+        return f"its history is unreadable ({engine.short_reason(exc)})"
+    added = own[: max(len(own) - len(under), 0)]  # newest first, the base's entries last
+    older = sorted({int(h.get("Created") or 0) for h in added} - {int(epoch)})
+    if not added or older:
+        return (
+            f"it reuses layers built at another commit (dated {', '.join(map(str, older[:3])) or 'nothing'}, "
+            f"not {epoch}); `invoke clean --build-cache` then `invoke build` makes the cold build"
+        )
+    return ""
+
+
 def _reference(
     against: str, ctx: Any, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
@@ -444,9 +468,14 @@ def _reference(
         entry = registry.read_lock(registry.LOCK_PATH).get(image_plan.profile.name)
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
-        # Not the local image: one `invoke build` made on podman differs from a rebuild in which
-        # RUN --mount target folders its layers keep (docs/reproducible.md, "Mount points").
-        against = "lock" if entry is not None and entry["tag"] == tag_part else "rebuild"
+        if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
+            why = local_is_whole(sdk, image_plan.tag, image_plan.base, build_mod.source_date(ROOT).epoch)
+            if why:
+                say(f"verify: not comparing with the local image {image_plan.tag}: {why}")
+            else:
+                against = "local"
+        if against == "auto":
+            against = "lock" if entry is not None and entry["tag"] == tag_part else "rebuild"
     if against == "local":
         if not engine.image_exists(sdk, image_plan.tag):
             raise XpukitError(
@@ -509,58 +538,125 @@ def verify(ctx: Any, image_plan: ImagePlan, sdk: DockerClient, against: str = "a
             "`invoke verify` rebuilds with podman (buildah --timestamp), which is missing", podman_mod.INSTALL_FIX
         )
     say = ui.say
-    work = Path(tempfile.mkdtemp(prefix="xpukit-verify-", dir="/var/tmp"))
-    stores: list[Store] = []
+    with _signals_stop_like_ctrl_c():
+        work = Path(tempfile.mkdtemp(prefix="xpukit-verify-", dir="/var/tmp"))
+        stores: list[Store] = []
+        try:
+            return _verify_in(ctx, image_plan, sdk, against, podman, work, stores, say)
+        except KeyboardInterrupt as exc:
+            name = exc.signal_name if isinstance(exc, Stopped) else "SIGINT"
+            left = f"kept its stores in {work} (--keep)" if keep else f"removed its stores in {work}"
+            raise Interrupted(f"verify stopped by {name}: {left}", 128 + signal.Signals[name].value) from None
+        finally:
+            # No second Ctrl-C or SIGTERM may leave the stores half removed.
+            with _signals_ignored():
+                if keep:
+                    say(f"verify: kept the stores and archives in {work}")
+                else:
+                    for store in stores:
+                        store.remove()
+                    shutil.rmtree(work, ignore_errors=True)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt is, so every step stops its child the same way."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+class Interrupted(XpukitError):
+    """verify stopped by a signal, after removing what it made; exits 128 + the signal's number."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@contextlib.contextmanager
+def _signals_stop_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM raises :class:`Stopped` (a KeyboardInterrupt) in the main thread while verify runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    before = signal.signal(signal.SIGTERM, stop)
     try:
-        say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
-        described, export = _reference(against, ctx, image_plan, sdk, work, say)
-        # The reference first: a missing image or a refused registry fails in seconds, not after a build.
-        fetched = export() if export is not None else None
-        say(f"verify: comparing a rebuild from nothing with {described}")
-        context = build_mod.copy_context(ROOT, work / "context")
-        tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
-        command = rebuild_command(image_plan, podman, context, tag, ctx)
-        images = []
-        for label in ("rebuild", "second rebuild") if export is None else ("rebuild",):
-            store = Store(podman, work / f"store-{len(stores) + 1}")
-            stores.append(store)
-            _load_base(sdk, image_plan.base, store, work, say)
-            _build(store, store.wrap(command), label, say)
-            images.append((label, store))
-        rebuilt_id = images[0][1].image_id(tag)
-        if fetched is None:
-            reference = read_archive("the first rebuild", images[0][1].save(tag, work / "reference.tar"))
-            reference.image_id = rebuilt_id
-            other_store = images[1][1]
-            rebuilt = read_archive("the second rebuild", other_store.save(tag, work / "rebuilt.tar"))
-            rebuilt_id = other_store.image_id(tag)
-        else:
-            reference = fetched
-            rebuilt = read_archive("the rebuild", images[0][1].save(tag, work / "rebuilt.tar"))
-        reference_id = reference.image_id or "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
-        if reference_id == rebuilt_id:
-            print(f"reproducible: {rebuilt_id}", flush=True)
-            say("verify: pushing the rebuild with gzip (into a folder) for its manifest digest")
-            pushed = images[-1][1].pushed_digest(tag, work / "pushed")
-            print(f"pushed with gzip: {pushed}", flush=True)
-            if described.startswith("the pushed image ") and described.endswith(pushed):
-                say("verify: the registry serves that manifest digest: same image, same compression")
-            elif described.startswith("the pushed image "):
-                say(
-                    f"verify: the registry's manifest ({described.rsplit('@', 1)[1]}) differs from the rebuild's "
-                    "pushed with gzip: same image, another compression or manifest format"
-                )
-            return 0
-        say(f"verify: NOT reproducible: {described} is {reference_id}, the rebuild {rebuilt_id}")
-        compare(reference, rebuilt, work / "files", say)
-        return 1
+        yield
     finally:
-        if keep:
-            say(f"verify: kept the stores and archives in {work}")
-        else:
-            for store in stores:
-                store.remove()
-            shutil.rmtree(work, ignore_errors=True)
+        signal.signal(signal.SIGTERM, before)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+def _verify_in(
+    ctx: Any,
+    image_plan: ImagePlan,
+    sdk: DockerClient,
+    against: str,
+    podman: str,
+    work: Path,
+    stores: list[Store],
+    say: Callable[[str], None],
+) -> int:
+    """verify's body: every store it makes goes into ``stores`` at once, for the caller to remove."""
+    say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
+    described, export = _reference(against, ctx, image_plan, sdk, work, say)
+    # The reference first: a missing image or a refused registry fails in seconds, not after a build.
+    fetched = export() if export is not None else None
+    say(f"verify: comparing a rebuild from nothing with {described}")
+    context = build_mod.copy_context(ROOT, work / "context")
+    tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
+    command = rebuild_command(image_plan, podman, context, tag, ctx)
+    images = []
+    for label in ("rebuild", "second rebuild") if export is None else ("rebuild",):
+        store = Store(podman, work / f"store-{len(stores) + 1}")
+        stores.append(store)
+        _load_base(sdk, image_plan.base, store, work, say)
+        _build(store, store.wrap(command), label, say)
+        images.append((label, store))
+    rebuilt_id = images[0][1].image_id(tag)
+    if fetched is None:
+        reference = read_archive("the first rebuild", images[0][1].save(tag, work / "reference.tar"))
+        reference.image_id = rebuilt_id
+        other_store = images[1][1]
+        rebuilt = read_archive("the second rebuild", other_store.save(tag, work / "rebuilt.tar"))
+        rebuilt_id = other_store.image_id(tag)
+    else:
+        reference = fetched
+        rebuilt = read_archive("the rebuild", images[0][1].save(tag, work / "rebuilt.tar"))
+    reference_id = reference.image_id or "sha256:" + hashlib.sha256(_config_bytes(reference)).hexdigest()
+    if reference_id == rebuilt_id:
+        print(f"reproducible: {rebuilt_id}", flush=True)
+        say("verify: pushing the rebuild with gzip (into a folder) for its manifest digest")
+        pushed = images[-1][1].pushed_digest(tag, work / "pushed")
+        print(f"pushed with gzip: {pushed}", flush=True)
+        if described.startswith("the pushed image ") and described.endswith(pushed):
+            say("verify: the registry serves that manifest digest: same image, same compression")
+        elif described.startswith("the pushed image "):
+            say(
+                f"verify: the registry's manifest ({described.rsplit('@', 1)[1]}) differs from the rebuild's "
+                "pushed with gzip: same image, another compression or manifest format"
+            )
+        return 0
+    say(f"verify: NOT reproducible: {described} is {reference_id}, the rebuild {rebuilt_id}")
+    compare(reference, rebuilt, work / "files", say)
+    return 1
 
 
 def _config_bytes(image: Image) -> bytes:
