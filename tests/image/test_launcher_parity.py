@@ -109,3 +109,45 @@ def test_parity_check_sees_real_values(rig):
                                                           0.5, 1.5, 2.5, math.pi))  # fmt: skip
     assert got[0] == "ok"
     assert list(np.frombuffer(got[1])) == [-5, 250, -7, 60000, 7, 9, -(2**40), 2.0**63, 1, 0.5, 1.5, 2.5, math.pi]
+
+
+def _direct_outcome(session, launch, out, grid, args, **kw):
+    try:
+        launch(grid, *args, **kw)
+    except KernelArgumentError as exc:
+        return ("error", exc.one_line())
+    session.finish()
+    return ("ok", out.to_numpy(np.float64).tobytes())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(any_value, min_size=len(SCALARS), max_size=len(SCALARS)),
+    grid=st.sampled_from([(1,), (1, 1), (1, 1, 1), (0,), (-1,), (2**31,), (1.5,), (1, 2, 3, 4), ()]),
+)
+def test_direct_launch_and_its_python_method_agree(rig, values, grid):
+    """``bound.launch`` is the compiled entry (``_xpukit_launcher.Direct``) for a tuple grid and no
+    keywords; ``BoundKernel.launch``, the Python method it stands for, must give the same outcome."""
+    session, bound, _twin, out = rig
+    assert type(bound.launch).__name__ == "Direct"
+    args = (out, *values)
+    compiled = _direct_outcome(session, bound.launch, out, grid, args)
+    python = _direct_outcome(session, type(bound).launch.__get__(bound), out, grid, args)
+    if compiled[0] == "ok" and python[0] == "ok":
+        a, b = np.frombuffer(compiled[1]), np.frombuffer(python[1])
+        assert np.array_equal(a, b, equal_nan=True), (values, grid, a, b)
+    else:
+        assert compiled == python, (values, grid)
+
+
+def test_direct_launch_hands_other_calls_to_the_python_method(rig):
+    """A callable or list grid, ``event=``, ``queue=``: the Python method's own handling."""
+    session, bound, _twin, out = rig
+    args = (out, -5, 250, -7, 60000, 7, 9, -(2**40), 2**63, True, 0.5, 1.5, 2.5, math.pi)
+    want = _outcome(session, bound.launcher.launch, out, args)
+    assert _direct_outcome(session, bound.launch, out, lambda meta: (1,), args) == want
+    assert _direct_outcome(session, bound.launch, out, [1], args) == want
+    assert _direct_outcome(session, bound.launch, out, (1,), args, queue=session.queue) == want
+    event = bound.launch((1,), *args, event=True)
+    event.wait()
+    assert out.to_numpy(np.float64).tobytes() == want[1]

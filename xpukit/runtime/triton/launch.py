@@ -29,6 +29,7 @@ from xpukit.runtime.offline import spirv as spv
 from xpukit.runtime.triton import kernel_cache
 from xpukit.runtime.triton.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.triton.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
+from xpukit.runtime.ur import launcher as launcher_mod
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
 from xpukit.runtime.ur.launcher import (
@@ -277,6 +278,15 @@ class BoundKernel:
         # Without scratch to grow it is the checked launcher itself (no Python frame per launch).
         self.submit: Callable[..., Any] = self._submit_growing if self.grows_scratch else self.launcher.launch
         self._queue = session.queue  # its .handle refuses a closed session's queue
+        # launch() in C for its common call (a tuple grid, no keywords; the compiled launcher, no
+        # scratch to grow): the steps below without their frame; any other call is the method below.
+        if (
+            launcher_mod.Direct is not None
+            and type(self.launcher) is launcher_mod.Launcher
+            and not self.grows_scratch
+            and type(self).launch is BoundKernel.launch
+        ):
+            self.launch = launcher_mod.Direct(self.launcher, self._queue, BoundKernel.launch.__get__(self))
 
     def _hidden(self) -> list[tuple[str, int]]:
         """Triton's arguments after the user's: one pointer per scratch kind (null while its size

@@ -20,6 +20,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -496,7 +497,78 @@ static int convert(Launcher *l, char kind, PyObject *o, uint64_t *bits, size_t *
     return ARG_TYPE;
 }
 
+
+/* What a caller already read from an argument while matching it (GridCall's key match): the
+ * launch converts from these instead of reading the object again. tag 0: nothing, read the object. */
+typedef struct {
+    unsigned char tag; /* PRE_INT (an exact int that fits a long long), PRE_FLOAT (an exact float), PRE_OWN */
+    uint64_t v;        /* the long long's bits, the double's bits, or the address of xpukit's own memory */
+} pre_t;
+enum { PRE_NONE = 0, PRE_INT = 1, PRE_FLOAT = 2, PRE_OWN = 3 };
+
+/* convert() from what was already read, for the cases where that gives convert()'s result without
+ * running anything; -1: not covered (the caller runs convert()). */
+static int convert_pre(Launcher *l, char kind, const pre_t *p, uint64_t *bits, size_t *size) {
+    long long v = (long long)p->v;
+    switch (p->tag) {
+    case PRE_OWN: /* own_address() == 0: what get_address() reads for 'P', 'A' and memory passed to 'q'/'Q' */
+        if (kind != 'P' && kind != 'A' && kind != 'q' && kind != 'Q') return -1;
+        *size = 8;
+        *bits = p->v;
+        return check_live(l, *bits);
+    case PRE_INT: {
+        long long lo, hi;
+        switch (kind) {
+        case 'P':
+        case 'A':
+            if (v < 0) return -1; /* convert() names it */
+            *size = 8;
+            *bits = p->v;
+            return check_live(l, *bits);
+        case 'q': *size = 8; *bits = p->v; return 0;
+        case 'Q': *size = 8; lo = 0; hi = INT64_MAX; break;
+        case 'i': *size = 4; lo = INT32_MIN; hi = INT32_MAX; break;
+        case 'I': *size = 4; lo = 0; hi = UINT32_MAX; break;
+        case 'h': *size = 2; lo = INT16_MIN; hi = INT16_MAX; break;
+        case 'H': *size = 2; lo = 0; hi = UINT16_MAX; break;
+        case 'b': *size = 1; lo = INT8_MIN; hi = INT8_MAX; break;
+        case 'B': *size = 1; lo = 0; hi = UINT8_MAX; break;
+        case '?': *size = 1; lo = 0; hi = 1; break;
+        default: return -1; /* an int for a float parameter: convert() */
+        }
+        if (v < lo || v > hi) return ARG_RANGE;
+        *bits = (uint64_t)v;
+        return 0;
+    }
+    case PRE_FLOAT: {
+        double d;
+        memcpy(&d, &p->v, 8);
+        if (kind == 'f') {
+            float f = (float)d;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            *size = 4;
+            *bits = u;
+            return 0;
+        }
+        if (kind == 'd') {
+            *size = 8;
+            *bits = p->v;
+            return 0;
+        }
+        return -1;
+    }
+    }
+    return -1;
+}
+
 static int get_grid(PyObject *o, size_t *out) {
+    if (PyLong_CheckExact(o)) {
+        long long v = PyLong_AsLongLong(o);
+        if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 0x7FFFFFFF) return -1;
+        *out = (size_t)v;
+        return 0;
+    }
     PyObject *idx = PyNumber_Index(o);
     if (!idx) return -1;
     long long v = PyLong_AsLongLong(idx);
@@ -506,48 +578,32 @@ static int get_grid(PyObject *o, size_t *out) {
     return 0;
 }
 
-/* launch(queue, gx, gy, gz, args, want_event=False) -> event handle (int) | None */
-static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nargs) {
-    if (nargs != 5 && nargs != 6) return PyErr_Format(PyExc_TypeError, "launch(queue, gx, gy, gz, args[, want_event])");
-    if (!l->kernel) return arg_error(l, -1, ARG_CLOSED, Py_None);
-    void *queue = fnptr(a[0]);
-    if (!queue) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null queue handle");
-        return NULL;
-    }
-    size_t g[3];
-    for (int i = 0; i < 3; i++)
-        if (get_grid(a[1 + i], &g[i])) return arg_error(l, -1, ARG_GRID, a[1 + i]);
-    PyObject *args = a[4];
-    if (!PyTuple_Check(args) && !PyList_Check(args)) return PyErr_Format(PyExc_TypeError, "args must be a tuple");
-    /* A tuple (a list is copied): conversions may run Python code, which must not move the items. */
-    PyObject *seq = PySequence_Tuple(args);
-    if (!seq) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
-    int want_event = nargs == 6 && PyObject_IsTrue(a[5]);
-    if (n != l->nparams) {
-        Py_DECREF(seq);
-        return arg_error(l, n, ARG_COUNT, Py_None);
-    }
+/* The launch after the caller has checked that the kernel is open and read its queue handle and
+ * grid: the count, every argument converted and checked (nothing touched on a bad one), then the release's enqueue.
+ * items: n borrowed arguments, kept alive by the caller; pre: what the caller read from each (or
+ * NULL); checked_generation: the table's generation before anything was read from the arguments
+ * (the caller's reads count: a free since then re-checks every address). */
+static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject *const *items, Py_ssize_t n,
+                             int want_event, const pre_t *pre, uint64_t checked_generation) {
+    if (n != l->nparams) return arg_error(l, n, ARG_COUNT, Py_None);
     /* 1: convert and check everything; nothing is touched on a bad argument */
-    uint64_t checked_generation = l->table->generation;
     uint64_t vals[MAX_PARAMS];
     size_t sizes[MAX_PARAMS];
     for (Py_ssize_t i = 0; i < n; i++) {
-        int rc = convert(l, l->kinds[i], items[i], &vals[i], &sizes[i]);
+        int rc = pre && pre[i].tag ? convert_pre(l, l->kinds[i], &pre[i], &vals[i], &sizes[i]) : -1;
+        if (rc) /* not covered, or bad: convert() gives the code the launch has always given */
+            rc = convert(l, l->kinds[i], items[i], &vals[i], &sizes[i]);
         if (rc) {
             PyObject *bad = items[i];
             Py_INCREF(bad);
-            Py_DECREF(seq);
             PyObject *r = arg_error(l, i, rc, bad);
             Py_DECREF(bad);
             return r;
         }
     }
     if (l->table->generation != checked_generation) {
-        /* Python code run by a conversion (a .ptr property) let another thread free memory:
-         * check every address again, now that nothing else can run until the enqueue. */
+        /* Python code run by a conversion (a .ptr property) or by the caller let another thread
+         * free memory: check every address again, now that nothing else can run until the enqueue. */
         for (Py_ssize_t i = 0; i < n; i++) {
             char k = l->kinds[i];
             int is_address = k == 'P' || k == 'A' ||
@@ -555,14 +611,12 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
             if (is_address && check_live(l, vals[i])) {
                 PyObject *bad = items[i];
                 Py_INCREF(bad);
-                Py_DECREF(seq);
                 PyObject *r = arg_error(l, i, ARG_NOT_LIVE, bad);
                 Py_DECREF(bad);
                 return r;
             }
         }
     }
-    Py_DECREF(seq);
     if (g[0] == 0 || g[1] == 0 || g[2] == 0) Py_RETURN_NONE; /* an empty grid launches nothing */
     size_t global[3] = {g[0] * l->local[0], g[1] * l->local[1], g[2] * l->local[2]};
     void *event = NULL;
@@ -624,6 +678,31 @@ static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nar
     if (code) return ur_error(l, code, "urEnqueueKernelLaunch");
     if (want_event) return PyLong_FromVoidPtr(event);
     Py_RETURN_NONE;
+}
+
+
+/* launch(queue, gx, gy, gz, args, want_event=False) -> event handle (int) | None */
+static PyObject *launcher_launch(Launcher *l, PyObject *const *a, Py_ssize_t nargs) {
+    if (nargs != 5 && nargs != 6) return PyErr_Format(PyExc_TypeError, "launch(queue, gx, gy, gz, args[, want_event])");
+    if (!l->kernel) return arg_error(l, -1, ARG_CLOSED, Py_None);
+    void *queue = fnptr(a[0]);
+    if (!queue) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null queue handle");
+        return NULL;
+    }
+    size_t g[3];
+    for (int i = 0; i < 3; i++)
+        if (get_grid(a[1 + i], &g[i])) return arg_error(l, -1, ARG_GRID, a[1 + i]);
+    PyObject *args = a[4];
+    if (!PyTuple_Check(args) && !PyList_Check(args)) return PyErr_Format(PyExc_TypeError, "args must be a tuple");
+    /* A tuple (a list is copied): conversions may run Python code, which must not move the items. */
+    PyObject *seq = PySequence_Tuple(args);
+    if (!seq) return NULL;
+    int want_event = nargs == 6 && PyObject_IsTrue(a[5]);
+    PyObject *r = launch_core(l, queue, g, &PyTuple_GET_ITEM(seq, 0), PyTuple_GET_SIZE(seq), want_event, NULL,
+                              l->table->generation);
+    Py_DECREF(seq);
+    return r;
 }
 
 /* hidden(((kind, value), ...)): the arguments after the user's, 'P' (a device address, 0 = null)
@@ -707,8 +786,8 @@ static PyTypeObject LauncherType = {
 
 /* ------------------------------------------------------------------ fast_key */
 
-/* The integer class of o as a key element (see fast_key). */
-static long int_key_code(PyObject *o, char mode, AllocTable *table) {
+/* The integer class of o as a key element (see fast_key); pre (or NULL): the value, when it fits. */
+static long int_key_code(PyObject *o, char mode, AllocTable *table, pre_t *pre) {
     long code;
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -723,6 +802,10 @@ static long int_key_code(PyObject *o, char mode, AllocTable *table) {
     } else if (overflow < 0) {
         code = 3;
     } else {
+        if (pre) {
+            pre->tag = PRE_INT;
+            pre->v = (uint64_t)v;
+        }
         int usm_small = v > 0 && v < 0x80000000LL && table_find(table, (uint64_t)v) >= 0;
         code = (v >= INT32_MIN && v <= INT32_MAX && !usm_small) ? 0 : 1;
         code |= (v == 1) << 2;
@@ -733,10 +816,15 @@ static long int_key_code(PyObject *o, char mode, AllocTable *table) {
     return code;
 }
 
-/* The address of device memory (an object with an int .ptr); 0 when the key does not cover it. */
-static int memory_key_addr(PyObject *o, uint64_t *addr) {
+/* The address of device memory (an object with an int .ptr); 0 when the key does not cover it.
+ * pre (or NULL): the address, when it is xpukit's own memory (read as the launch reads it). */
+static int memory_key_addr(PyObject *o, uint64_t *addr, pre_t *pre) {
     int own = own_address(o, addr);
     if (own < 0) return 0; /* closed: Triton's path reports it */
+    if (own == 0 && pre) {
+        pre->tag = PRE_OWN;
+        pre->v = *addr;
+    }
     if (own > 0) {
         PyObject *p = PyObject_GetAttr(o, str_ptr);
         if (!p) {
@@ -784,7 +872,7 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
             }
             k = PyTuple_Pack(2, (PyObject *)t, o);
         } else if (t == &PyLong_Type) {
-            k = PyLong_FromLong(int_key_code(o, mode, table));
+            k = PyLong_FromLong(int_key_code(o, mode, table, NULL));
         } else if (t == &PyFloat_Type) {
             k = PyLong_FromLong(16);
         } else if (t == &PyBool_Type) {
@@ -794,7 +882,7 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
         } else {
             /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
             uint64_t addr;
-            if (!memory_key_addr(o, &addr)) goto uncovered;
+            if (!memory_key_addr(o, &addr, NULL)) goto uncovered;
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
             PyObject *dtype = PyObject_GetAttr(o, str_dtype);
             if (!dtype) {
@@ -863,10 +951,13 @@ static int long_is(PyObject *k, long want) {
     return v == want;
 }
 
-static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table) {
+/* pre (or NULL): one per positional argument, what the match read (zeroed first; see pre_t). */
+static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table,
+                       pre_t *pre) {
     const char *modes = PyBytes_AS_STRING(modes_bytes);
     Py_ssize_t n = PyTuple_GET_SIZE(args), nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
-    if (n > PyBytes_GET_SIZE(modes_bytes) || PyTuple_GET_SIZE(key) != n + 3 * nkw) return 0;
+    if (n > PyBytes_GET_SIZE(modes_bytes) || PyTuple_GET_SIZE(key) != n + 3 * nkw || n > MAX_PARAMS) return 0;
+    if (pre) memset(pre, 0, n * sizeof *pre);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PyTuple_GET_ITEM(args, i), *k = PyTuple_GET_ITEM(key, i);
         PyTypeObject *t = Py_TYPE(o);
@@ -876,16 +967,21 @@ static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject
                 !same_value(PyTuple_GET_ITEM(k, 1), o))
                 return 0;
         } else if (t == &PyLong_Type) {
-            if (!long_is(k, int_key_code(o, mode, table))) return 0;
+            if (!long_is(k, int_key_code(o, mode, table, pre ? &pre[i] : NULL))) return 0;
         } else if (t == &PyFloat_Type) {
             if (!long_is(k, 16)) return 0;
+            if (pre) {
+                double d = PyFloat_AS_DOUBLE(o);
+                pre[i].tag = PRE_FLOAT;
+                memcpy(&pre[i].v, &d, 8);
+            }
         } else if (t == &PyBool_Type) {
             if (!long_is(k, 17)) return 0;
         } else if (o == Py_None) {
             if (!long_is(k, 18)) return 0;
         } else {
             uint64_t addr;
-            if (!memory_key_addr(o, &addr)) return 0;
+            if (!memory_key_addr(o, &addr, pre ? &pre[i] : NULL)) return 0;
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
             PyObject *dtype = PyObject_GetAttr(o, str_dtype);
             if (!dtype) {
@@ -911,6 +1007,14 @@ static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject
         }
     }
     return 1;
+}
+
+/* The Launcher whose bound launch() f is, or NULL. */
+static Launcher *launcher_of(PyObject *f) {
+    if (!PyCFunction_Check(f) || PyCFunction_GET_FUNCTION(f) != (PyCFunction)(void (*)(void))launcher_launch)
+        return NULL;
+    PyObject *self = PyCFunction_GET_SELF(f);
+    return self && Py_TYPE(self) == &LauncherType ? (Launcher *)self : NULL;
 }
 
 /* ------------------------------------------------------------------ Dispatch */
@@ -1098,13 +1202,18 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
     {
         PyObject *hit = NULL; /* owned */
         PyObject *last_key = d->last_key, *last_hit = d->last_hit;
+        /* before any argument is read: a free from here on makes the launch check every address again */
+        uint64_t generation = ((AllocTable *)alloc)->generation;
+        pre_t pre[MAX_PARAMS]; /* what the key match read, handed to the launch (one pass over the arguments) */
+        int have_pre = 0;
         if (last_key && last_hit && d->last_table_key == table_key) {
             /* held: matching may run Python code (a .ptr property), and another thread may replace them */
             Py_INCREF(last_key);
             Py_INCREF(last_hit);
-            if (key_matches(last_key, args, kwargs, d->modes, (AllocTable *)alloc) &&
+            if (key_matches(last_key, args, kwargs, d->modes, (AllocTable *)alloc, pre) &&
                 PyTuple_Check(last_hit) && PyTuple_GET_SIZE(last_hit) == 5 && PyTuple_GET_ITEM(last_hit, 0) == session) {
                 hit = last_hit;
+                have_pre = 1;
             } else {
                 Py_DECREF(last_hit);
             }
@@ -1182,6 +1291,54 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
             Py_DECREF(hit);
             goto python_door;
         }
+        PyObject *r = NULL;
+        Launcher *lf = launcher_of(submit);
+        if (lf && lf->kernel && lf->table == (AllocTable *)alloc && PyLong_CheckExact(queue)) {
+            /* submit is the kernel's own checked launcher (no scratch to grow): launch from here,
+             * from the values the match read, without a call, an argument tuple or a second read */
+            void *qh = fnptr(queue);
+            if (!qh) {
+                PyErr_Clear();
+                goto vectorcall;
+            }
+            size_t gs[3];
+            for (int i = 0; i < 3; i++) {
+                PyObject *gi = i < gn ? PyTuple_GET_ITEM(gseq, i) : int_one;
+                if (get_grid(gi, &gs[i])) {
+                    Py_INCREF(gi);
+                    Py_DECREF(queue);
+                    Py_DECREF(gseq);
+                    Py_DECREF(hit);
+                    arg_error(lf, -1, ARG_GRID, gi);
+                    Py_DECREF(gi);
+                    goto error;
+                }
+            }
+            Py_ssize_t na = PyTuple_GET_SIZE(args);
+            PyObject *const *items = &PyTuple_GET_ITEM(args, 0);
+            Py_ssize_t m = na;
+            const pre_t *pl = have_pre ? pre : NULL;
+            PyObject *picked_items[MAX_PARAMS];
+            pre_t picked_pre[MAX_PARAMS];
+            if (index != Py_None) {
+                m = PyTuple_GET_SIZE(index);
+                if (m > MAX_PARAMS) goto vectorcall;
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, j));
+                    if (i < 0 || i >= na) { /* cannot happen for a recorded key; the call below names it */
+                        PyErr_Clear();
+                        goto vectorcall;
+                    }
+                    picked_items[j] = PyTuple_GET_ITEM(args, i);
+                    if (pl) picked_pre[j] = pre[i];
+                }
+                items = picked_items;
+                if (pl) pl = picked_pre;
+            }
+            r = launch_core(lf, qh, gs, items, m, 0, pl, generation);
+            goto launched;
+        }
+    vectorcall:;
         PyObject *picked;
         if (index == Py_None) {
             Py_INCREF(args);
@@ -1201,13 +1358,13 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
                 PyTuple_SET_ITEM(picked, j, o);
             }
         }
-        PyObject *r = NULL;
         if (picked) {
             PyObject *call[5] = {queue, PyTuple_GET_ITEM(gseq, 0), gn > 1 ? PyTuple_GET_ITEM(gseq, 1) : int_one,
                                  gn > 2 ? PyTuple_GET_ITEM(gseq, 2) : int_one, picked};
             r = PyObject_Vectorcall(submit, call, 5, NULL);
             Py_DECREF(picked);
         }
+    launched:
         Py_DECREF(queue);
         Py_DECREF(gseq);
         if (!r) {
@@ -1311,6 +1468,114 @@ static PyTypeObject GridCallType = {
     .tp_call = (ternaryfunc)gridcall_call,
 };
 
+/* ------------------------------------------------------------------ Direct */
+
+/* BoundKernel.launch in C for its common call, bk.launch((gx[, gy[, gz]]), *args) with no keyword
+ * on a kernel with no scratch to grow: the same steps as the Python method (the queue's handle,
+ * the kernel's checked launcher) without its frame. Every other call (a callable or list grid,
+ * queue= or event=, a closed queue) is that Python method (fallback), which raises the kit's errors.
+ * Direct(launcher, queue, fallback). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *launcher, *queue, *fallback;
+    vectorcallfunc vectorcall;
+} Direct;
+
+static PyTypeObject DirectType;
+
+static PyObject *direct_fallback(Direct *d, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    return PyObject_Vectorcall(d->fallback, args, nargsf, kwnames);
+}
+
+static PyObject *direct_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Direct *d = (Direct *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames && PyTuple_GET_SIZE(kwnames)) || nargs < 1) return direct_fallback(d, args, nargsf, kwnames);
+    PyObject *grid = args[0];
+    Py_ssize_t gn = PyTuple_CheckExact(grid) ? PyTuple_GET_SIZE(grid) : 0;
+    if (gn < 1 || gn > 3) return direct_fallback(d, args, nargsf, kwnames);
+    /* h = q._handle; if h is None or q._closed: the property raises (the Python method) */
+    PyObject *h = PyObject_GetAttr(d->queue, str_handle);
+    if (!h || h == Py_None || !PyLong_CheckExact(h) || truthy_attr(d->queue, str_closed)) {
+        PyErr_Clear();
+        Py_XDECREF(h);
+        return direct_fallback(d, args, nargsf, kwnames);
+    }
+    Launcher *l = (Launcher *)d->launcher;
+    /* from here on, launcher.launch(h, *grid, args) */
+    if (!l->kernel) {
+        Py_DECREF(h);
+        return arg_error(l, -1, ARG_CLOSED, Py_None);
+    }
+    void *queue = fnptr(h);
+    Py_DECREF(h);
+    if (!queue) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "null queue handle");
+        return NULL;
+    }
+    size_t g[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject *gi = i < gn ? PyTuple_GET_ITEM(grid, i) : int_one;
+        if (get_grid(gi, &g[i])) return arg_error(l, -1, ARG_GRID, gi);
+    }
+    /* args stay alive for the call (the caller's), and a vectorcall's array does not move */
+    return launch_core(l, queue, g, args + 1, nargs - 1, 0, NULL, l->table->generation);
+}
+
+static PyObject *direct_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *launcher, *queue, *fallback;
+    if (kw && PyDict_GET_SIZE(kw)) return PyErr_Format(PyExc_TypeError, "Direct takes positional arguments only");
+    if (!PyArg_ParseTuple(args, "O!OO", &LauncherType, &launcher, &queue, &fallback)) return NULL;
+    if (!PyCallable_Check(fallback)) return PyErr_Format(PyExc_TypeError, "fallback must be callable");
+    Direct *d = PyObject_GC_New(Direct, type);
+    if (!d) return NULL;
+    d->launcher = Py_NewRef(launcher);
+    d->queue = Py_NewRef(queue);
+    d->fallback = Py_NewRef(fallback);
+    d->vectorcall = direct_vectorcall;
+    PyObject_GC_Track(d);
+    return (PyObject *)d;
+}
+
+static int direct_traverse(Direct *d, visitproc visit, void *arg) {
+    Py_VISIT(d->launcher);
+    Py_VISIT(d->queue);
+    Py_VISIT(d->fallback);
+    return 0;
+}
+
+static int direct_clear(Direct *d) {
+    Py_CLEAR(d->launcher);
+    Py_CLEAR(d->queue);
+    Py_CLEAR(d->fallback);
+    return 0;
+}
+
+static void direct_dealloc(Direct *d) {
+    PyObject_GC_UnTrack(d);
+    direct_clear(d);
+    Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyObject *direct_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    /* a cleared Direct (a collected cycle) has nothing to call */
+    if (!((Direct *)self)->launcher) return PyErr_Format(PyExc_RuntimeError, "xpukit: launch after release");
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyTypeObject DirectType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.Direct",
+    .tp_basicsize = sizeof(Direct),
+    .tp_dealloc = (destructor)direct_dealloc,
+    .tp_vectorcall_offset = offsetof(Direct, vectorcall),
+    .tp_call = direct_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "BoundKernel.launch(grid, *args) in C for a tuple grid and no keywords; else the Python method.",
+    .tp_traverse = (traverseproc)direct_traverse,
+    .tp_clear = (inquiry)direct_clear,
+    .tp_new = direct_new,
+};
+
 static PyObject *register_memory_types(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *usm, *arr;
@@ -1337,7 +1602,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
     if (PyType_Ready(&AllocTableType) < 0 || PyType_Ready(&LauncherType) < 0 || PyType_Ready(&DispatchType) < 0 ||
-        PyType_Ready(&GridCallType) < 0)
+        PyType_Ready(&GridCallType) < 0 || PyType_Ready(&DirectType) < 0)
         return NULL;
     str_handle = PyUnicode_InternFromString("_handle");
     str_alloc = PyUnicode_InternFromString("alloc");
@@ -1363,9 +1628,11 @@ PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
     Py_INCREF(&AllocTableType);
     Py_INCREF(&LauncherType);
     Py_INCREF(&DispatchType);
+    Py_INCREF(&DirectType);
     if (PyModule_AddObject(m, "AllocTable", (PyObject *)&AllocTableType) < 0 ||
         PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+        PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
+        PyModule_AddObject(m, "Direct", (PyObject *)&DirectType) < 0 || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

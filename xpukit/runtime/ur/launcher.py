@@ -449,6 +449,8 @@ Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
 fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
 # kernel[grid] in C (xpukit.runtime.triton.fast_table.PyDispatch is its twin); None without the extension.
 Dispatch: Any = _EXT.Dispatch if _EXT else None
+# BoundKernel.launch in C for a tuple grid and no keywords (the Python method is its twin); None without it.
+Direct: Any = getattr(_EXT, "Direct", None) if _EXT else None
 register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
@@ -463,6 +465,7 @@ __all__ = [
     "COMPILED",
     "IMPLEMENTATION",
     "AllocTable",
+    "Direct",
     "Dispatch",
     "Launcher",
     "PyAllocTable",
