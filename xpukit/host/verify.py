@@ -22,16 +22,19 @@ layers differ (with the Dockerfile step that made each), which files in them dif
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -40,7 +43,9 @@ from xpukit.errors import XpukitError
 from xpukit.host import build as build_mod
 from xpukit.host import engine, registry, ui
 from xpukit.host import podman as podman_mod
-from xpukit.host.plan import ROOT, ImagePlan
+from xpukit.host.commands import guarded
+from xpukit.host.plan import ROOT, ImagePlan, make_plan
+from xpukit.host.settings import Context
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -88,8 +93,6 @@ class Store:
         return [*self.cmd(), *cmd[1:]]
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        import os
-
         return subprocess.run(
             self.cmd(*args), env={**os.environ, **self.env}, capture_output=True, text=True, check=False
         )
@@ -372,7 +375,7 @@ def _load_base(sdk: DockerClient, base: str, store: Store, work: Path, say: Call
     return str(image.id)
 
 
-def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str, ctx: Any) -> list[str]:
+def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str, ctx: Context) -> list[str]:
     """The podman build of this plan from the snapshot ``context``, computed once per verify (the
     commit time and labels of a checkout that moves meanwhile must not differ between the builds);
     :meth:`Store.wrap` points it at a store."""
@@ -413,8 +416,6 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
 
 
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
-    import time
-
     say(f"verify: {label}: building from nothing in {store.folder} (an empty podman store and TMPDIR)")
     started = time.monotonic()
     code, _tail = engine.stream_keeping_tail(cmd, store.env)
@@ -426,8 +427,6 @@ def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None])
 def skopeo_auth(registry_host: str, work: Path) -> list[str]:
     """skopeo's source credentials from XPUKIT_REGISTRY_USER/_PASSWORD_FILE, as an auth file
     (0600, in verify's temporary folder) rather than on the command line; [] without them."""
-    import base64
-
     creds = registry.credentials()
     if creds is None:
         return []
@@ -460,7 +459,7 @@ def local_is_whole(sdk: DockerClient, tag: str, base: str, epoch: str) -> str:
 
 
 def _reference(
-    against: str, ctx: Any, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
+    against: str, ctx: Context, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
     """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
     entry = None
@@ -528,7 +527,7 @@ def _reference(
     return "a second rebuild from nothing", None
 
 
-def verify(ctx: Any, image_plan: ImagePlan, sdk: DockerClient, against: str = "auto", keep: bool = False) -> int:
+def verify(ctx: Context, image_plan: ImagePlan, sdk: DockerClient, against: str = "auto", keep: bool = False) -> int:
     """Rebuild ``image_plan`` from nothing and compare; 0 when bit-for-bit identical, 1 otherwise."""
     if against not in AGAINST:
         raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
@@ -605,7 +604,7 @@ def _signals_ignored() -> Iterator[None]:
 
 
 def _verify_in(
-    ctx: Any,
+    ctx: Context,
     image_plan: ImagePlan,
     sdk: DockerClient,
     against: str,
@@ -665,13 +664,11 @@ def _config_bytes(image: Image) -> bytes:
         return _member(tar, manifest["Config"]).read()
 
 
-def run(ctx: Any, against: str = "auto", keep: bool = False) -> int:
+def run(ctx: Context, against: str = "auto", keep: bool = False) -> int:
     """`invoke verify`: the content tag's plan on the configured engine, then :func:`verify`."""
-    from xpukit.host.commands import guarded
-    from xpukit.host.plan import make_plan
 
     @guarded
-    def task(ctx: Any) -> int:
+    def task(ctx: Context) -> int:
         if against not in AGAINST:
             raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
         if ctx.dry_run:
