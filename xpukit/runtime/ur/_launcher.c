@@ -19,6 +19,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,12 +72,28 @@ enum { ARG_TYPE = 1, ARG_RANGE = 2, ARG_NULL = 3, ARG_NOT_LIVE = 4, ARG_COUNT = 
  * (USMAllocation._handle, None once closed; DeviceArray.alloc) without running a property. */
 static PyTypeObject *usm_type, *device_array_type;
 static PyObject *str_handle, *str_alloc, *str_ptr, *str_dtype;
+/* DeviceArray's __slots__ "alloc" and "dtype": their offsets in the instance (0: read as attributes) */
+static Py_ssize_t alloc_offset, dtype_offset;
+
+/* A slot of an instance of exactly the registered type: a new reference, or NULL (unset) with no error. */
+static PyObject *slot_value(PyObject *o, Py_ssize_t offset) {
+    PyObject *v = *(PyObject **)((char *)o + offset);
+    return v ? Py_NewRef(v) : NULL;
+}
+
+/* o.dtype, or NULL with no error when it has none. */
+static PyObject *dtype_of(PyObject *o) {
+    if (dtype_offset && device_array_type && Py_TYPE(o) == device_array_type) return slot_value(o, dtype_offset);
+    PyObject *v = PyObject_GetAttr(o, str_dtype);
+    if (!v) PyErr_Clear();
+    return v;
+}
 
 /* 1: an address read (or not one of ours), 0: *out set, -1: closed (the callback says "freed"). */
 static int own_address(PyObject *o, uint64_t *out) {
     PyObject *alloc = NULL;
     if (device_array_type && Py_TYPE(o) == device_array_type) {
-        alloc = PyObject_GetAttr(o, str_alloc);
+        alloc = alloc_offset ? slot_value(o, alloc_offset) : PyObject_GetAttr(o, str_alloc);
         if (!alloc) {
             PyErr_Clear();
             return 1;
@@ -884,9 +901,8 @@ static PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) 
             uint64_t addr;
             if (!memory_key_addr(o, &addr, NULL)) goto uncovered;
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
-            PyObject *dtype = PyObject_GetAttr(o, str_dtype);
+            PyObject *dtype = dtype_of(o);
             if (!dtype) {
-                PyErr_Clear();
                 /* untyped memory: specialized like an address (i64, u64 above 2**63) */
                 k = PyLong_FromLong(32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3));
             } else {
@@ -983,9 +999,8 @@ static int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject
             uint64_t addr;
             if (!memory_key_addr(o, &addr, pre ? &pre[i] : NULL)) return 0;
             int div16 = mode == 's' ? (addr % 16 == 0) : 0;
-            PyObject *dtype = PyObject_GetAttr(o, str_dtype);
+            PyObject *dtype = dtype_of(o);
             if (!dtype) {
-                PyErr_Clear();
                 if (!long_is(k, 32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3))) return 0;
                 continue;
             }
@@ -1576,6 +1591,14 @@ static PyTypeObject DirectType = {
     .tp_new = direct_new,
 };
 
+/* The offset of a __slots__ member holding an object (what PyObject_GetAttr would read), or 0. */
+static Py_ssize_t member_offset(PyTypeObject *t, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(t, name); /* borrowed */
+    if (!descr || Py_TYPE(descr) != &PyMemberDescr_Type) return 0;
+    PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+    return (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) ? m->offset : 0;
+}
+
 static PyObject *register_memory_types(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *usm, *arr;
@@ -1584,6 +1607,8 @@ static PyObject *register_memory_types(PyObject *self, PyObject *args) {
     Py_INCREF(arr);
     Py_XSETREF(usm_type, (PyTypeObject *)usm);
     Py_XSETREF(device_array_type, (PyTypeObject *)arr);
+    alloc_offset = member_offset((PyTypeObject *)arr, str_alloc);
+    dtype_offset = member_offset((PyTypeObject *)arr, str_dtype);
     Py_RETURN_NONE;
 }
 
