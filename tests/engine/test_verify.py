@@ -5,11 +5,15 @@ The tests that run against a container engine; the others are in tests/host/test
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,18 +66,22 @@ def _checkout_copy(dest: Path, dockerfile_extra: str = "") -> Path:
     return dest
 
 
-def _verify(tree: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`invoke verify ARGS` in a checkout copy, on the machine's engine (its base is what the rebuild
-    starts FROM)."""
+def _verify_env(tree: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     full = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
     for name in ("XPUKIT_ENGINE", "CONTAINERS_STORAGE_CONF", "SOURCE_DATE_EPOCH", "XPUKIT_BASE_IMAGE"):
         full.pop(name, None)
     for name in ("XPUKIT_REGISTRY", "XPUKIT_REGISTRY_USER", "XPUKIT_REGISTRY_PASSWORD_FILE"):
         full.pop(name, None)
+    return {**full, **(env or {})}
+
+
+def _verify(tree: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`invoke verify ARGS` in a checkout copy, on the machine's engine (its base is what the rebuild
+    starts FROM)."""
     return subprocess.run(
         [sys.executable, "-m", "invoke", "verify", *args],
         cwd=tree,
-        env={**full, **(env or {})},
+        env=_verify_env(tree, env),
         capture_output=True,
         text=True,
         timeout=2400,
@@ -180,3 +188,57 @@ def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
     assert "/opt/xpukit/built-at: content" in out
     if shutil.which("diffoscope"):
         assert "diffoscope /opt/xpukit/built-at:" in out
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_verify_stopped_in_its_first_build_step_leaves_nothing_behind(sig):
+    """Stopped once its build runs a step (seconds in, no cold build), verify ends its podman, unmounts
+    and removes its temporary stores, and exits 128 + the signal's number with one line."""
+    _need_podman_and_base()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "verify", "--against", "rebuild"],
+        cwd=ROOT,
+        env=_verify_env(ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen: list[str] = []
+    folder = None
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if not select.select([proc.stdout], [], [], 5)[0]:
+                continue
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            seen.append(line)
+            if folder is None and (
+                found := re.search(r"building from nothing in (/var/tmp/xpukit-verify-[^/\s]+)", line)
+            ):
+                folder = Path(found.group(1))
+            if folder is not None and re.search(r"STEP \d+/\d+: RUN ", line):
+                time.sleep(2)  # in the step: its container and overlay mounts exist
+                break
+        assert folder is not None and proc.poll() is None, "".join(seen)[-3000:]
+        assert any(str(folder) in m for m in Path("/proc/mounts").read_text().splitlines())  # mounts to remove
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = "".join(seen) + rest
+    assert proc.returncode == 128 + sig, out[-3000:]
+    stopped = [ln for ln in out.splitlines() if "verify stopped by" in ln]
+    assert stopped == [f"xpukit: error: verify stopped by {sig.name}: removed its stores in {folder}"], out[-3000:]
+    assert "Traceback" not in out
+    assert not folder.exists()
+    assert not [m for m in Path("/proc/mounts").read_text().splitlines() if str(folder) in m]
+    left = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if str(folder).encode() in cmdline.read_bytes():
+                left.append(cmdline.parent.name)
+    assert not left, f"processes of the stopped verify still run: {left}"
