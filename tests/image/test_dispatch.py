@@ -192,3 +192,27 @@ def test_kernel_getitem_after_activate_ends(rig):
         t.join()
         assert len(outcome) == 1 and isinstance(outcome[0], NoActiveSession), outcome
         x.close()
+
+
+@pytest.mark.parametrize("dispatch_compiled", [True, False])
+def test_a_launch_hook_takes_tritons_run_after_a_hit(rig, dispatch_compiled):
+    """CompiledKernel.launch_enter_hook (a class attribute, read by the C dispatch from the class)
+    set after a signature was recorded: the next call goes through Triton's run, which calls it."""
+    from triton.compiler import CompiledKernel
+
+    s, drv, x, y = rig
+    d = fast_table.dispatch_for(axpy, dispatch_compiled)
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    seen: list[object] = []
+    CompiledKernel.launch_enter_hook = seen.append
+    try:
+        launches = drv.stats.launches
+        d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    finally:
+        CompiledKernel.launch_enter_hook = None
+    s.finish()
+    assert len(seen) == 1 and drv.stats.launches == launches + 1
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    assert len(seen) == 1 and drv.stats.launches == launches + 2

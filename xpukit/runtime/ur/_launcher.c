@@ -1155,6 +1155,42 @@ static int not_none_attr(PyObject *o, PyObject *name) {
     return r;
 }
 
+/* CompiledKernel.launch_enter_hook is not None (a class attribute: read from the class's MRO, as
+ * getattr on the class reads it when no metaclass descriptor of that name exists). */
+static int class_attr_set(PyObject *cls, PyObject *name) {
+    if (!PyType_Check(cls)) return not_none_attr(cls, name);
+    PyObject *v = _PyType_Lookup((PyTypeObject *)cls, name); /* borrowed */
+    if (v && (Py_TYPE(v)->tp_descr_get || _PyType_Lookup(Py_TYPE(cls), name)))
+        return not_none_attr(cls, name); /* a descriptor takes part: the full lookup */
+    return v != NULL && v != Py_None;
+}
+
+/* stats.launches += 1 for a plain instance (a dataclass): the instance dict itself when nothing
+ * on the type takes part (no __getattr__/__setattr__, no descriptor of that name), else getattr/setattr. */
+static int bump_counter(PyObject *o, PyObject *name) {
+    PyTypeObject *t = Py_TYPE(o);
+    PyObject *cls_attr = _PyType_Lookup(t, name); /* borrowed; a dataclass keeps the default here */
+    if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_setattro == PyObject_GenericSetAttr &&
+        (!cls_attr || (!Py_TYPE(cls_attr)->tp_descr_get && !Py_TYPE(cls_attr)->tp_descr_set))) {
+        PyObject **dp = _PyObject_GetDictPtr(o);
+        PyObject *count = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL; /* borrowed */
+        if (count && PyLong_CheckExact(count)) {
+            PyObject *dict = Py_NewRef(*dp), *next = PyNumber_Add(count, int_one);
+            int rc = next ? PyDict_SetItem(dict, name, next) : -1;
+            Py_XDECREF(next);
+            Py_DECREF(dict);
+            return rc;
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    PyObject *count = PyObject_GetAttr(o, name);
+    PyObject *next = count ? PyNumber_Add(count, int_one) : NULL;
+    Py_XDECREF(count);
+    int rc = next ? PyObject_SetAttr(o, name, next) : -1;
+    Py_XDECREF(next);
+    return rc;
+}
+
 /* Read what the call needs from a new activation record; -1 (error cleared) if it lacks any. */
 static int dispatch_refresh(Dispatch *d, PyObject *act) {
     PyObject *session = PyObject_GetAttr(act, str_session);
@@ -1211,8 +1247,8 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
     PyObject *session = d->session, *stream = d->stream, *table_key = d->table_key, *stats = d->stats;
     PyObject *alloc = d->alloc;
     if (truthy_attr(session, str_closed) || not_none_attr(stream, str_events) ||
-        truthy_attr(d->fn, str_pre_run_hooks) || not_none_attr(d->ck, str_enter_hook) ||
-        not_none_attr(d->ck, str_exit_hook) || truthy_attr(d->fn, str_used_global_vals))
+        truthy_attr(d->fn, str_pre_run_hooks) || class_attr_set(d->ck, str_enter_hook) ||
+        class_attr_set(d->ck, str_exit_hook) || truthy_attr(d->fn, str_used_global_vals))
         goto python_door;
     {
         PyObject *hit = NULL; /* owned */
@@ -1388,15 +1424,10 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         }
         Py_DECREF(r); /* an event handle only when asked for: None here */
         /* driver.stats.launches += 1 */
-        PyObject *count = PyObject_GetAttr(stats, str_launches);
-        PyObject *next = count ? PyNumber_Add(count, int_one) : NULL;
-        Py_XDECREF(count);
-        if (!next || PyObject_SetAttr(stats, str_launches, next) < 0) {
-            Py_XDECREF(next);
+        if (bump_counter(stats, str_launches) < 0) {
             Py_DECREF(hit);
             goto error;
         }
-        Py_DECREF(next);
         Py_INCREF(kernel);
         Py_DECREF(hit);
         Py_XDECREF(act);
