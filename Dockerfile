@@ -51,7 +51,9 @@ RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES}
 COPY xpukit/runtime/ur/_launcher.c /tmp/xpukit-csrc/
-RUN ${XPUKIT_SCRIPTS}/build-launcher.sh /tmp/xpukit-csrc/_launcher.c /tmp/xpukit-ext
+# Laid out as the venv's site-packages, which the runtime stage copies it into.
+RUN ${XPUKIT_SCRIPTS}/build-launcher.sh /tmp/xpukit-csrc/_launcher.c \
+        "/tmp/xpukit-venv/$(python3 -c 'import sys; print("lib/python%d.%d/site-packages" % sys.version_info[:2])')"
 
 # ---- source builds (xpu profile): build tools only live in these stages
 FROM system AS builder
@@ -154,11 +156,11 @@ ENV VIRTUAL_ENV=${XPUKIT_VENV} \
     XPUKIT_CACHE_DIR=${XPUKIT_KIT_CACHE} \
     XPUKIT_IN_CONTAINER=1
 
-# Into the venv's site-packages, so it imports whatever PYTHONPATH a run sets. No step below writes
-# bytecode: a .pyc records its source's mtime, which differs per checkout (docs/reproducible.md).
-RUN --mount=type=bind,from=launcher,source=/tmp/xpukit-ext,target=/run/xpukit-ext \
-    export PYTHONDONTWRITEBYTECODE=1 \
- && cp /run/xpukit-ext/_xpukit_launcher*.so "$(python -c 'import sysconfig; print(sysconfig.get_path("platlib"))')/"
+# The launch path into the venv's site-packages, so it imports whatever PYTHONPATH a run sets. A COPY,
+# not a bind mount: buildah 1.28 mounts nothing from a stage that comes from the layer cache, which
+# broke a warm rebuild after a lock change (docs/reproducible.md, "Mount points"). No step below
+# writes bytecode: a .pyc records its source's mtime, which differs per checkout.
+COPY --from=launcher /tmp/xpukit-venv/ ${XPUKIT_VENV}/
 
 # The kit's own sources come last so that editing them never reinstalls a dependency.
 COPY scripts/entrypoint.sh ${XPUKIT_SCRIPTS}/

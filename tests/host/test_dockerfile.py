@@ -74,7 +74,7 @@ def test_sources_come_after_the_dependency_layers():
     path's C source goes to its own stage, whose only product is copied after the venv)."""
     lines = DOCKERFILE.splitlines()
     install = max(i for i, ln in enumerate(lines) if "install-python.sh ${XPUKIT_ROOT}" in ln)
-    launcher_copy = next(i for i, ln in enumerate(lines) if "from=launcher," in ln)
+    launcher_copy = next(i for i, ln in enumerate(lines) if ln.startswith("COPY --from=launcher "))
     assert launcher_copy > install
     for source in ("COPY xpukit ", "COPY examples", "COPY tests"):
         assert next(i for i, ln in enumerate(lines) if ln.startswith(source)) > install
@@ -160,4 +160,7 @@ def test_mount_targets_of_the_images_stages_are_folders_right_under_run():
             if name in image_stages:
                 assert re.fullmatch(r"/run/[a-z0-9-]+", target), f"{name}: mount target {target} not right under /run"
                 checked += 1
-    assert checked >= 5  # apt's cache, the wheelhouse, the two wheel folders, the launcher
+    assert checked >= 4  # apt's cache, the wheelhouse, the two wheel folders
+    # A bind mount from a stage is empty under buildah 1.28 when the stage comes from the layer cache:
+    # the launcher's one file is copied, never mounted (a warm rebuild after a lock change failed).
+    assert "from=launcher," not in DOCKERFILE
