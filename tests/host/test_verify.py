@@ -5,7 +5,8 @@ this checkout: `invoke verify --against rebuild` builds twice from nothing in tw
 stores (the IDs must be equal); the first rebuild, pushed to a real registry with a password, must
 get the manifest digest verify printed for it, and `verify --against lock` (a lock in the copy)
 fetches it and compares a third rebuild; a copy whose Dockerfile writes the build time must fail
-verify, naming that file. Five cold builds in all (~2-4 min each here).
+verify, naming that file. Five cold builds in all (~2-4 min each here), and two verify runs stopped
+by a signal in their first build step (~15 s each).
 """
 
 from __future__ import annotations
