@@ -124,6 +124,8 @@ FROM torch-${TORCH_SOURCE} AS torch-wheels
 # ---- runtime: what users get
 FROM system AS runtime
 ARG XPUKIT_PROFILE
+ARG TRITON_SOURCE
+ARG TORCH_SOURCE
 ARG PYTHON_VERSION
 ARG PYPI_PINS
 ARG UR_SOURCE
@@ -146,7 +148,8 @@ RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharin
     --mount=type=bind,from=triton-wheels,source=/wheels,target=/run/xpukit-wheels-triton \
     --mount=type=bind,from=torch-wheels,source=/wheels,target=/run/xpukit-wheels-torch \
     ${XPUKIT_SCRIPTS}/install-python.sh ${XPUKIT_ROOT}/env/requirements.lock \
-        /run/xpukit-wheels-triton /run/xpukit-wheels-torch \
+        "$([ "${TRITON_SOURCE}" = pypi ] || echo --expect)" /run/xpukit-wheels-triton \
+        "$([ "${TORCH_SOURCE}" = none ] || echo --expect)" /run/xpukit-wheels-torch \
  && if [ "${UR_SOURCE}" = oneapi ]; then ${XPUKIT_SCRIPTS}/check-ur.sh; fi
 
 ENV VIRTUAL_ENV=${XPUKIT_VENV} \

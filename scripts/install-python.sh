@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create the kit's venv and install the hash-locked requirements, then any wheels built in
 # earlier stages (the xpu profile's Triton and PyTorch).
-#   install-python.sh [--dry-run] LOCK_FILE [WHEEL_DIR...]
+#   install-python.sh [--dry-run] LOCK_FILE [[--expect] WHEEL_DIR...]
+# --expect: the folder must hold wheels (its stage built them); an empty one is an error, never a
+# venv without them (buildah 1.28 mounts nothing from a stage that comes from its layer cache).
 # Wheels are kept in a wheelhouse on a BuildKit cache mount: pip's own HTTP cache stays empty
 # behind proxies that drop caching headers, a wheelhouse does not.
 set -euo pipefail
@@ -11,7 +13,7 @@ SCRIPT_NAME=install-python
 . "$(dirname "$0")/common.sh"
 
 if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-if [[ "${1:-}" == "--help" || $# -lt 1 ]]; then sed -n '2,6p' "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" || $# -lt 1 ]]; then sed -n '2,8p' "$0"; exit 0; fi
 lock="$1"; shift
 # The venv's path is the image layout's (xpukit/layout.py), passed by invoke build as a build arg.
 [[ -n "${XPUKIT_VENV:-}" ]] || die "XPUKIT_VENV is not set" "set XPUKIT_VENV to the venv's path (invoke build passes it)"
@@ -36,13 +38,20 @@ if ! run "$venv/bin/pip" install -q --require-hashes --no-deps --only-binary=:al
       --no-index --find-links "$wheelhouse" -r "$lock"
 fi
 
+expect=0
 for dir in "$@"; do
+  if [[ "$dir" == "--expect" ]]; then expect=1; continue; fi
+  [[ -n "$dir" ]] || continue  # the Dockerfile passes "" where a folder is optional
   shopt -s nullglob
   wheels=("$dir"/*.whl)
   shopt -u nullglob
   if [[ ${#wheels[@]} -gt 0 ]]; then
     run "$venv/bin/pip" install -q --no-deps "${wheels[@]}"
+  elif [[ $expect -eq 1 && $DRY_RUN -eq 0 ]]; then
+    die "no wheels in $dir, though its stage builds them (an engine that mounted nothing from a cached stage)" \
+      "invoke clean --build-cache, then build again (docs/reproducible.md)"
   fi
+  expect=0
 done
 
 # What every pull pays for but no Intel target uses, removed in this same layer (a later layer

@@ -53,6 +53,26 @@ def test_install_apt_and_python_dry_runs():
     assert "\nhardlink --quiet --ignore-time /tmp/v\n" in p.stdout
 
 
+def test_install_python_refuses_an_empty_expected_wheel_folder(tmp_path):
+    """A stage that builds wheels (the xpu profile's Triton and PyTorch) whose folder reaches the
+    venv step empty is an error, not a venv without them (the cpu image's build is the case of two
+    optional empty folders). No venv is made: python3 and pip are stubs that succeed."""
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "python3").write_text("#!/bin/sh\nexit 0\n")
+    (stub / "python3").chmod(0o755)
+    venv = tmp_path / "v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "pip").write_text("#!/bin/sh\nexit 0\n")
+    (venv / "bin" / "pip").chmod(0o755)
+    empty = tmp_path / "wheels"
+    empty.mkdir()
+    env = {"XPUKIT_VENV": str(venv), "XPUKIT_WHEELHOUSE": str(tmp_path / "wh"), "PATH": f"{stub}:/usr/bin:/bin"}
+    p = run("install-python.sh", "/x.lock", "--expect", str(empty), **env)
+    assert p.returncode == 2, p.stderr
+    assert f"no wheels in {empty}" in p.stderr and "fix: invoke clean --build-cache" in p.stderr
+
+
 SHELL_SCRIPTS = sorted(p.name for p in SCRIPTS.glob("*.sh") if p.name != "common.sh")
 # entrypoint.sh runs when a container starts, not in a build; clean-build-noise.sh is issue 22's
 # (it is to source common.sh too: listed here until it does).
