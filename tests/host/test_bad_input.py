@@ -77,6 +77,8 @@ def test_settings_refuse_empty_flags_and_malformed_values(flags, environ, wants)
         ("zebin-info", [""], "FILE: no such file"),
         ("build", ["--triton", ""], "--triton is empty"),
         ("build", ["--torch-arch-list", " "], "--torch-arch-list is empty"),
+        ("verify", ["--against", "bogus"], "unknown --against 'bogus'"),
+        ("compile", ["examples/nope.py:k"], "is not path.py:function of an existing file"),
     ],
 )
 def test_tasks_refuse_it_in_one_line_with_exit_2_and_write_nothing(tmp_path, task, args, wants):

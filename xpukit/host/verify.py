@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from xpukit.errors import XpukitError
+from xpukit.errors import UsageError, XpukitError
 from xpukit.host import build as build_mod
 from xpukit.host import engine, registry, ui
 from xpukit.host import podman as podman_mod
@@ -527,10 +527,15 @@ def _reference(
     return "a second rebuild from nothing", None
 
 
+def check_against(against: str) -> None:
+    """A usage error (exit 2) unless ``against`` is one of :data:`AGAINST`."""
+    if against not in AGAINST:
+        raise UsageError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
+
+
 def verify(ctx: Context, image_plan: ImagePlan, sdk: DockerClient, against: str = "auto", keep: bool = False) -> int:
     """Rebuild ``image_plan`` from nothing and compare; 0 when bit-for-bit identical, 1 otherwise."""
-    if against not in AGAINST:
-        raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
+    check_against(against)
     podman = podman_mod.find_podman()
     if podman is None:
         raise XpukitError(
@@ -669,8 +674,7 @@ def run(ctx: Context, against: str = "auto", keep: bool = False) -> int:
 
     @guarded
     def task(ctx: Context) -> int:
-        if against not in AGAINST:
-            raise XpukitError(f"unknown --against {against!r}", f"use one of {', '.join(AGAINST)}")
+        check_against(against)
         if ctx.dry_run:
             print(
                 f"would rebuild the {ctx.profile} image from nothing in an empty podman store and compare ({against})"
