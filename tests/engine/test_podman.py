@@ -137,6 +137,19 @@ def test_podman_build_keeps_the_ca_bundle_out_of_every_layer(kit):
         service.stop()
 
 
+def test_verify_finds_the_local_podman_build_bit_for_bit(kit):
+    """The user's path (docs/reproducible.md): `invoke build` on podman, then `invoke verify` with no
+    --against. The fixture's build was cold at this commit, so verify takes the local image and its
+    rebuild from nothing, in an empty store, must have the local image's ID (one more cold build)."""
+    local_id = kit.podman("image", "inspect", "--format", "{{.Id}}", kit.tag).stdout.strip()
+    result = kit.invoke("verify", timeout=2400)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:]
+    assert f"verify: comparing a rebuild from nothing with the local image {kit.tag}" in out, out[-3000:]
+    reproducible = [ln for ln in result.stdout.splitlines() if ln.startswith("reproducible: ")]
+    assert reproducible == [f"reproducible: sha256:{local_id.removeprefix('sha256:')}"], out[-3000:]
+
+
 def test_podman_runs_the_ur_demo_exactly(kit):
     result = kit.invoke("demo-ur")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-1000:]
