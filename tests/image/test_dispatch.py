@@ -216,3 +216,26 @@ def test_a_launch_hook_takes_tritons_run_after_a_hit(rig, dispatch_compiled):
     assert len(seen) == 1 and drv.stats.launches == launches + 1
     d[(1,)](dx, dy, 2.0, N, BLOCK=N)
     assert len(seen) == 1 and drv.stats.launches == launches + 2
+
+
+@pytest.mark.parametrize("dispatch_compiled", [True, False])
+def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, monkeypatch):
+    """The C dispatch remembers, per type, where the state it reads lives (Session._closed in the
+    instance dict, Stream.events in a slot); a class attribute of that name set after a hit (here a
+    property saying the session is closed) must be read on the next call, as getattr reads it."""
+    from xpukit.runtime.ur.core import Session
+
+    s, drv, x, y = rig
+    d = fast_table.dispatch_for(axpy, dispatch_compiled)
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    launches = drv.stats.launches
+    monkeypatch.setattr(Session, "_closed", property(lambda self: True), raising=False)
+    with pytest.raises(NoActiveSession, match="is closed"):
+        d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    monkeypatch.undo()
+    assert drv.stats.launches == launches
+    d[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    s.finish()
+    assert drv.stats.launches == launches + 1

@@ -81,6 +81,63 @@ static PyObject *slot_value(PyObject *o, Py_ssize_t offset) {
     return v ? Py_NewRef(v) : NULL;
 }
 
+/* How o.name is read for objects of one type (an attribute site's cache): what the generic lookup
+ * would do, decided from the type alone and valid while the type's version tag is unchanged (CPython
+ * clears the tag on every change to the type or its bases: a new attribute, a new __getattribute__,
+ * a changed MRO). Only the GIL holder reads or fills a site, and filling runs no Python code. */
+typedef struct {
+    PyTypeObject *type; /* NULL: empty */
+    unsigned int tag;
+    Py_ssize_t how; /* -1: the instance dict, > 0: a __slots__ member's offset, 0: PyObject_GetAttr */
+} attr_site;
+
+static Py_ssize_t attr_how(PyTypeObject *t, PyObject *name) {
+    if (t->tp_getattro != PyObject_GenericGetAttr) return 0; /* __getattr__/__getattribute__ */
+    PyObject *descr = _PyType_Lookup(t, name);             /* borrowed */
+    if (!descr) return -1; /* nothing of that name on the MRO: the generic lookup reads the dict */
+    if (Py_TYPE(descr) == &PyMemberDescr_Type && PyType_IsSubtype(t, PyDescr_TYPE(descr))) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0) return m->offset;
+    }
+    return 0; /* a property, a class default, another descriptor */
+}
+
+/* o.name exactly as PyObject_GetAttr reads it (a new reference, or NULL with its error), without
+ * the generic lookup's calls where it reads the instance itself: the instance dict when no class on
+ * the MRO has that name, a __slots__ member's slot (a data descriptor, so the generic lookup returns
+ * it; an unset slot takes the full lookup, which raises); anything else: PyObject_GetAttr. */
+static PyObject *inst_attr(attr_site *site, PyObject *o, PyObject *name) {
+    PyTypeObject *t = Py_TYPE(o);
+    Py_ssize_t how;
+    if (site->type == t && site->tag == t->tp_version_tag && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        how = site->how;
+    } else {
+        how = attr_how(t, name); /* assigns the type a version tag when it has none */
+        site->type = NULL;
+        if ((t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && t->tp_version_tag) {
+            site->tag = t->tp_version_tag;
+            site->how = how;
+            site->type = t;
+        }
+    }
+    if (how < 0) {
+        PyObject **dp = _PyObject_GetDictPtr(o);
+        if (dp && *dp) {
+            PyObject *v = PyDict_GetItemWithError(*dp, name); /* borrowed */
+            if (v) return Py_NewRef(v);
+            if (PyErr_Occurred()) return NULL;
+        }
+    } else if (how > 0) {
+        PyObject *v = *(PyObject **)((char *)o + how);
+        if (v) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(o, name);
+}
+
+/* the sites of the launch path */
+static attr_site site_usm_handle, site_queue_handle, site_queue_closed, site_stream_queue, site_closed, site_events,
+    site_hooks, site_globals;
+
 /* o.dtype, or NULL with no error when it has none. */
 static PyObject *dtype_of(PyObject *o) {
     if (dtype_offset && device_array_type && Py_TYPE(o) == device_array_type) return slot_value(o, dtype_offset);
@@ -104,7 +161,7 @@ static int own_address(PyObject *o, uint64_t *out) {
         Py_XDECREF(alloc);
         return 1;
     }
-    PyObject *h = PyObject_GetAttr(o, str_handle);
+    PyObject *h = inst_attr(&site_usm_handle, o, str_handle);
     Py_XDECREF(alloc);
     if (!h) {
         PyErr_Clear();
@@ -143,6 +200,7 @@ static void table_dealloc(AllocTable *t) {
 
 /* Index of the allocation holding addr, or -1. */
 static Py_ssize_t table_find(const AllocTable *t, uint64_t addr) {
+    if (t->n == 0 || addr < t->starts[0]) return -1; /* below every allocation: a small integer */
     Py_ssize_t lo = 0, hi = t->n;
     while (lo < hi) { /* first start > addr */
         Py_ssize_t mid = (lo + hi) / 2;
@@ -957,7 +1015,10 @@ static int same_value(PyObject *a, PyObject *b) {
     return r > 0;
 }
 
+static PyObject *small_ints[128]; /* CPython's cached ints 0..127: what PyLong_FromLong gives for a key code */
+
 static int long_is(PyObject *k, long want) {
+    if (want >= 0 && want < 128 && k == small_ints[want]) return 1; /* the same object: equal */
     if (!PyLong_CheckExact(k)) return 0;
     long v = PyLong_AsLong(k);
     if (v == -1 && PyErr_Occurred()) {
@@ -1052,6 +1113,11 @@ typedef struct {
      * without building a key; forget() (called when the table records) drops it */
     PyObject *last_key, *last_table_key, *last_hit;
     PyObject *last_call; /* the GridCall made for the last grid object: reused while the same object comes */
+    /* the last hit's argument positions (a tuple of ints) read into C: valid while idx_owner is
+     * that same tuple object (held, so never another object at the same address) */
+    PyObject *idx_owner;
+    Py_ssize_t idx_n;
+    Py_ssize_t idx[MAX_PARAMS];
 } Dispatch;
 
 typedef struct {
@@ -1094,6 +1160,7 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->last_table_key);
     Py_CLEAR(d->last_hit);
     Py_CLEAR(d->last_call);
+    Py_CLEAR(d->idx_owner);
     return 0;
 }
 
@@ -1129,8 +1196,8 @@ static int dispatch_init(Dispatch *d, PyObject *args, PyObject *kw) {
 }
 
 /* 1: attr is truthy (or missing/failing: treated as "take the Python door"), 0: falsy. */
-static int truthy_attr(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+static int truthy_attr(attr_site *site, PyObject *o, PyObject *name) {
+    PyObject *v = inst_attr(site, o, name);
     if (!v) {
         PyErr_Clear();
         return 1;
@@ -1144,8 +1211,8 @@ static int truthy_attr(PyObject *o, PyObject *name) {
     return r;
 }
 
-static int not_none_attr(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+static int not_none_attr(attr_site *site, PyObject *o, PyObject *name) {
+    PyObject *v = site ? inst_attr(site, o, name) : PyObject_GetAttr(o, name);
     if (!v) {
         PyErr_Clear();
         return 1;
@@ -1158,10 +1225,10 @@ static int not_none_attr(PyObject *o, PyObject *name) {
 /* CompiledKernel.launch_enter_hook is not None (a class attribute: read from the class's MRO, as
  * getattr on the class reads it when no metaclass descriptor of that name exists). */
 static int class_attr_set(PyObject *cls, PyObject *name) {
-    if (!PyType_Check(cls)) return not_none_attr(cls, name);
+    if (!PyType_Check(cls)) return not_none_attr(NULL, cls, name);
     PyObject *v = _PyType_Lookup((PyTypeObject *)cls, name); /* borrowed */
     if (v && (Py_TYPE(v)->tp_descr_get || _PyType_Lookup(Py_TYPE(cls), name)))
-        return not_none_attr(cls, name); /* a descriptor takes part: the full lookup */
+        return not_none_attr(NULL, cls, name); /* a descriptor takes part: the full lookup */
     return v != NULL && v != Py_None;
 }
 
@@ -1246,9 +1313,9 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
      * call holds, keeps them alive. */
     PyObject *session = d->session, *stream = d->stream, *table_key = d->table_key, *stats = d->stats;
     PyObject *alloc = d->alloc;
-    if (truthy_attr(session, str_closed) || not_none_attr(stream, str_events) ||
-        truthy_attr(d->fn, str_pre_run_hooks) || class_attr_set(d->ck, str_enter_hook) ||
-        class_attr_set(d->ck, str_exit_hook) || truthy_attr(d->fn, str_used_global_vals))
+    if (truthy_attr(&site_closed, session, str_closed) || not_none_attr(&site_events, stream, str_events) ||
+        truthy_attr(&site_hooks, d->fn, str_pre_run_hooks) || class_attr_set(d->ck, str_enter_hook) ||
+        class_attr_set(d->ck, str_exit_hook) || truthy_attr(&site_globals, d->fn, str_used_global_vals))
         goto python_door;
     {
         PyObject *hit = NULL; /* owned */
@@ -1330,9 +1397,9 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
             goto python_door;
         }
         PyObject *queue = NULL;
-        PyObject *q = PyObject_GetAttr(stream, str_queue);
+        PyObject *q = inst_attr(&site_stream_queue, stream, str_queue);
         if (q) {
-            queue = PyObject_GetAttr(q, str_handle);
+            queue = inst_attr(&site_queue_handle, q, str_handle);
             Py_DECREF(q);
         }
         if (!queue || queue == Py_None) { /* closed: the Python door raises the kit's error */
@@ -1373,13 +1440,26 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
             pre_t picked_pre[MAX_PARAMS];
             if (index != Py_None) {
                 m = PyTuple_GET_SIZE(index);
-                if (m > MAX_PARAMS) goto vectorcall;
-                for (Py_ssize_t j = 0; j < m; j++) {
-                    Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, j));
-                    if (i < 0 || i >= na) { /* cannot happen for a recorded key; the call below names it */
-                        PyErr_Clear();
-                        goto vectorcall;
+                if (m > MAX_PARAMS || !PyTuple_CheckExact(index)) goto vectorcall;
+                if (index != d->idx_owner) { /* read the positions once per recorded entry */
+                    Py_ssize_t ix[MAX_PARAMS];
+                    for (Py_ssize_t j = 0; j < m; j++) {
+                        PyObject *o = PyTuple_GET_ITEM(index, j);
+                        ix[j] = PyLong_CheckExact(o) ? PyLong_AsSsize_t(o) : -1;
+                        if (ix[j] < 0) { /* cannot happen for a recorded key; the call below names it */
+                            PyErr_Clear();
+                            goto vectorcall;
+                        }
                     }
+                    /* nothing runs between filling the array and naming its owner (ints only) */
+                    memcpy(d->idx, ix, m * sizeof ix[0]);
+                    d->idx_n = m;
+                    Py_INCREF(index);
+                    Py_XSETREF(d->idx_owner, index);
+                }
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    Py_ssize_t i = d->idx[j];
+                    if (i >= na) goto vectorcall; /* cannot happen for a recorded key; the call below names it */
                     picked_items[j] = PyTuple_GET_ITEM(args, i);
                     if (pl) picked_pre[j] = pre[i];
                 }
@@ -1541,8 +1621,8 @@ static PyObject *direct_vectorcall(PyObject *self, PyObject *const *args, size_t
     Py_ssize_t gn = PyTuple_CheckExact(grid) ? PyTuple_GET_SIZE(grid) : 0;
     if (gn < 1 || gn > 3) return direct_fallback(d, args, nargsf, kwnames);
     /* h = q._handle; if h is None or q._closed: the property raises (the Python method) */
-    PyObject *h = PyObject_GetAttr(d->queue, str_handle);
-    if (!h || h == Py_None || !PyLong_CheckExact(h) || truthy_attr(d->queue, str_closed)) {
+    PyObject *h = inst_attr(&site_queue_handle, d->queue, str_handle);
+    if (!h || h == Py_None || !PyLong_CheckExact(h) || truthy_attr(&site_queue_closed, d->queue, str_closed)) {
         PyErr_Clear();
         Py_XDECREF(h);
         return direct_fallback(d, args, nargsf, kwnames);
@@ -1679,6 +1759,8 @@ PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!(*names[i].slot = PyUnicode_InternFromString(names[i].text))) return NULL;
     if (!(int_one = PyLong_FromLong(1))) return NULL;
+    for (long i = 0; i < 128; i++)
+        if (!(small_ints[i] = PyLong_FromLong(i))) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&AllocTableType);
