@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from tests.support.runtime_required import ur_session_or_skip
 from xpukit.runtime.triton import DeviceArray, NoActiveSession, URDriver, activate, fast_table
 from xpukit.runtime.ur import launcher as launcher_mod
+from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 
 pytestmark = pytest.mark.container
@@ -223,8 +224,6 @@ def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, mo
     """The C dispatch remembers, per type, where the state it reads lives (Session._closed in the
     instance dict, Stream.events in a slot); a class attribute of that name set after a hit (here a
     property saying the session is closed) must be read on the next call, as getattr reads it."""
-    from xpukit.runtime.ur.core import Session
-
     s, drv, x, y = rig
     d = fast_table.dispatch_for(axpy, dispatch_compiled)
     dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
