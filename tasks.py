@@ -1,4 +1,4 @@
-"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/host/commands.py).
+"""xpukit's tasks. Each one parses its options and calls the xpukit package (xpukit/host/commands/kit.py).
 
 Settings come from the flag, else the environment (XPUKIT_PROFILE, XPUKIT_IMAGE,
 XPUKIT_DOCKER_CLI, DOCKER_HOST, ...), else invoke.yaml's `xpukit:` section, else the default;
@@ -15,8 +15,11 @@ from pathlib import Path
 from invoke import Collection, Exit, task
 
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
-from xpukit.host import commands, docs_tables, inputs, matrix_sched, settings
-from xpukit.host.build import Variant
+from xpukit.host import inputs, settings
+from xpukit.host.build import docs_tables
+from xpukit.host.build.build import Variant
+from xpukit.host.commands import kit as commands
+from xpukit.host.matrix import schedule as matrix_sched
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -352,7 +355,7 @@ def doctor(c, image="", profile=None, debug=False):
 )
 def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Rebuild the image from nothing in an empty podman store and check it is bit-for-bit the same (exit 1 if not)."""
-    from xpukit.host import verify as verify_mod
+    from xpukit.host.verify import rebuild as verify_mod
 
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     _finish(verify_mod.run(s, against, keep))

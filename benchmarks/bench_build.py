@@ -8,7 +8,7 @@ build downloads everything again.
     python benchmarks/bench_build.py --reproducible [--baseline REV] [--repeat 2] [--json OUT]
 
 --reproducible: side by side in one run, on podman, each cold build in an empty store of its own
-(xpukit.host.verify.Store: no layers, no cache mounts): this tree built without buildah's
+(xpukit.host.verify.rebuild.Store: no layers, no cache mounts): this tree built without buildah's
 --timestamp (or, with --baseline REV, this tree's context with the Dockerfile and scripts/ of REV)
 against this tree's reproducible build, alternating, REPEAT times each; then a no-op rebuild and a
 one-example edit in the last reproducible store. The source-level fixes (no logs or caches in the
@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xpukit import layout  # noqa: E402
-from xpukit.host import build, engine, pins  # noqa: E402
+from xpukit.host import engine  # noqa: E402
+from xpukit.host.build import build, pins  # noqa: E402
 
 
 def timed_build(plan: build.BuildPlan) -> float:
@@ -83,7 +84,7 @@ def reproducible_main(args: argparse.Namespace) -> int:
     from types import SimpleNamespace
 
     from xpukit.host import podman as podman_mod
-    from xpukit.host import verify
+    from xpukit.host.verify import rebuild as verify
 
     podman = podman_mod.find_podman()
     if podman is None:

@@ -11,8 +11,8 @@ import pytest
 
 from tests.support.services import registry
 from xpukit.errors import XpukitError
-from xpukit.host import build, lock, pins
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build import build, lock, pins
+from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.docker
 USERS = {"ci": "pw-for-tests"}
@@ -74,7 +74,7 @@ def test_lock_fills_the_digest_builds_pull_it_and_a_moved_tag_is_refused(docker_
 
 @pytest.mark.unit
 def test_a_base_of_other_content_is_one_line_and_the_lock_keeps_its_id(tmp_path):
-    from xpukit.host import registry as reg
+    from xpukit.host.share import registry as reg
 
     assert lock.base_difference(BASE, "sha256:" + "a" * 64, "sha256:" + "a" * 64) == ""
     assert lock.base_difference(BASE, "", "sha256:" + "a" * 64) == ""  # an older lock without base_id

@@ -11,8 +11,8 @@ import os
 import pytest
 
 from tests.support.devcontainer import CLI, run_cli
-from xpukit.host import devcontainer
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.run import devcontainer
 
 
 @pytest.mark.docker

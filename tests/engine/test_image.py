@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.image_checks import needles_in_stream
-from xpukit.host import build, engine, pins
+from xpukit.host import engine
+from xpukit.host.build import build, pins
 
 pytestmark = pytest.mark.docker
 ROOT = pins.REPO_ROOT

@@ -1,7 +1,7 @@
 """The shared kernel cache (XPUKIT_KERNEL_CACHE=redis://... or rediss://...) against real
 redis-servers started here on 127.0.0.1 (one with ``requirepass``, one speaking TLS with a CA made
 by openssl): containers of the kit's image, each with empty local caches, stand for machines. They
-get their settings the way every task's container does (``xpukit.host.shared_cache.forwarding``:
+get their settings the way every task's container does (``xpukit.host.share.shared_cache.forwarding``:
 the variables, read-only copies of the key and password files, the host's network).
 
 What is proven: the second machine gets every kernel from Redis; entries forged in Redis (content
@@ -28,8 +28,8 @@ import pytest
 
 from tests.support.devcontainer import CLI, run_cli
 from tests.support.services import RedisClient, TlsFiles, free_port, make_tls_certs, redis_server
-from xpukit.host import shared_cache
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.share import shared_cache
 from xpukit.runtime import cache_auth
 
 PASSWORD = "team-cache-password-" + "x" * 8
@@ -334,7 +334,7 @@ def test_the_devcontainer_reaches_the_hosts_shared_cache(docker_client, test_ima
     brought up by the devcontainer CLI: the image's user reads the key and password, and reaches
     Redis on the host's loopback."""
 
-    from xpukit.host import devcontainer
+    from xpukit.host.run import devcontainer
 
     if not CLI.exists():
         message = "needs the devcontainer CLI: npm ci --prefix env/npm"

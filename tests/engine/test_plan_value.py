@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
-from xpukit.host import engine, pins, settings
+from xpukit.host import engine, settings
+from xpukit.host.build import pins
 
 ROOT = pins.REPO_ROOT
 
@@ -99,7 +100,7 @@ def test_one_sdk_client_per_task_opened_once_and_closed_once(docker_client, monk
     Before, the doctor opened three and closed none."""
     import docker
 
-    from xpukit.host import commands
+    from xpukit.host.commands import kit as commands
 
     opened: list[object] = []
     closed: list[object] = []

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.image_checks import needles_in_stream
-from xpukit.host import engine, pins
+from xpukit.host import engine
 from xpukit.host import podman as podman_mod
+from xpukit.host.build import pins
 
 pytestmark = pytest.mark.docker
 ROOT = pins.REPO_ROOT

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tests.support.services import registry, second_engine
-from xpukit.host import registry as reg
+from xpukit.host.share import registry as reg
 
 USERS = {"alice": "correct horse"}
 

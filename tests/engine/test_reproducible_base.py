@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.reproducible_base import _layer
-from xpukit.host import base, pins
+from xpukit.host.build import base, pins
 
 ROOT = pins.REPO_ROOT
 

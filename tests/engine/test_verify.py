@@ -20,9 +20,10 @@ import pytest
 
 from tests.support.verify import _git
 from xpukit.errors import XpukitError
-from xpukit.host import build, engine, pins
-from xpukit.host import registry as registry_mod
-from xpukit.host import verify as verify_mod
+from xpukit.host import engine
+from xpukit.host.build import build, pins
+from xpukit.host.share import registry as registry_mod
+from xpukit.host.verify import rebuild as verify_mod
 
 ROOT = pins.REPO_ROOT
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for, no_client
-from xpukit.host import doctor
+from xpukit.host.doctor import checkup as doctor
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 SCRIPTS = REPO_ROOT / "scripts"

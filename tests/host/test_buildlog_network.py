@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host import buildlog
+from xpukit.host.build import buildlog
 
 pytestmark = pytest.mark.unit
 

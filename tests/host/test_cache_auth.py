@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke
-from xpukit.host import shared_cache
+from xpukit.host.share import shared_cache
 from xpukit.runtime import cache_auth
 from xpukit.runtime.cache_auth import AuthFailure, KernelCacheConfigError, MacKey
 

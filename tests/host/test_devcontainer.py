@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fakehost import Node, make_host
-from xpukit.host import containers, devcontainer, engine, gpu, settings
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host import engine, gpu, settings
+from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.run import containers, devcontainer
 
 COMMITTED = REPO_ROOT / ".devcontainer" / "devcontainer.json"
 
@@ -56,7 +57,7 @@ def test_gpu_options_are_the_shells(tmp_path, nodes):
 @pytest.mark.parametrize(("kind", "rootless"), [("docker", False), ("podman", False), ("podman", True)])
 def test_gpu_options_follow_the_engine_in_shell_and_devcontainer(tmp_path, monkeypatch, kind, rootless):
     """Mock: a fake Intel GPU host. `invoke shell` and `invoke devcontainer` take the same options
-    from xpukit.host.containers.gpu_options; rootless podman swaps the render gid for keep-groups."""
+    from xpukit.host.run.containers.gpu_options; rootless podman swaps the render gid for keep-groups."""
     host = make_host(tmp_path, [Node()])
     real_nodes, real_options = gpu.render_nodes, gpu.gpu_run_options
 

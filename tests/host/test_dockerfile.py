@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from xpukit.host import build, pins
+from xpukit.host.build import build, pins
 
 pytestmark = pytest.mark.unit
 DOCKERFILE = (pins.REPO_ROOT / "Dockerfile").read_text()
@@ -43,7 +43,7 @@ def test_every_pin_reaches_a_build_arg(profile):
     values = " ".join(build.build_args(loaded, loaded.base_reference).values())
     for key, value in leaves(loaded.table):
         # Variants are chosen with --triton; the default reaches the args, the others on request.
-        # python_series is the lock's (xpukit.host.lock), which the image installs from: not a build arg.
+        # python_series is the lock's (xpukit.host.build.lock), which the image installs from: not a build arg.
         if key in ("description", "python_series") or ".variants." in key or value in ("", None):
             continue
         if key.startswith(("apt.", "build_apt.", "pypi.")):

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from xpukit.host import docs_tables, pins
 from xpukit.host import settings as config
+from xpukit.host.build import docs_tables, pins
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT

@@ -8,8 +8,11 @@ import pytest
 
 from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for, no_client
 from tests.support.fakehost import Node, make_host
-from xpukit.host import doctor, doctor_host, doctor_image, engine, gpu
-from xpukit.host.findings import Finding
+from xpukit.host import engine, gpu
+from xpukit.host.doctor import checkup as doctor
+from xpukit.host.doctor import host as doctor_host
+from xpukit.host.doctor import image as doctor_image
+from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import doctor_probe
 
 pytestmark = pytest.mark.unit

@@ -10,12 +10,12 @@ import sys
 import pytest
 
 from xpukit.errors import EXIT_INTERRUPTED, EXIT_USAGE, XpukitError, guard
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 
 # Every program a user starts: tasks (invoke), the host commands, `python -m xpukit`, the examples.
-ENTRY_POINTS = ["tasks.py", "xpukit/host/commands.py", "xpukit/__main__.py", *sorted(
+ENTRY_POINTS = ["tasks.py", "xpukit/host/commands/kit.py", "xpukit/__main__.py", *sorted(
     str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "examples").glob("*.py"))]  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.pins import REPO_ROOT
+from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 PACKAGE = REPO_ROOT / "xpukit"
@@ -39,7 +39,7 @@ def imports_of(path: Path, modules: set[str], name: str = "") -> set[str]:
         else:
             continue
         for target in targets:
-            # `import xpukit.host.pins` also runs the packages above it; the module itself is the edge
+            # `import xpukit.host.build.pins` also runs the packages above it; the module itself is the edge
             while target and target not in modules:
                 target = target.rpartition(".")[0]
             if target and target != name:

@@ -15,8 +15,10 @@ import pytest
 
 from tests.support import ROOT
 from xpukit.errors import XpukitError
-from xpukit.host import matrix as mx
-from xpukit.host import matrix_sched, pins, settings
+from xpukit.host import settings
+from xpukit.host.build import pins
+from xpukit.host.matrix import cells as mx
+from xpukit.host.matrix import schedule as matrix_sched
 
 pytestmark = pytest.mark.unit
 

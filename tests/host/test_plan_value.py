@@ -10,7 +10,8 @@ import types
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
-from xpukit.host import build, engine, pins, settings
+from xpukit.host import engine, settings
+from xpukit.host.build import build, pins
 
 ROOT = pins.REPO_ROOT
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from xpukit.host import registry as reg
+from xpukit.host.share import registry as reg
 
 
 @pytest.mark.unit

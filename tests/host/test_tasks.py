@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke
-from xpukit.host import build, containers, pins, settings
+from xpukit.host import settings
+from xpukit.host.build import build, pins
+from xpukit.host.run import containers
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -184,7 +186,7 @@ def test_buildkit_unavailable_names_the_fix(tmp_path):
 
 def test_base_needs_root_or_debootstrap():
     from xpukit.errors import XpukitError
-    from xpukit.host.base import check_prerequisites
+    from xpukit.host.build.base import check_prerequisites
 
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from xpukit.host import doctor_host
+from xpukit.host.doctor import host as doctor_host
 
 pytestmark = pytest.mark.unit
 

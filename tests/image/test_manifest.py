@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host import build, pins
+from xpukit.host.build import build, pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.container

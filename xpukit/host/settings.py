@@ -58,7 +58,7 @@ class Settings:
     cache_volume: str = "xpukit-cache"
     base_suite: str = "bookworm"
     base_mirror: str = "http://deb.debian.org/debian"
-    registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.sharing)
+    registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.image.sharing)
     build_network: str = ""  # the build's RUN steps' network (`host` where the engine's bridge has no route out)
     dry_run: bool = False
     debug: bool = False

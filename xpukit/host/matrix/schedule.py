@@ -20,10 +20,12 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host import containers, engine, sharing, testing, ui
-from xpukit.host import matrix as mx
-from xpukit.host.build import Variant
-from xpukit.host.plan import ensure_image, make_plan
+from xpukit.host import engine, ui
+from xpukit.host.build.build import Variant
+from xpukit.host.image import sharing
+from xpukit.host.image.plan import ensure_image, make_plan
+from xpukit.host.matrix import cells as mx
+from xpukit.host.run import containers, testing
 from xpukit.host.settings import Context, check_choice
 
 SCHEDULERS = ("local", "slurm", "kubernetes")
@@ -105,7 +107,7 @@ def _in_image(cell: mx.Cell, src: str, pinned_ur: str) -> list[str]:
 
 
 def cell_options(ctx: Context, folder: Path) -> dict[str, Any]:
-    """The kit's container options (xpukit/host/containers.py: checkout, cache volume, GPU, and
+    """The kit's container options (xpukit/host/run/containers.py: checkout, cache volume, GPU, and
     whatever else every task's containers get), plus the cell's folder at /results and the CA
     bundle the UR matrix's pip needs."""
     env = {name: os.environ[name] for name in testing.PASS_THROUGH if os.environ.get(name)}
@@ -462,7 +464,7 @@ def k8s_image(ctx: Context, explicit: str) -> str:
         if "@sha256:" not in explicit:
             raise XpukitError(f"--image {explicit} is not pinned by digest", "pass REPOSITORY@sha256:<digest>")
         return explicit
-    from xpukit.host import registry
+    from xpukit.host.share import registry
 
     entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
     if not entry:

@@ -11,7 +11,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.host import gpu
-from xpukit.host.findings import Finding
+from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.offline.ocloc import find_ocloc
 
 GIB = 1024**3

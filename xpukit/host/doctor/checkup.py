@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from xpukit.host import engine, gpu
-from xpukit.host.doctor_host import SOURCE_BUILD_FREE_GIB, Probe, check_layer_decompression, host_checks
-from xpukit.host.doctor_image import ContainerRunner, ImageUnavailable, in_container_checks
-from xpukit.host.findings import Finding
+from xpukit.host.doctor.findings import Finding
+from xpukit.host.doctor.host import SOURCE_BUILD_FREE_GIB, Probe, check_layer_decompression, host_checks
+from xpukit.host.doctor.image import ContainerRunner, ImageUnavailable, in_container_checks
 
 
 def engine_runner(eng: engine.Engine) -> ContainerRunner:

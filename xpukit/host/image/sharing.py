@@ -1,4 +1,4 @@
-"""Build once, share by digest: the tasks' side of :mod:`xpukit.host.registry`.
+"""Build once, share by digest: the tasks' side of :mod:`xpukit.host.share.registry`.
 
 An image is found, in this order: on the engine by its content tag; by the digest
 ``env/lock/images.toml`` records for that content tag; in the configured registry
@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.host import lock as lock_mod
-from xpukit.host import registry, ui
-from xpukit.host.build import CacheSource
+from xpukit.host import ui
+from xpukit.host.build import lock as lock_mod
+from xpukit.host.build.build import CacheSource
 from xpukit.host.engine import Engine
-from xpukit.host.plan import ImagePlan
+from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
+from xpukit.host.share import registry
 
 LOCK_PATH = registry.LOCK_PATH
 
@@ -89,7 +90,7 @@ def pull(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
 
 def cache_for(ctx: Context, content_tag: str, lock_path: Path = LOCK_PATH) -> CacheSource:
     """What a build of ``content_tag`` shares through the registry, decided before its plan is made
-    (:func:`xpukit.host.plan.make_plan`): BuildKit's inline cache written into the image (so a push
+    (:func:`xpukit.host.image.plan.make_plan`): BuildKit's inline cache written into the image (so a push
     shares it), and the last shared image's layers as a cache source (the lock's digest, else the
     configured registry's tag).
 

@@ -16,11 +16,13 @@ import sys
 from collections.abc import Callable
 
 from xpukit.errors import XpukitError
-from xpukit.host import build as build_mod
-from xpukit.host import buildlog, engine, registry, ui
-from xpukit.host import lock as lock_mod
-from xpukit.host import pins as pins_mod
+from xpukit.host import engine, ui
+from xpukit.host.build import build as build_mod
+from xpukit.host.build import buildlog
+from xpukit.host.build import lock as lock_mod
+from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
+from xpukit.host.share import registry
 
 ROOT = pins_mod.REPO_ROOT
 
@@ -95,7 +97,7 @@ def make_plan(
     dry runs too. Then the engine: a real run needs one (its absence is an error); a dry run asks
     one where it answers and otherwise plans with the configured names. ``base_required`` False:
     the base may be absent (a run that may find the image shared). ``cache``: given the content
-    tag, what the build shares through a registry (:func:`xpukit.host.sharing.cache_for`)."""
+    tag, what the build shares through a registry (:func:`xpukit.host.image.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
     build_mod.ensure_lock_current(profile, ROOT)
     if ctx.dry_run:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit.host.findings import Finding
+from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import manifest as manifest_mod
 
 PROBE_COMMAND = ["python", "-m", "xpukit.runtime.image.doctor_probe"]

@@ -6,9 +6,10 @@ import os
 from typing import Any
 
 from xpukit import layout
-from xpukit.host import gpu, shared_cache, ui
-from xpukit.host import pins as pins_mod
+from xpukit.host import gpu, ui
+from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
+from xpukit.host.share import shared_cache
 
 ROOT = pins_mod.REPO_ROOT
 WORKSPACE = layout.WORKSPACE  # where the checkout is mounted (read-only) in the container

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
-from xpukit.host import pins as pins_mod
+from xpukit.host.build import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -253,8 +253,8 @@ def lock_entry(
     registry: Registry, tag: str, digest: str, pins: str, base: str = "", base_id: str = ""
 ) -> dict[str, str]:
     """``base``: the base image the pushed image was built FROM; an engine that lacks it still
-    computes the same content tag from it (xpukit.host.plan). ``base_id``: that base's content
-    (xpukit.host.lock.base_content_id), so a build on another base says so before building."""
+    computes the same content tag from it (xpukit.host.image.plan). ``base_id``: that base's content
+    (xpukit.host.build.lock.base_content_id), so a build on another base says so before building."""
     extra = {"base_id": base_id} if base_id else {}
     return {
         "registry": str(registry),

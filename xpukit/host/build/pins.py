@@ -21,7 +21,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 
 PROFILES = ("cpu", "xpu")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_PINS = REPO_ROOT / "env" / "pins.toml"
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")

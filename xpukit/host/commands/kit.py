@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from xpukit.errors import UsageError, XpukitError, guard
-from xpukit.host import base as base_mod
-from xpukit.host import build as build_mod
-from xpukit.host import containers, doctor, doctor_host, engine, registry, report_cache, sharing, testing, ui
-from xpukit.host import devcontainer as devcontainer_mod
-from xpukit.host import export as export_mod
-from xpukit.host import lock as lock_mod
-from xpukit.host import pins as pins_mod
-from xpukit.host.plan import (
+from xpukit.host import engine, report_cache, ui
+from xpukit.host.build import base as base_mod
+from xpukit.host.build import build as build_mod
+from xpukit.host.build import lock as lock_mod
+from xpukit.host.build import pins as pins_mod
+from xpukit.host.doctor import checkup as doctor
+from xpukit.host.doctor import host as doctor_host
+from xpukit.host.image import sharing
+from xpukit.host.image.plan import (
     ImagePlan,
     check_base,
     ensure_image,
@@ -35,7 +36,11 @@ from xpukit.host.plan import (
     print_build_if_missing,
     run_build,
 )
+from xpukit.host.run import containers, testing
+from xpukit.host.run import devcontainer as devcontainer_mod
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+from xpukit.host.share import export as export_mod
+from xpukit.host.share import registry
 from xpukit.runtime.offline import report_format
 
 ROOT = pins_mod.REPO_ROOT

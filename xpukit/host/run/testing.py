@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xpukit.host import containers, engine, sharing, ui
-from xpukit.host.plan import ensure_image, make_plan, print_build_if_missing
+from xpukit.host import engine, ui
+from xpukit.host.image import sharing
+from xpukit.host.image.plan import ensure_image, make_plan, print_build_if_missing
+from xpukit.host.run import containers
 from xpukit.host.settings import Context
 
 PHASES = ("all", "host", "container")

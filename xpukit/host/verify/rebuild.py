@@ -40,12 +40,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import build as build_mod
-from xpukit.host import engine, registry, ui
+from xpukit.host import engine, ui
 from xpukit.host import podman as podman_mod
-from xpukit.host.commands import guarded
-from xpukit.host.plan import ROOT, ImagePlan, make_plan
+from xpukit.host.build import build as build_mod
+from xpukit.host.commands.kit import guarded
+from xpukit.host.image.plan import ROOT, ImagePlan, make_plan
 from xpukit.host.settings import Context
+from xpukit.host.share import registry
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -4,7 +4,7 @@ by its exact ID, writes its log and its own result file; the run ends with one t
 A run lives in ``<out-dir>/<run-id>/``: ``cells.json`` (what was asked), ``cells/<cell>/run.sh``
 (the exact commands), ``cells/<cell>/log`` and ``cells/<cell>/result.json``. A cell counts as
 passed only when its result file says so: a task that was cancelled or whose node died has none.
-The schedulers (xpukit/host/matrix_sched.py) only decide where the scripts run.
+The schedulers (xpukit/host/matrix/schedule.py) only decide where the scripts run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.host import pins as pins_mod
+from xpukit.host.build import pins as pins_mod
 from xpukit.targets import preset, split_targets
 
 ROOT = pins_mod.REPO_ROOT
