@@ -20,6 +20,7 @@ from tests.support.verify import _git
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host.build import build, pins
+from xpukit.host.verify import compare as compare_mod
 from xpukit.host.verify import rebuild as verify_mod
 
 ROOT = pins.REPO_ROOT
@@ -38,9 +39,9 @@ def _layer(files: dict[str, tuple[bytes, int]]) -> tarfile.TarFile:
 
 @pytest.mark.unit
 def test_differing_files_name_each_path_and_how():
-    ref = verify_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"old", 1), "c": (b"x", 1), "d": (b"y", 5)}))
-    new = verify_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"new!", 1), "d": (b"y", 6), "e": (b"z", 1)}))
-    found = dict(verify_mod.differing_files(ref, new))
+    ref = compare_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"old", 1), "c": (b"x", 1), "d": (b"y", 5)}))
+    new = compare_mod.index_layer(_layer({"a": (b"same", 1), "b": (b"new!", 1), "d": (b"y", 6), "e": (b"z", 1)}))
+    found = dict(compare_mod.differing_files(ref, new))
     assert found == {
         "b": "content (3 vs 4 bytes)",
         "c": "only in the reference",
@@ -53,20 +54,20 @@ def test_differing_files_name_each_path_and_how():
 def test_layers_are_named_by_their_dockerfile_step():
     """buildah's history wording, as podman 4.3 writes it (the build args of a RUN come first)."""
     run = "|42 APT_PACKAGES=python3=3.11.2-1+b1 BASE_IMAGE=xpukit-base:bookworm /bin/sh -c date +%s%N > /opt/built-at"
-    assert verify_mod.describe_step(run) == "RUN date +%s%N > /opt/built-at"
+    assert compare_mod.describe_step(run) == "RUN date +%s%N > /opt/built-at"
     copy = (
         "/bin/sh -c #(nop) COPY dir:fef9000b988816f75241d730daca1af9452dc19b2e75626a4c9d42275290b3e7 in /opt/xpukit/src"
     )
-    assert verify_mod.describe_step(copy).startswith("COPY dir:fef9000b")
-    assert len(verify_mod.describe_step(copy, limit=40)) == 40
-    assert verify_mod.describe_step("") == "(step unknown)"
+    assert compare_mod.describe_step(copy).startswith("COPY dir:fef9000b")
+    assert len(compare_mod.describe_step(copy, limit=40)) == 40
+    assert compare_mod.describe_step("") == "(step unknown)"
 
 
 @pytest.mark.unit
 def test_config_differences_skip_the_layers():
     ref = {"created": "1", "config": {"Labels": {"a": "1"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["x"]}}
     new = {"created": "2", "config": {"Labels": {"a": "2"}, "Env": ["X=1"]}, "rootfs": {"diff_ids": ["y"]}}
-    assert verify_mod.config_differences(ref, new) == ["config.Labels", "created"]
+    assert compare_mod.config_differences(ref, new) == ["config.Labels", "created"]
 
 
 @pytest.mark.unit
