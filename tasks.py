@@ -16,10 +16,9 @@ from invoke import Collection, Exit, task
 
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
 from xpukit.host import inputs, settings
-from xpukit.host.build import docs_tables
-from xpukit.host.build.build import Variant
 from xpukit.host.commands import kit as commands
-from xpukit.host.matrix import schedule as matrix_sched
+from xpukit.host.commands import matrix as matrix_cmd
+from xpukit.host.commands import verify as verify_cmd
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -119,7 +118,7 @@ def build(
     s = _settings(
         c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, registry=registry, dry_run=dry_run, debug=debug
     )
-    variant = Variant(
+    variant = commands.Variant(
         triton=inputs.not_empty("triton", triton, "zebin") or "",
         torch=inputs.not_empty("torch", torch, "source") or "",
         llvm="source" if llvm else "",
@@ -355,10 +354,8 @@ def doctor(c, image="", profile=None, debug=False):
 )
 def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Rebuild the image from nothing in an empty podman store and check it is bit-for-bit the same (exit 1 if not)."""
-    from xpukit.host.verify import rebuild as verify_mod
-
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(verify_mod.run(s, against, keep))
+    _finish(verify_cmd.run(s, against, keep))
 
 
 @task(help=_help("profile", "ca-bundle", "dry-run", "debug", registry="HOST[:PORT]/NAMESPACE (XPUKIT_REGISTRY)"))
@@ -446,17 +443,17 @@ def matrix(
     """Run the matrix of env/matrix.toml (UR release x target x Triton x suite), one result file per
     cell, on this engine, Slurm (sbatch --array) or Kubernetes (an Indexed Job); ends with one table."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    opts = matrix_sched.Options(
+    opts = matrix_cmd.Options(
         scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
         sbatch_args, out, apply, image, gpu_resource, sif, inputs.seconds("timeout", timeout),
     )  # fmt: skip
-    _finish(commands.guarded(matrix_sched.run)(s, opts))
+    _finish(matrix_cmd.run(s, opts))
 
 
 @task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
 def docs(c, check=False):
     """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
-    _finish(docs_tables.main(["--check"] if check else []))
+    _finish(commands.docs(check))
 
 
 TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs, push, pull, export)

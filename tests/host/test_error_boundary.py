@@ -15,8 +15,9 @@ from xpukit.host.build.pins import REPO_ROOT
 pytestmark = pytest.mark.unit
 
 # Every program a user starts: tasks (invoke), the host commands, `python -m xpukit`, the examples.
-ENTRY_POINTS = ["tasks.py", "xpukit/host/commands/kit.py", "xpukit/__main__.py", *sorted(
-    str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "examples").glob("*.py"))]  # fmt: skip
+ENTRY_POINTS = ["tasks.py", "xpukit/__main__.py", *sorted(
+    str(p.relative_to(REPO_ROOT)) for folder in ("xpukit/host/commands", "examples")
+    for p in (REPO_ROOT / folder).glob("*.py"))]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)

@@ -1,6 +1,6 @@
 """What each invoke task does. tasks.py only parses options and calls these with a :class:`Context`.
 
-Every command returns an exit code. ``guarded`` turns the kit's errors into one line on stderr
+Every command returns an exit code. ``guarded`` (boundary.py) turns the kit's errors into one line on stderr
 and a non-zero exit (a traceback only with --debug), and Ctrl-C into one line and exit 130.
 """
 
@@ -14,16 +14,19 @@ import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from xpukit.errors import UsageError, XpukitError, guard
+from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, report_cache, ui
 from xpukit.host.build import base as base_mod
 from xpukit.host.build import build as build_mod
+from xpukit.host.build import docs_tables
 from xpukit.host.build import lock as lock_mod
 from xpukit.host.build import pins as pins_mod
+from xpukit.host.build.build import Variant  # the options tasks.py builds for build()
+from xpukit.host.commands.boundary import guarded
 from xpukit.host.doctor import checkup as doctor
 from xpukit.host.doctor import host as doctor_host
 from xpukit.host.image import sharing
@@ -44,25 +47,6 @@ from xpukit.host.share import registry
 from xpukit.runtime.offline import report_format
 
 ROOT = pins_mod.REPO_ROOT
-
-F = TypeVar("F", bound=Callable[..., int])
-
-
-def guarded(func: F) -> F:
-    """Run a command; a kit error prints one line and exits non-zero, Ctrl-C exits 130. The task's
-    engine client, if one was opened, is closed once at the end."""
-
-    @functools.wraps(func)
-    def wrapper(ctx: Context, *args: Any, **kwargs: Any) -> int:
-        def body() -> int:
-            try:
-                return func(ctx, *args, **kwargs)
-            finally:
-                ctx.close()
-
-        return guard(body, debug=ctx.debug)  # the kit's one error boundary (xpukit/errors.py)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -110,7 +94,7 @@ def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], wha
 
 
 @guarded
-def build(ctx: Context, variant: build_mod.Variant, github_token: str = "", rebuild: bool = False) -> int:
+def build(ctx: Context, variant: Variant, github_token: str = "", rebuild: bool = False) -> int:
     """Build the profile's image, unless a teammate already shared it (``rebuild`` builds anyway)."""
     if github_token and not Path(github_token).is_file():
         raise UsageError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
@@ -578,3 +562,8 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     changed = devcontainer_mod.write(path, content)
     ui.say(f"devcontainer: {path} {'written' if changed else 'unchanged'} (image {image})")
     return 0
+
+
+def docs(check: bool = False) -> int:
+    """`invoke docs`: rewrite the tables docs/ generates from the pins (``check``: list the stale files, exit 1)."""
+    return docs_tables.main(["--check"] if check else [])

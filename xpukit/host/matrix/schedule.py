@@ -407,7 +407,7 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
     if dry_run:
         print(f"# {shlex.join(cmd)}")
         print(script.read_text(), end="")
-        _print_cell_scripts(prepared)
+        print_cell_scripts(prepared)
         return 0
     sbatch, squeue = _slurm_tool("sbatch"), _slurm_tool("squeue")
     conf = os.environ.get("SLURM_CONF")
@@ -445,7 +445,7 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
     return finish(prepared)
 
 
-def _print_cell_scripts(prepared: Prepared) -> None:
+def print_cell_scripts(prepared: Prepared) -> None:
     for cell in prepared.cells:
         print(f"# ---- {prepared.scripts[cell.name]}")
         print(prepared.scripts[cell.name].read_text(), end="")
@@ -571,30 +571,3 @@ def run_kubernetes(ctx: Context, cells: list[mx.Cell], opts: Options, out_dir: P
     name = _k8s_name(run_name)
     ui.say(f"matrix: {proc.stdout.strip()}; follow it with `kubectl get pods -l job-name={name}`")
     return 0
-
-
-# ---------------------------------------------------------------- entry
-
-
-def run(ctx: Context, opts: Options) -> int:
-    check_choice("scheduler", opts.scheduler, SCHEDULERS)
-    check_choice("runtime", opts.runtime, RUNTIMES)
-    out_dir = Path(opts.out_dir).expanduser().resolve() if opts.out_dir else mx.DEFAULT_OUT
-    cells = select_cells(ctx, opts, out_dir)
-    if not cells:
-        return 0
-    if opts.scheduler == "kubernetes":
-        return run_kubernetes(ctx, cells, opts, out_dir)
-    prepared = prepare(ctx, opts, cells, out_dir)
-    if ctx.dry_run:
-        try:
-            if opts.scheduler == "slurm":
-                return run_slurm(prepared, opts, dry_run=True)
-            print("# local: each cell script runs as `bash run.sh`, " + f"{opts.jobs or os.cpu_count()} at a time")
-            _print_cell_scripts(prepared)
-            return 0
-        finally:
-            shutil.rmtree(prepared.run.parent, ignore_errors=True)  # the dry run's temp folder
-    if opts.scheduler == "slurm":
-        return run_slurm(prepared, opts, dry_run=False)
-    return run_local(prepared, opts.jobs, opts.timeout)

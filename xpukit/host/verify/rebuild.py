@@ -41,8 +41,7 @@ from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.build import build as build_mod
-from xpukit.host.commands.kit import guarded
-from xpukit.host.image.plan import ROOT, ImagePlan, make_plan
+from xpukit.host.image.plan import ROOT, ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
@@ -433,19 +432,3 @@ def _verify_in(
     say(f"verify: NOT reproducible: {described} is {reference_id}, the rebuild {rebuilt_id}")
     compare(reference, rebuilt, work / "files", say)
     return 1
-
-
-def run(ctx: Context, against: str = "auto", keep: bool = False) -> int:
-    """`invoke verify`: the content tag's plan on the configured engine, then :func:`verify`."""
-
-    @guarded
-    def task(ctx: Context) -> int:
-        check_against(against)
-        if ctx.dry_run:
-            print(
-                f"would rebuild the {ctx.profile} image from nothing in an empty podman store and compare ({against})"
-            )
-            return 0
-        return verify(ctx, make_plan(ctx), ctx.engine.client(), against, keep)
-
-    return task(ctx)
