@@ -162,6 +162,69 @@ def test_runtime_never_imports_the_host_kit():
     assert not {k: v for k, v in offenders.items() if v}
 
 
+# xpukit.host in layers: the core (modules directly in xpukit/host/), then the subjects, each importing
+# the core and the subjects of a lower rank (never one of its own rank), then the task bodies.
+HOST_CORE = {"engine", "podman", "settings", "ui", "gpu", "trust", "inputs", "report_cache"}
+HOST_RANKS = {"build": 1, "share": 2, "image": 3, "run": 4, "doctor": 5, "matrix": 5, "verify": 5, "commands": 6}
+
+
+def host_layer(module: str) -> tuple[str, int]:
+    """(layer, rank) of a module of xpukit.host: ("core", 0) or (subpackage, its rank)."""
+    part = module.split(".")[2] if module.count(".") >= 2 else ""
+    if part in HOST_CORE or not part:
+        return "core", 0
+    return part, HOST_RANKS[part]
+
+
+def host_layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import inside xpukit.host that goes sideways or up: ``a -> b`` where b's rank is not below
+    a's (a subject's own modules may import each other, as the core's may)."""
+    found = []
+    for name, targets in sorted(graph.items()):
+        if not name.startswith("xpukit.host."):
+            continue
+        layer, rank = host_layer(name)
+        for target in sorted(targets):
+            if not target.startswith("xpukit.host."):
+                continue
+            other, other_rank = host_layer(target)
+            if other != layer and other_rank >= rank:
+                found.append(f"{name} ({layer}) -> {target} ({other})")
+    return found
+
+
+def test_the_host_layer_check_catches_an_edge_up_or_sideways():
+    graph = {
+        "xpukit.host.engine": {"xpukit.host.build.pins"},  # core -> subject: up
+        "xpukit.host.verify.rebuild": {"xpukit.host.matrix.cells", "xpukit.host.verify.compare"},  # sideways
+        "xpukit.host.run.testing": {"xpukit.host.image.plan", "xpukit.host.ui"},  # down: fine
+    }
+    assert host_layer_violations(graph) == [
+        "xpukit.host.engine (core) -> xpukit.host.build.pins (build)",
+        "xpukit.host.verify.rebuild (verify) -> xpukit.host.matrix.cells (matrix)",
+    ]
+
+
+def test_the_host_kit_depends_one_way():
+    """core < build < share < image < run < doctor, matrix, verify < commands < tasks.py: each imports
+    only the layers below it. Every module of xpukit/host/ has a layer here, so a new one is placed."""
+    graph = import_graph()
+    host = PACKAGE / "host"
+    assert {p.stem for p in host.glob("*.py")} - {"__init__"} == HOST_CORE
+    assert {p.name for p in host.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(HOST_RANKS)
+    assert not host_layer_violations(graph), "\n".join(host_layer_violations(graph))
+
+
+def test_tasks_py_calls_the_task_bodies_and_the_core_only():
+    """tasks.py parses options (the core: settings, inputs) and calls xpukit.host.commands, nothing else of the kit."""
+    modules = set(import_graph())
+    targets = imports_of(REPO_ROOT / "tasks.py", modules, "tasks")
+    kit = {t for t in targets if t.startswith("xpukit.host.")}
+    assert any(t.startswith("xpukit.host.commands.") for t in kit)
+    assert all(host_layer(t)[0] in ("core", "commands") for t in kit), sorted(kit)
+    assert {t for t in targets if not t.startswith("xpukit.host")} <= {"xpukit.errors"}, sorted(targets)
+
+
 def test_targets_is_ground_level():
     """xpukit.targets holds the presets every layer shares: it imports nothing of the kit but errors."""
     assert import_graph()["xpukit.targets"] <= {"xpukit.errors", "xpukit"}

@@ -1,10 +1,18 @@
-"""The host kit behind ``invoke`` (the ``host`` extra: invoke, docker SDK; plus PyYAML).
+"""The host kit behind ``invoke`` (the ``host`` extra: invoke, docker SDK; plus PyYAML), by subject.
 
-Layers, each importing only those above it:
-``ui`` (output) -> ``settings`` (flags > env > invoke.yaml > defaults, every ``auto`` once; uses
-``trust`` for the CA bundle and ``gpu`` for the profile) -> ``pins``/``lock``/``build`` (pins as build
-args, content tag, BuildKit command) -> ``plan`` (one image plan per task) and ``containers`` (one
-set of run options) -> ``testing``, ``doctor``, ``base`` -> ``commands`` (what each task does).
-``tasks.py`` parses options and calls ``commands``. The host may use ``xpukit.runtime`` (the doctor
-asks its ocloc probe and manifest check), never the other way round.
+Layers, each importing only those below it (tests/host/test_import_graph.py keeps it so):
+
+- the core, the modules directly in this folder: ``ui`` (output), ``podman``, ``engine`` (Docker or
+  podman), ``gpu`` (the host's devices), ``trust`` (the CA bundle), ``settings`` (flags > env >
+  invoke.yaml > defaults, every ``auto`` once: the task's :class:`~xpukit.host.settings.Context`),
+  ``inputs`` (checked option values), ``report_cache``;
+- the subjects, in this order: ``build/`` (pins, locks, base, BuildKit command) < ``share/``
+  (registry and images.toml, export, the shared kernel cache) < ``image/`` (the image plan: built
+  here or pulled by digest) < ``run/`` (container options, test phases, devcontainer) <
+  ``doctor/``, ``matrix/``, ``verify/`` (side by side, none importing another);
+- ``commands/``: the task bodies, each run through ``commands.boundary.guarded``.
+
+``tasks.py`` parses options (with the core's ``settings`` and ``inputs``) and calls ``commands``. The
+host may use ``xpukit.runtime`` (the doctor asks its ocloc probe and manifest check), never the other
+way round.
 """
