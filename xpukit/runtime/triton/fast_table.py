@@ -17,7 +17,60 @@ from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.launcher import COMPILED, fast_key
-from xpukit.runtime.ur.objects import USMAllocation
+from xpukit.runtime.ur.foreign import is_foreign_array
+from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
+
+_FOREIGN_BY_TYPE: dict[type, bool] = {}
+
+
+def _foreign_type(t: type) -> bool:
+    """Whether arguments of type ``t`` are foreign arrays (dpnp/dpctl, SUAI, DLPack), decided once per type."""
+    f = _FOREIGN_BY_TYPE.get(t)
+    if f is None:
+        f = not issubclass(t, USMAllocation | DeviceArray | int | float) and is_foreign_array(t)
+        _FOREIGN_BY_TYPE[t] = f
+    return f
+
+
+def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
+    """A launch with foreign arrays: each checked through UR and lent to the session
+    (:meth:`ForeignState.borrow`), then the ordinary launch with typed pointers in their place.
+    Memory of another queue than the session's shared in-order one is fenced: that queue is waited
+    for before, and the launch finished before returning (an out-of-order queue never races)."""
+    session, queue = act.session, act.stream.queue
+    foreign = session.foreign
+    leases: list[Any] = []
+
+    def lend(value: Any) -> Any:
+        if not _foreign_type(type(value)):
+            return value
+        lease = foreign.borrow(value, queue)
+        leases.append(lease)
+        return lease.pointer
+
+    try:
+        args = tuple(lend(a) for a in args)
+        kwargs = {k: lend(v) for k, v in kwargs.items()}
+        fence = any(lease.fence for lease in leases)
+        if fence:
+            waited: set[int] = set()
+            for lease in leases:
+                q = lease.waits
+                if q is not None and id(q) not in waited:
+                    waited.add(id(q))
+                    q.wait()  # everything the producer's queue was given, done
+        result = run(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        if fence:
+            queue.finish()
+            foreign.fenced_launches += 1
+    except BaseException:
+        foreign.settle(leases=leases)
+        raise
+    if fence or warmup:
+        foreign.settle(leases=leases)
+    else:
+        foreign.queued(leases)
+    return result
 
 
 class _FastEntry:
@@ -259,6 +312,13 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         act = CURRENT.get()
+        if act is not None and not act.session._closed:
+            for value in args:
+                if _foreign_type(type(value)):
+                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
+            for value in kwargs.values():
+                if _foreign_type(type(value)):
+                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
         if (
             act is None
             or act.session._closed  # Triton's path raises the kit's error for it

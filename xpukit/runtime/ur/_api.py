@@ -139,6 +139,18 @@ PROFILING_INFO_COMMAND_START = 2  # ur_profiling_info_t
 PROFILING_INFO_COMMAND_END = 3
 
 STRUCTURE_TYPE_QUEUE_PROPERTIES = 14  # ur_structure_type_t
+STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES = 16
+STRUCTURE_TYPE_QUEUE_NATIVE_PROPERTIES = 18
+STRUCTURE_TYPE_DEVICE_NATIVE_PROPERTIES = 22
+STRUCTURE_TYPE_QUEUE_NATIVE_DESC = 25
+ADAPTER_INFO_BACKEND = 0  # ur_adapter_info_t; the value is a ur_backend_t (BACKEND_NAMES)
+QUEUE_INFO_FLAGS = 3  # ur_queue_info_t
+QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE = 0x1
+USM_ALLOC_INFO_TYPE = 0  # ur_usm_alloc_info_t
+USM_ALLOC_INFO_BASE_PTR = 1
+USM_ALLOC_INFO_SIZE = 2
+USM_ALLOC_INFO_DEVICE = 3
+USM_TYPE_NAMES = {0: "unknown", 1: "host", 2: "device", 3: "shared"}  # ur_usm_type_t
 STRUCTURE_TYPE_EXP_KERNEL_ARG_PROPERTIES = 0x5000  # 2026.0+
 QUEUE_FLAG_PROFILING_ENABLE = 0x2  # ur_queue_flag_t
 
@@ -152,6 +164,19 @@ class QueueProperties(ctypes.Structure):
     """ur_queue_properties_t."""
 
     _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("flags", c_uint32)]
+
+
+class NativeProperties(ctypes.Structure):
+    """ur_{device,context,queue}_native_properties_t: stype, pNext, isNativeHandleOwned."""
+
+    _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("isNativeHandleOwned", c_bool)]
+
+
+class QueueNativeDesc(ctypes.Structure):
+    """ur_queue_native_desc_t (chained from the queue's native properties): SYCL's native-handle
+    descriptor (Level Zero: whether the handle is an immediate command list)."""
+
+    _fields_ = [("stype", c_uint32), ("pNext", c_void_p), ("pNativeData", c_void_p)]
 
 
 class KernelArgMemObjTuple(ctypes.Structure):
@@ -227,6 +252,14 @@ COMMON_PROTOTYPES: dict[str, list] = {
     "urEventWait": [c_uint32, handle_p],
     "urEventRelease": [handle],
     "urEventGetProfilingInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    # Sessions over someone else's device (xpukit.runtime.ur.foreign): the same in every supported
+    # release's ur_api.h (the handle parameter is ur_native_handle_t, a uintptr_t).
+    "urAdapterGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urDeviceCreateWithNativeHandle": [c_void_p, handle, c_void_p, handle_p],
+    "urContextCreateWithNativeHandle": [c_void_p, handle, c_uint32, handle_p, c_void_p, handle_p],
+    "urQueueCreateWithNativeHandle": [c_void_p, handle, handle, c_void_p, handle_p],
+    "urQueueGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
+    "urUSMGetMemAllocInfo": [handle, c_void_p, c_uint32, c_size_t, c_void_p, size_p],
 }
 
 # The argument setters of 2025.0-2026.1 (removed in 2026.2).

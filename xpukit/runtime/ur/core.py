@@ -20,6 +20,7 @@ from ctypes import byref, c_size_t, c_uint32, c_void_p
 from typing import Any
 
 from xpukit.runtime.ur import _api
+from xpukit.runtime.ur import foreign as _foreign
 from xpukit.runtime.ur import launcher as _launcher
 from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
@@ -29,7 +30,7 @@ from xpukit.runtime.ur.errors import (
     error_class,
 )
 from xpukit.runtime.ur.loader import UrLibrary, load
-from xpukit.runtime.ur.objects import DeviceArray, Program, Queue, Resource, USMAllocation
+from xpukit.runtime.ur.objects import _EXPORT_LOCK, DeviceArray, Program, Queue, Resource, USMAllocation
 
 log = logging.getLogger("xpukit.runtime.ur")
 
@@ -118,6 +119,14 @@ class Session:
     def __init__(self, device: str = "auto", loader: str | os.PathLike[str] | None = None) -> None:
         if device not in DEVICE_CHOICES:
             raise BadDeviceRequest(f"unknown device request {device!r}", f"use one of: {', '.join(DEVICE_CHOICES)}")
+        self._init_state(loader)
+        try:
+            self._open(device)
+        except BaseException:
+            self.close()
+            raise
+
+    def _init_state(self, loader: str | os.PathLike[str] | None) -> None:
         self._children: dict[int, Resource] = {}
         # Live USM ranges: every pointer argument is checked against them before a launch, and a
         # plain int is recognised as a device address (is_usm_address). Each free bumps its
@@ -130,13 +139,62 @@ class Session:
         self._adapters: list[int] = []
         self._ctx: Any = None
         self.note = ""
+        # Sessions over someone else's device (from_native, from_sycl): the SYCL queue shared with
+        # the session (in-order), foreign memory held for queued launches, exports still in use.
+        self.sycl_queue: Any = None
+        self.foreign = _foreign.ForeignState(self)
+        self._pending_frees = 0
         self.lib = load(loader)
         _SESSIONS.add(self)
+
+    @classmethod
+    def from_native(
+        cls,
+        backend: str,
+        context: int,
+        device: int,
+        queue: int = 0,
+        *,
+        owned: bool = False,
+        queue_desc: int = 0,
+        loader: str | os.PathLike[str] | None = None,
+    ) -> Session:
+        """A session over another runtime's native handles (``backend``: "opencl" or "level_zero"):
+        its context and device, and its queue when given (it must be in-order; without one the
+        session makes its own in-order queue). ``owned``: the handles carry a reference the session
+        takes over and releases on close (what OpenCL's ``get_native`` hands out); else the caller
+        keeps them alive for the session's life."""
+        return cls._over(_foreign.NativeHandles(backend, context, device, queue, queue_desc, owned), loader)
+
+    @classmethod
+    def from_sycl(cls, queue: Any, loader: str | os.PathLike[str] | None = None) -> Session:
+        """A session sharing a SYCL queue's context and device (a ``dpctl.SyclQueue``, or a dpnp/dpctl
+        array's queue). Launches go to an in-order SYCL queue the session shares with dpnp: the queue
+        itself when it is in-order, else a new in-order queue on its context and device
+        (``session.sycl_queue``; make arrays on it to launch without waits). Foreign memory of any
+        other queue is waited for before a launch and the launch finished before it returns."""
+        import dpctl
+
+        given = _foreign.sycl_queue_of(queue)
+        shared = given if given.is_in_order else dpctl.SyclQueue(given.sycl_context, given.sycl_device, property="in_order")
+        session = cls._over(_foreign.sycl_native_handles(shared), loader)
+        session.sycl_queue = shared
+        return session
+
+    @classmethod
+    def _over(cls, handles: _foreign.NativeHandles, loader: str | os.PathLike[str] | None) -> Session:
+        session = cls.__new__(cls)
         try:
-            self._open(device)
+            session._init_state(loader)
         except BaseException:
-            self.close()
+            _foreign.release_opencl(handles)
             raise
+        try:
+            session._open_native(handles)
+        except BaseException:
+            session.close()
+            raise
+        return session
 
     # -- discovery -------------------------------------------------------------------------------
     def _platforms(self) -> list[tuple[Any, str, str]]:
@@ -224,6 +282,62 @@ class Session:
         self.lib.urContextCreate(1, devs, None, byref(ctx))
         self._ctx = ctx.value
         self.queue = Queue(self)
+
+    def _open_native(self, h: _foreign.NativeHandles) -> None:
+        lib = self.lib
+        taken = {"context": False, "queue": False}  # native references a UR object took over
+        try:
+            want = {"opencl": _api.BACKEND_OPENCL, "level_zero": _api.BACKEND_LEVEL_ZERO}.get(h.backend)
+            if want is None:
+                raise BadDeviceRequest(f"unknown native backend {h.backend!r}", "use 'opencl' or 'level_zero'")
+            if not h.context or not h.device:
+                raise BadDeviceRequest("a null native context or device handle", "pass the runtime's live handles")
+            n = c_uint32()
+            lib.urAdapterGet(0, None, byref(n))
+            adapters = (c_void_p * n.value)()
+            lib.urAdapterGet(n.value, adapters, None)
+            self._adapters = [a for a in adapters if a]
+            adapter = next(
+                (a for a in self._adapters if _uint(_get_info(lib, "urAdapterGetInfo", c_void_p(a), _api.ADAPTER_INFO_BACKEND)) == want),
+                None,
+            )
+            if adapter is None:
+                raise DeviceNotFound(f"this UR loader has no {h.backend} adapter", "install the runtime the handles come from")
+            dev = c_void_p()
+            props = _api.NativeProperties(_api.STRUCTURE_TYPE_DEVICE_NATIVE_PROPERTIES, None, False)
+            lib.urDeviceCreateWithNativeHandle(c_void_p(h.device), c_void_p(adapter), byref(props), byref(dev))
+            self._device = dev.value
+            platform = _get_info(lib, "urDeviceGetInfo", dev, _api.DEVICE_INFO_PLATFORM)
+            pname = _str(_get_info(lib, "urPlatformGetInfo", c_void_p(_uint(platform)), _api.PLATFORM_INFO_NAME))
+            self.device = _device_info(lib, dev, h.backend, pname)
+            devs = (c_void_p * 1)(dev.value)
+            ctx = c_void_p()
+            props = _api.NativeProperties(_api.STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES, None, h.owned)
+            lib.urContextCreateWithNativeHandle(c_void_p(h.context), c_void_p(adapter), 1, devs, byref(props), byref(ctx))
+            self._ctx = ctx.value
+            taken["context"] = True
+            if not h.queue:
+                self.queue = Queue(self)
+                return
+            native_data = ctypes.c_int(h.queue_desc)
+            desc = _api.QueueNativeDesc(_api.STRUCTURE_TYPE_QUEUE_NATIVE_DESC, None, ctypes.addressof(native_data))
+            qprops = _api.NativeProperties(_api.STRUCTURE_TYPE_QUEUE_NATIVE_PROPERTIES, None, h.owned)
+            if h.backend == "level_zero":
+                qprops.pNext = ctypes.addressof(desc)
+            out = c_void_p()
+            lib.urQueueCreateWithNativeHandle(c_void_p(h.queue), c_void_p(self._ctx), dev, byref(qprops), byref(out))
+            taken["queue"] = True
+            self.queue = Queue.adopt(self, out.value)
+            flags = _uint(_get_info(lib, "urQueueGetInfo", out, _api.QUEUE_INFO_FLAGS))
+            if flags & _api.QUEUE_FLAG_OUT_OF_ORDER_EXEC_MODE_ENABLE:
+                raise BadDeviceRequest(
+                    "the native queue is out-of-order: kernels on it could run before the commands they depend on",
+                    "pass an in-order queue, none (the session makes its own), or use Session.from_sycl(queue)",
+                )
+        finally:
+            if h.owned and not all(taken.values()):
+                _foreign.release_opencl(_foreign.NativeHandles(
+                    h.backend, 0 if taken["context"] else h.context, 0, 0 if taken["queue"] else h.queue, owned=True))
 
     # -- ownership -------------------------------------------------------------------------------
     def _adopt(self, res: Resource) -> None:
@@ -354,6 +468,14 @@ class Session:
             except UrError as exc:
                 errors.append(exc)
         self._closed = True
+        with _EXPORT_LOCK:
+            deferred = self._pending_frees > 0
+        if not deferred:  # else the last DLPack consumer to let go releases them (_pending_free_done)
+            self._release_context(errors)
+        if errors:
+            raise errors[0]
+
+    def _release_context(self, errors: list[BaseException]) -> None:
         if self._ctx is not None:
             try:
                 self.lib.urContextRelease(c_void_p(self._ctx))
@@ -366,8 +488,36 @@ class Session:
             except UrError as exc:
                 errors.append(exc)
         self._adapters = []
-        if errors:
-            raise errors[0]
+        self.sycl_queue = None
+
+    def _pending_free_done(self) -> None:
+        """An allocation closed while exported was freed by its last consumer; a closed session whose
+        last such allocation this was releases its context now."""
+        with _EXPORT_LOCK:
+            self._pending_frees -= 1
+            last = self._pending_frees == 0 and self._closed
+        if last:
+            self._release_context([])
+
+    # -- DLPack export ---------------------------------------------------------------------------
+    def _dlpack_device(self) -> tuple[int, int]:
+        if self.sycl_queue is None:
+            raise BufferError(
+                "DLPack export needs a session over a SYCL context (its consumers find memory through "
+                "SYCL): this session made its own context"
+            )
+        return _foreign.KDL_ONEAPI, int(self.sycl_queue.sycl_device.get_device_id())
+
+    def _export(self, owner: USMAllocation, address: int, dtype: Any, shape: tuple[int, ...], dl_device: Any,
+                copy: Any) -> Any:  # fmt: skip
+        device = self._dlpack_device()
+        if copy:
+            raise BufferError("xpukit exports its memory without a copy only (copy=True asked for one)")
+        if dl_device is not None and tuple(int(x) for x in dl_device) != device:
+            raise BufferError(f"xpukit memory lives on DLPack device {device}, not {tuple(dl_device)}")
+        # The consumer may read on any queue: everything this session queued is finished first.
+        self.synchronize()
+        return _foreign.export_dlpack(owner, address, dtype, tuple(int(d) for d in shape), device[1])
 
     def __enter__(self) -> Session:
         return self

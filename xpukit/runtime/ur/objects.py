@@ -7,6 +7,7 @@ The session itself (discovery, ownership, address checks) is :mod:`xpukit.runtim
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from ctypes import byref, c_size_t, c_uint64, c_void_p
 from typing import Any
@@ -23,6 +24,7 @@ from xpukit.runtime.ur.errors import (
 )
 
 USM_KINDS = ("device", "shared", "host")
+_EXPORT_LOCK = threading.Lock()
 # The owning xpukit.runtime.ur.core.Session: core imports this module, so it is not imported here.
 Session = Any
 
@@ -92,6 +94,8 @@ class USMAllocation(Resource):
         self.nbytes = int(nbytes)
         self.kind = kind
         self._ptr = int(out.value or 0)
+        self._exports = 0  # DLPack consumers still holding this memory
+        self._free_pending = False
         super().__init__(session, self._ptr)
         session._track_usm(self._ptr, self.nbytes)
 
@@ -108,7 +112,34 @@ class USMAllocation(Resource):
         # Kernels already enqueued may still use it: free only once the session's queues are
         # drained (as cudaFree does), never under a running kernel.
         s._drain_queues()
+        with _EXPORT_LOCK:
+            if self._exports:  # a DLPack consumer (a dpnp array) still uses it: freed when it lets go
+                self._free_pending = True
+                s._pending_frees += 1
+                return
         s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
+
+    # -- DLPack (consumers such as dpnp.from_dlpack take the memory without a copy) ----------------
+    def _export_taken(self) -> None:
+        with _EXPORT_LOCK:
+            self._exports += 1
+
+    def _export_released(self) -> None:
+        with _EXPORT_LOCK:
+            self._exports -= 1
+            free = self._exports == 0 and self._free_pending
+            self._free_pending = self._free_pending and not free
+        if free:
+            s = self._session
+            s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
+            s._pending_free_done()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._session._dlpack_device()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        """The bytes as a 1-D uint8 DLPack tensor (kDLOneAPI); a typed view is DeviceArray's."""
+        return self._session._export(self, self.ptr, "uint8", (self.nbytes,), dl_device, copy)
 
     def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
         import numpy as np
@@ -221,6 +252,14 @@ class DeviceArray:
         if self.owns:
             self.alloc.close()
 
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.alloc.__dlpack_device__()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+        """This shape and dtype as a DLPack tensor (kDLOneAPI), without a copy."""
+        a = self.alloc
+        return a._session._export(a, a.ptr, self.dtype, self.shape, dl_device, copy)
+
     def __enter__(self) -> DeviceArray:
         return self
 
@@ -253,12 +292,26 @@ class Queue(Resource):
         self._lib = session.lib
         super().__init__(session, out.value)
 
+    @classmethod
+    def adopt(cls, session: Session, handle: int) -> Queue:
+        """A UR queue handle made elsewhere (urQueueCreateWithNativeHandle), owned from now on."""
+        queue = cls.__new__(cls)
+        queue.profiling = False
+        queue._lib = session.lib
+        Resource.__init__(queue, session, handle)
+        return queue
+
     def _release(self) -> None:
         self._lib.urQueueRelease(c_void_p(self._handle))
 
     def finish(self) -> None:
-        """Block until every command in the queue has completed (urQueueFinish)."""
+        """Block until every command in the queue has completed (urQueueFinish); foreign memory held
+        for the session's launches until then is let go (xpukit.runtime.ur.foreign)."""
+        foreign = self._session.foreign if self._session is not None else None
+        mark = foreign.mark() if foreign is not None and foreign.held and self is self._session.queue else None
         self._lib.urQueueFinish(self.handle)
+        if mark is not None:
+            foreign.settle(mark)
 
     def memcpy(self, dst: int, src: int, nbytes: int, blocking: bool = True) -> None:
         self._lib.urEnqueueUSMMemcpy(self.handle, blocking, dst, src, nbytes, 0, None, None)
