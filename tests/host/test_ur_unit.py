@@ -187,12 +187,27 @@ def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, capl
     monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
     loc = LoaderLocation(tmp_path / "libur_loader.so", "pip")
     monkeypatch.delenv("OCL_ICD_FILENAMES", raising=False)
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
     assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == str(rt.resolve())
     assert not caplog.text
     monkeypatch.setenv("OCL_ICD_FILENAMES", "/opt/vendor/libother.so")
     setup_cpu_icd(loc)
     assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so"
     assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
+
+
+def test_a_users_ocl_icd_vendors_is_not_doubled(tmp_path, monkeypatch, caplog):
+    """With OCL_ICD_VENDORS set by the user (dpctl's setup, the dpnp image), the kit leaves
+    OCL_ICD_FILENAMES unset: the ICD loader reads both, and the CPU platform would be listed twice."""
+    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+
+    rt = tmp_path / "libintelocl.so"
+    rt.write_bytes(b"")
+    monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
+    monkeypatch.delenv("OCL_ICD_FILENAMES", raising=False)
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path / "vendors"))
+    assert setup_cpu_icd(LoaderLocation(tmp_path / "libur_loader.so", "pip")) == rt.resolve()
+    assert "OCL_ICD_FILENAMES" not in os.environ and not caplog.text
 
 
 def test_find_loader_explicit_and_env(tmp_path, monkeypatch):

@@ -230,6 +230,8 @@ def find_cpu_opencl_runtime(loader: Path | None = None) -> Path | None:
 
 def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     """Point the OpenCL ICD loader at Intel's CPU runtime (pip runtime only; must precede loading).
+    Left alone when ``OCL_ICD_FILENAMES`` or ``OCL_ICD_VENDORS`` is already set (setting the first
+    beside the second lists the platform twice).
 
     Returns the runtime used, or None when the environment already chose (or it is absent).
     """
@@ -239,6 +241,10 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     if rt is None:
         return None
     current = os.environ.get("OCL_ICD_FILENAMES")
+    if not current and os.environ.get("OCL_ICD_VENDORS"):
+        # The user chose their vendors: naming the runtime again in OCL_ICD_FILENAMES would make the
+        # ICD loader list its platform twice (it reads both).
+        return rt
     if not current:
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
     elif str(rt) not in current.split(":"):

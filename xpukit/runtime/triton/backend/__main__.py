@@ -1,0 +1,5 @@
+import sys
+
+from xpukit.runtime.triton.backend import main
+
+sys.exit(main())
