@@ -27,7 +27,9 @@ def _foreign_type(t: type) -> bool:
     """Whether arguments of type ``t`` are foreign arrays (dpnp/dpctl, SUAI, DLPack), decided once per type."""
     f = _FOREIGN_BY_TYPE.get(t)
     if f is None:
+        # numpy arrays speak DLPack too, but are host memory: the binder's own error names the fix
         f = not issubclass(t, USMAllocation | DeviceArray | int | float) and is_foreign_array(t)
+        f = f and not (t.__module__ or "").startswith("numpy")
         _FOREIGN_BY_TYPE[t] = f
     return f
 
