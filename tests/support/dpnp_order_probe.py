@@ -2,9 +2,9 @@
 out-of-order SYCL queue handing arrays to a Triton kernel and back, temporaries dropped at once.
 Prints "exact <iterations>" or exits non-zero naming the first wrong result; a crash is the signal.
 
-``--unordered`` (a control, never used by the tests' assertions): leases are not fenced, as a
-session without the kit's ordering would launch; on the CPU device that races (wrong results,
-segfaults), which shows the probe can see the race the kit prevents.
+``--unordered`` (a control, never used by the tests' assertions): no queue is waited for and the
+launch is not finished, as a session without the kit's ordering would launch; on the CPU device
+that races (wrong results, segfaults), which shows the probe can see the race the kit prevents.
 """
 
 from __future__ import annotations
@@ -41,14 +41,20 @@ def main() -> int:
     from xpukit.runtime.ur import foreign
 
     if args.unordered:
+        from xpukit.runtime.ur.objects import Queue
+
         borrow = foreign.ForeignState.borrow
 
-        def unfenced(self, obj, queue):  # the control: no waits at either handoff
-            lease = borrow(self, obj, queue)
-            lease.fence = False
+        kept = []  # producers kept to the end: freeing USM blocks until its users finish, a hidden fence
+
+        def unfenced(self, obj):  # the control: no waits at either handoff
+            lease = borrow(self, obj)
+            lease.waits = ()
+            kept.append(obj)
             return lease
 
         foreign.ForeignState.borrow = unfenced
+        Queue.finish = lambda self: None  # only the launch's fence calls it before the end
 
     queue = dpctl.SyclQueue()  # dpctl's default: out-of-order
     assert not queue.is_in_order, "the probe needs an out-of-order queue"

@@ -36,9 +36,9 @@ def _foreign_type(t: type) -> bool:
 
 def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
     """A launch with foreign arrays: each checked through UR and lent to the session
-    (:meth:`ForeignState.borrow`), then the ordinary launch with typed pointers in their place.
-    Memory of another queue than the session's shared in-order one is fenced: that queue is waited
-    for before, and the launch finished before returning (an out-of-order queue never races)."""
+    (:meth:`ForeignState.borrow`), then the ordinary launch with typed pointers in their place,
+    fenced: the producers' SYCL queues waited for before, the launch finished after (the
+    producers stay referenced here until then)."""
     session, queue = act.session, act.stream.queue
     foreign = session.foreign
     leases: list[Any] = []
@@ -46,32 +46,25 @@ def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs
     def lend(value: Any) -> Any:
         if not _foreign_type(type(value)):
             return value
-        lease = foreign.borrow(value, queue)
+        lease = foreign.borrow(value)
         leases.append(lease)
         return lease.pointer
 
     try:
         args = tuple(lend(a) for a in args)
         kwargs = {k: lend(v) for k, v in kwargs.items()}
-        fence = any(lease.fence for lease in leases)
-        if fence:
-            waited: set[int] = set()
-            for lease in leases:
-                q = lease.waits
-                if q is not None and id(q) not in waited:
+        waited: set[int] = set()
+        for lease in leases:
+            for q in lease.waits:
+                if id(q) not in waited:
                     waited.add(id(q))
-                    q.wait()  # everything the producer's queue was given, done
+                    q.wait()  # everything the producer's queue was given (host tasks too), done
         result = run(fn, *args, grid=grid, warmup=warmup, **kwargs)
-        if fence:
+        if not warmup:
             queue.finish()
             foreign.fenced_launches += 1
-    except BaseException:
-        foreign.settle(leases=leases)
-        raise
-    if fence or warmup:
-        foreign.settle(leases=leases)
-    else:
-        foreign.queued(leases)
+    finally:
+        foreign.release(leases)
     return result
 
 

@@ -140,7 +140,7 @@ class Session:
         self._ctx: Any = None
         self.note = ""
         # Sessions over someone else's device (from_native, from_sycl): the SYCL queue shared with
-        # the session (in-order), foreign memory held for queued launches, exports still in use.
+        # the session (in-order), foreign memory lent for launches, allocations freed by their last DLPack consumer.
         self.sycl_queue: Any = None
         self.foreign = _foreign.ForeignState(self)
         self._pending_frees = 0
@@ -169,10 +169,10 @@ class Session:
     @classmethod
     def from_sycl(cls, queue: Any, loader: str | os.PathLike[str] | None = None) -> Session:
         """A session sharing a SYCL queue's context and device (a ``dpctl.SyclQueue``, or a dpnp/dpctl
-        array's queue). Launches go to an in-order SYCL queue the session shares with dpnp: the queue
-        itself when it is in-order, else a new in-order queue on its context and device
-        (``session.sycl_queue``; make arrays on it to launch without waits). Foreign memory of any
-        other queue is waited for before a launch and the launch finished before it returns."""
+        array's queue). Launches go to an in-order SYCL queue (``session.sycl_queue``): the queue
+        itself when it is in-order, else a new in-order queue on its context and device. A launch
+        with foreign memory waits for the producers' queues first and is finished before it returns
+        (xpukit.runtime.ur.foreign), so out-of-order queues and SYCL host tasks never race it."""
         import dpctl
 
         given = _foreign.sycl_queue_of(queue)

@@ -4,10 +4,10 @@ producers of device type kDLOneAPI), and DLPack export of the kit's own memory.
 
 A session opened over SYCL's context (:meth:`xpukit.runtime.ur.Session.from_sycl`) knows SYCL's USM
 pointers through UR itself (``urUSMGetMemAllocInfo``): every foreign pointer is checked there (type,
-base, size, device) before a launch, and its producer is held until the session's queue has
-finished with it. Ordering: a foreign array whose queue is the session's own in-order queue needs
-nothing (one queue orders both); any other queue is waited for before the launch and the launch
-finished before returning, so an out-of-order SYCL queue never races a kernel (docs/foreign.md).
+base, size, device) before a launch, and its allocation is lent to the session's table for that
+launch only. Every such launch is fenced: the producers' queues are waited for before it and the
+launch is finished before it returns (the producer object is held until then), so neither an
+out-of-order queue nor SYCL's host tasks race a kernel (docs/ur.md, "dpnp and foreign memory").
 """
 
 from __future__ import annotations
@@ -194,8 +194,9 @@ def _bad(obj: Any, why: str, fix: str) -> KernelArgumentError:
     return KernelArgumentError(f"a {type(obj).__name__} kernel argument: {why}", fix)
 
 
-def view_of(obj: Any) -> ArrayView:
-    """Read ``obj``'s array protocol: ``__sycl_usm_array_interface__`` first, else DLPack (kDLOneAPI)."""
+def view_of(obj: Any, stream: Any = None) -> ArrayView:
+    """Read ``obj``'s array protocol: ``__sycl_usm_array_interface__`` first, else DLPack (kDLOneAPI;
+    ``stream``, a SYCL queue, is offered to the producer as the queue the data must be ready on)."""
     import numpy as np
 
     suai = getattr(obj, "__sycl_usm_array_interface__", None)
@@ -212,7 +213,7 @@ def view_of(obj: Any) -> ArrayView:
         low, high = _extent(shape, strides, dtype.itemsize)
         queue = suai.get("syclobj")
         return ArrayView(data + offset * dtype.itemsize, dtype, dtype.itemsize, low, high, queue, obj)
-    return _dlpack_view(obj)
+    return _dlpack_view(obj, stream)
 
 
 # DLPack (dlpack.h): DLTensor and DLManagedTensor, the legacy ("dltensor") capsule every producer offers.
@@ -267,7 +268,7 @@ def _dl_dtype(obj: Any, dt: DLDataType) -> tuple[Any, int]:
     return np.dtype(f"{kind}{dt.bits}" if kind != "bool" else "bool"), dt.bits // 8
 
 
-def _dlpack_view(obj: Any) -> ArrayView:
+def _dlpack_view(obj: Any, stream: Any) -> ArrayView:
     try:
         device = obj.__dlpack_device__()
     except Exception as exc:
@@ -279,7 +280,10 @@ def _dlpack_view(obj: Any) -> ArrayView:
             "copy it to a dpnp array or the session first (dpnp.asarray / session.from_numpy)",
         )
     try:
-        capsule = obj.__dlpack__()
+        try:
+            capsule = obj.__dlpack__(stream=stream) if stream is not None else obj.__dlpack__()
+        except TypeError:  # a producer without the stream keyword
+            capsule = obj.__dlpack__()
     except Exception as exc:
         raise _bad(obj, f"__dlpack__() failed ({exc})", "pass a dpnp/dpctl array or a DLPack producer") from None
     if not _capi.PyCapsule_IsValid(capsule, _CAPSULE_NAME):
@@ -325,43 +329,38 @@ def alloc_info(lib: Any, context: Any, address: int) -> AllocInfo:
 
 
 class Lease:
-    """Foreign memory one launch uses: the checked pointer, whether the launch must be fenced
-    (the producer's queue waited for before, the launch finished after), and its place in the
-    session's list (released once the session's queue has finished past it)."""
+    """Foreign memory one launch uses: the checked pointer and the SYCL queues to wait for first."""
 
-    __slots__ = ("fence", "pointer", "queued", "seq", "waits")
+    __slots__ = ("pointer", "waits")
 
-    def __init__(self, pointer: ForeignPointer, fence: bool, seq: int) -> None:
+    def __init__(self, pointer: ForeignPointer, waits: tuple[Any, ...]) -> None:
         self.pointer = pointer
-        self.fence = fence
-        self.seq = seq
-        self.queued = False
-        self.waits = pointer.queue
+        self.waits = waits
 
 
 class ForeignState:
-    """A session's foreign memory: ranges lent to its allocation table (counted per allocation,
-    so two views of one allocation share an entry), and the producers held for queued launches."""
+    """A session's foreign memory: ranges lent to its allocation table while a launch uses them
+    (counted per allocation, so two views of one allocation share an entry).
 
-    MAX_HELD = 4096  # more leases than this outstanding: the queue is finished and they are let go
+    Every launch with foreign memory is fenced: the producers' queues (and the session's SYCL
+    queue) are waited for before it, and the launch is finished before it returns. Sharing one
+    in-order native queue is not enough: SYCL runs some commands as host tasks (oneMKL's CPU
+    gemm under ``dpnp.matmul``) that the native queue never sees, so a kernel queued behind them
+    natively can start first, and a host task queued after the kernel can read unfinished output
+    (``examples/dpnp_triton.py`` gave wrong results that way)."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
         self.lock = threading.Lock()
         self.lent: dict[int, int] = {}  # allocation base -> leases using it (bases the kit did not allocate)
-        self.held: list[Lease] = []
-        self.seq = 0
-        self.fenced_launches = 0  # launches that waited on another queue and were finished (tests read it)
+        self.fenced_launches = 0  # launches with foreign memory (tests read it)
 
-    def borrow(self, obj: Any, launch_queue: Any) -> Lease:
+    def borrow(self, obj: Any) -> Lease:
         """Check ``obj``'s memory through UR (this context's USM, in bounds, this device) and lend
-        its allocation to the session's table until the lease is released."""
+        its allocation to the session's table until :meth:`release`."""
         s = self.session
         s._check()
-        if isinstance(obj, ForeignPointer):
-            view = ArrayView(obj.ptr, obj.dtype, 0, 0, 0, obj.queue, obj.producer)
-        else:
-            view = view_of(obj)
+        view = view_of(obj, s.sycl_queue)
         if not view.data:
             raise _bad(obj, "its data pointer is null", "pass a live array")
         info = alloc_info(s.lib, c_void_p(s._ctx), view.data)
@@ -382,53 +381,20 @@ class ForeignState:
             )
         if info.kind != "host" and info.device and info.device != s._device:
             raise _bad(obj, f"its {info.kind} USM belongs to another device of the context", "pass memory of the session's device")
-        same_queue = (
-            view.queue is not None
-            and s.sycl_queue is not None
-            and launch_queue is s.queue
-            and (view.queue is s.sycl_queue or view.queue == s.sycl_queue)
-        )
-        pointer = ForeignPointer(view.data, view.dtype, view.keep, view.queue, info.base, info.size)
+        waits = tuple(q for q in (view.queue, s.sycl_queue) if q is not None and hasattr(q, "wait"))
+        pointer = ForeignPointer(view.data, view.dtype, view.keep, view.queue, 0, info.size)
         with self.lock:
-            self.seq += 1
-            lease = Lease(pointer, not same_queue, self.seq)
-            own = s.allocations.find(info.base) is not None and info.base not in self.lent
-            if not own:
+            if not (s.allocations.find(info.base) is not None and info.base not in self.lent):
                 if info.base not in self.lent:
                     s.allocations.add(info.base, info.size)
                 self.lent[info.base] = self.lent.get(info.base, 0) + 1
-            else:
-                lease.pointer.base = 0  # the kit's own allocation (a DLPack round trip): nothing lent
-            self.held.append(lease)
-        return lease
+                pointer.base = info.base  # lent (0: the kit's own allocation, a DLPack round trip)
+        return Lease(pointer, waits)
 
-    def queued(self, leases: list[Lease]) -> None:
+    def release(self, leases: list[Lease]) -> None:
+        """The launches using ``leases`` have finished (or never ran): take the lent ranges back."""
         with self.lock:
             for lease in leases:
-                lease.queued = True
-            many = len(self.held) > self.MAX_HELD
-        if many:
-            self.session.queue.finish()
-
-    def mark(self) -> int:
-        with self.lock:
-            return self.seq
-
-    def settle(self, upto: int | None = None, leases: list[Lease] | None = None) -> None:
-        """Let go of leases whose launches the session's queue has finished (all queued ones up to
-        ``upto``, or exactly ``leases``; a launch that failed to enqueue releases its own)."""
-        with self.lock:
-            if leases is not None:
-                ids = {id(x) for x in leases}
-                done = [x for x in self.held if id(x) in ids]
-            else:
-                limit = self.seq if upto is None else upto
-                done = [x for x in self.held if x.queued and x.seq <= limit]
-            if not done:
-                return
-            gone = {id(x) for x in done}
-            self.held = [x for x in self.held if id(x) not in gone]
-            for lease in done:
                 base = lease.pointer.base
                 if base and base in self.lent:
                     self.lent[base] -= 1

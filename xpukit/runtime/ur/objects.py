@@ -305,13 +305,8 @@ class Queue(Resource):
         self._lib.urQueueRelease(c_void_p(self._handle))
 
     def finish(self) -> None:
-        """Block until every command in the queue has completed (urQueueFinish); foreign memory held
-        for the session's launches until then is let go (xpukit.runtime.ur.foreign)."""
-        foreign = self._session.foreign if self._session is not None else None
-        mark = foreign.mark() if foreign is not None and foreign.held and self is self._session.queue else None
+        """Block until every command in the queue has completed (urQueueFinish)."""
         self._lib.urQueueFinish(self.handle)
-        if mark is not None:
-            foreign.settle(mark)
 
     def memcpy(self, dst: int, src: int, nbytes: int, blocking: bool = True) -> None:
         self._lib.urEnqueueUSMMemcpy(self.handle, blocking, dst, src, nbytes, 0, None, None)
