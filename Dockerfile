@@ -170,6 +170,8 @@ COPY scripts/entrypoint.sh ${XPUKIT_SCRIPTS}/
 COPY pyproject.toml ${XPUKIT_SRC}/
 COPY env/pins.toml ${XPUKIT_SRC}/env/pins.toml
 COPY xpukit ${XPUKIT_SRC}/xpukit
+# Triton's own backend discovery finds the kit's driver: triton/backends/xpukit (docs/driver.md).
+RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.triton.backend install
 COPY examples ${XPUKIT_SRC}/examples
 COPY tests ${XPUKIT_SRC}/tests
 
@@ -213,3 +215,23 @@ WORKDIR ${XPUKIT_HOME}
 # Exec form expands no variable: layout.ENTRYPOINT, checked by tests/test_dockerfile.py.
 ENTRYPOINT ["/opt/xpukit/scripts/entrypoint.sh"]
 CMD ["bash"]
+
+# ---- optional layers after the image above, which they never change (`invoke build --with NAME`)
+# dpnp and dpctl, Intel's SYCL arrays, with their runtime (oneMKL, SYCL; about 1.9 GB): env/lock/<profile>-dpnp.txt.
+FROM runtime AS dpnp
+ARG XPUKIT_PROFILE
+ARG XPUKIT_ROOT
+ARG XPUKIT_SCRIPTS
+ARG XPUKIT_VENV
+ARG XPUKIT_UID
+USER root
+COPY env/lock/${XPUKIT_PROFILE}-dpnp.txt ${XPUKIT_ROOT}/env/requirements-dpnp.lock
+COPY scripts/install-layer.sh ${XPUKIT_SCRIPTS}/
+RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharing=locked \
+    --mount=type=secret,id=ca_bundle \
+    ${XPUKIT_SCRIPTS}/install-layer.sh ${XPUKIT_ROOT}/env/requirements-dpnp.lock dpnp dpctl
+# The ICD loader reads its vendors once per process: set here, dpctl and the kit find the CPU device
+# whichever is imported first; OCL_ICD_VENDORS stays unset (both would list the platform twice).
+ENV OCL_ICD_FILENAMES=${XPUKIT_VENV}/lib/libintelocl.so \
+    XPUKIT_REQUIRE_DPNP=1
+USER ${XPUKIT_UID}:${XPUKIT_UID}

@@ -25,6 +25,7 @@ if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
     sys.exit(EXIT_USAGE)
 
 COMMON_HELP = {
+    "with": "add an optional layer to the image: dpnp (Intel's SYCL arrays; its own stage and tag)",
     "profile": f"{'|'.join(settings.PROFILE_CHOICES)} "
     "(auto: xpu where the host has an Intel GPU render node, else cpu)",
     "base-image": "build FROM this image instead of the pinned base",
@@ -97,10 +98,12 @@ def bounded(func):
         registry="HOST[:PORT]/NAMESPACE to pull the image from when a teammate pushed it (XPUKIT_REGISTRY)",
         rebuild="build even when the registry has this content",
     )
+    | {"with": COMMON_HELP["with"]}
 )
 def build(
     c,
     profile=None,
+    with_=None,
     base_image=None,
     ca_bundle=None,
     triton=None,
@@ -116,7 +119,14 @@ def build(
     """Build the kit's image for a profile with BuildKit (tags xpukit:<profile>-<content> and xpukit:<profile>),
     or pull it when a teammate already pushed that content (env/lock/images.toml, --registry)."""
     s = _settings(
-        c, profile=profile, base_image=base_image, ca_bundle=ca_bundle, registry=registry, dry_run=dry_run, debug=debug
+        c,
+        profile=profile,
+        base_image=base_image,
+        ca_bundle=ca_bundle,
+        registry=registry,
+        layer=with_,
+        dry_run=dry_run,
+        debug=debug,
     )
     variant = commands.Variant(
         triton=inputs.not_empty("triton", triton, "zebin") or "",
@@ -139,12 +149,16 @@ def build(
         device="auto|gpu|cpu",
         iters="launches to time",
         args="more flags for the demo, quoted",
+        example="ur (examples/xpu_triton_ur.py) | dpnp (examples/dpnp_triton.py: dpnp and a Triton softmax; --with dpnp)",
     )
+    | {"with": COMMON_HELP["with"]}
 )
 def demo_ur(
     c,
     where="auto",
     profile=None,
+    with_=None,
+    example="ur",
     n=None,
     scale=None,
     device=None,
@@ -154,15 +168,16 @@ def demo_ur(
     dry_run=False,
     debug=False,
 ):
-    """Run the Unified Runtime demo: USM memory, raw addresses to a Triton kernel, no PyTorch."""
-    s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    """Run the Unified Runtime demo: USM memory, raw addresses to a Triton kernel, no PyTorch
+    (`--example dpnp --with dpnp`: dpnp arrays and a Triton kernel in one computation)."""
+    s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
     demo_args = []
     for flag, value in (("--n", n), ("--scale", scale), ("--device", device), ("--iters", iters)):
         if value is not None:
             demo_args += [flag, str(value)]
     if debug:
         demo_args.append("--debug")
-    _finish(commands.demo_ur(s, where, demo_args + shlex.split(args)))
+    _finish(commands.demo_ur(s, where, demo_args + shlex.split(args), example))
 
 
 @task(
@@ -175,11 +190,14 @@ def demo_ur(
         pytest_args="extra pytest arguments, quoted",
         phase="all|host|container: run only the host tests or only the tests in the image (default all)",
     )
+    | {"with": COMMON_HELP["with"]}
 )
-def test(c, where="auto", profile=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False):
+def test(
+    c, where="auto", profile=None, with_=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False
+):
     """Run the tests: host tests, then the tests inside the image (building it when missing).
     Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
-    s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
     _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase))
 
 

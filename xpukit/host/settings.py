@@ -26,7 +26,7 @@ from xpukit.host import gpu, trust, ui
 
 PROFILE_CHOICES = ("auto", "cpu", "xpu")
 WHERE_CHOICES = ("auto", "container", "host")
-FLAG_NAMES = {"base_suite": "suite", "base_mirror": "mirror"}  # a setting whose flag has another name
+FLAG_NAMES = {"base_suite": "suite", "base_mirror": "mirror", "layer": "with"}  # a setting whose flag has another name
 VOLUME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # what docker and podman accept
 
 # setting -> its environment variable; its default is the Settings field's below (written once)
@@ -43,7 +43,9 @@ SETTINGS = {
     "base_mirror": "XPUKIT_BASE_MIRROR",
     "registry": "XPUKIT_REGISTRY",
     "build_network": "XPUKIT_BUILD_NETWORK",
+    "layer": "XPUKIT_WITH",
 }
+LAYER_CHOICES = ("", "dpnp")  # optional layers on the image ([layers.*] in env/pins.toml)
 
 
 @dataclasses.dataclass
@@ -60,6 +62,7 @@ class Settings:
     base_mirror: str = "http://deb.debian.org/debian"
     registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.image.sharing)
     build_network: str = ""  # the build's RUN steps' network (`host` where the engine's bridge has no route out)
+    layer: str = ""  # an optional layer on the image: "" or dpnp (--with; its own stage and tag)
     dry_run: bool = False
     debug: bool = False
 
@@ -86,6 +89,8 @@ def resolve(
             values[key] = yaml_config[key]
     settings = Settings(**values, dry_run=bool(flags.get("dry_run")), debug=bool(flags.get("debug")))
     check_choice("profile", settings.profile, PROFILE_CHOICES)
+    if settings.layer not in LAYER_CHOICES:
+        raise UsageError(f"unknown layer {settings.layer!r} for --with", "use --with dpnp, or leave --with out")
     if not VOLUME_NAME.fullmatch(settings.cache_volume):
         raise UsageError(
             f"cache volume {settings.cache_volume!r} is not a volume name",

@@ -58,6 +58,7 @@ class Variant:
     torch: str = ""  # none | wheel | source
     llvm: str = ""  # prebuilt | source
     torch_arch_list: str = ""
+    layer: str = ""  # an optional layer stage after the image ([layers.NAME]; `--with NAME`)
 
 
 def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Variant()) -> dict[str, str]:
@@ -298,6 +299,19 @@ class BuildPlan:
         return engine.printable(self.command, self.env)
 
 
+def check_layer(root: Path, profile: pins_mod.Profile, layer: str) -> None:
+    """A layer (``--with``) exists for this profile and its lock file is there."""
+    table = pins_mod.load(root / "env" / "pins.toml").layers.get(layer)
+    if table is None or table["profile"] != profile.name:
+        raise XpukitError(
+            f"--with {layer} is not a layer of the {profile.name} profile",
+            f"use --profile {table['profile']}" if table else "see [layers.*] in env/pins.toml",
+        )
+    lock = pins_mod.layer_lock_path(profile.name, layer, root)
+    if not lock.is_file():
+        raise XpukitError(f"{lock.relative_to(root)} is missing", "run `invoke pins --lock` and commit it")
+
+
 def plan(
     root: Path,
     profile: pins_mod.Profile,
@@ -319,10 +333,13 @@ def plan(
     args = build_args(profile, base_image, variant)
     args.update(meta_args(root))
     tag = content_hash(root, args)
-    tags = (f"{image}:{profile.name}-{tag}", f"{image}:{profile.name}")
+    name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
+    if variant.layer:
+        check_layer(root, profile, variant.layer)
+    tags = (f"{image}:{name}-{tag}", f"{image}:{name}")
     shared = cache(tag) if cache is not None else NO_CACHE
     start: Sequence[str] = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
-    cmd = [*start, "--target", "runtime"]
+    cmd = [*start, "--target", variant.layer or "runtime"]
     cmd += ["-f", str(root / "Dockerfile")]
     if network:
         cmd += ["--network", network]

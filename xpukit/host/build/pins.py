@@ -91,6 +91,16 @@ class Pins:
         return self.profiles[name]
 
     @property
+    def layers(self) -> Mapping[str, Any]:
+        """``[layers.NAME]`` tables: optional layers on a profile's image (`invoke build --with NAME`)."""
+        return self.data.get("layers", {})
+
+    def layer_requirements(self, name: str) -> list[str]:
+        if name not in self.layers:
+            raise PinsError(f"{self.path}: no layer {name!r}", f"use one of: {', '.join(self.layers) or '(none)'}")
+        return [f"{pkg}=={version}" for pkg, version in self.layers[name]["pypi"].items()]
+
+    @property
     def host_requirements(self) -> list[str]:
         return [f"{name}=={version}" for name, version in self.data.get("host", {}).items()]
 
@@ -208,7 +218,18 @@ PROFILE_SCHEMA = Table(
     }
 )
 
-TOP_KEYS = ("schema", *PROFILES, "host")
+# Optional layers on top of a profile's image (`invoke build --with NAME`): their own lock file
+# (env/lock/<profile>-<name>.txt) and Dockerfile stage, outside the profile's table so the
+# profile's fingerprint, lock and image stay as they are.
+LAYER_SCHEMA = Table(
+    {
+        "description": Value("text"),
+        "profile": Value("choice", ("cpu",)),
+        "pypi": _PACKAGES,
+    }
+)
+
+TOP_KEYS = ("schema", *PROFILES, "host", "layers")
 _TOML_TYPES = {str: "string", int: "integer", float: "float", bool: "boolean", list: "array", dict: "table"}
 _DIGEST_IN_TEXT = re.compile(r"sha256:[0-9a-fA-F]{6,}")
 # Docker's rules for a tag and for a repository path (lowercase components; a registry host may lead).
@@ -410,8 +431,14 @@ def load(path: Path | str | None = None) -> Pins:
     profiles = {name: checker.profile(name, data[name]) for name in PROFILES}
     if "host" in data:
         checker.walk(_PACKAGES, data["host"], "host")
+    for name, table in data.get("layers", {}).items():
+        checker.table(LAYER_SCHEMA, table, f"layers.{name}")
     return Pins(path, data, profiles)
 
 
 def lock_path(profile: str, root: Path = REPO_ROOT) -> Path:
     return root / "env" / "lock" / f"{profile}.txt"
+
+
+def layer_lock_path(profile: str, layer: str, root: Path = REPO_ROOT) -> Path:
+    return root / "env" / "lock" / f"{profile}-{layer}.txt"

@@ -196,10 +196,14 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
 # ---------------------------------------------------------------- running things in the image
 
 
+DEMO_EXAMPLES = {"ur": "examples/xpu_triton_ur.py", "dpnp": "examples/dpnp_triton.py"}
+
+
 @guarded
-def demo_ur(ctx: Context, where: str, demo_args: list[str]) -> int:
+def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur") -> int:
+    check_choice("example", example, tuple(DEMO_EXAMPLES))
     where, why = resolve_where(where, ctx)
-    script = "examples/xpu_triton_ur.py"
+    script = DEMO_EXAMPLES[example]
     if where == "host":
         ui.say(f"running the UR demo on the host ({why})")
         require_host_runtime()

@@ -121,7 +121,7 @@ def make_plan(
         cli,
         ca.path,
         github_token,
-        variant or build_mod.Variant(),
+        dataclasses.replace(variant or build_mod.Variant(), layer=ctx.settings.layer),
         progress,
         ctx.settings.build_network,
         engine_env=ctx.engine.build_env(),  # the CLI must build on the engine the SDK talks to
