@@ -224,7 +224,7 @@ ARG XPUKIT_ROOT
 ARG XPUKIT_SCRIPTS
 ARG XPUKIT_VENV
 ARG XPUKIT_UID
-USER root
+USER 0:0
 COPY env/lock/${XPUKIT_PROFILE}-dpnp.txt ${XPUKIT_ROOT}/env/requirements-dpnp.lock
 COPY scripts/install-layer.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharing=locked \

@@ -149,7 +149,7 @@ def build(
         device="auto|gpu|cpu",
         iters="launches to time",
         args="more flags for the demo, quoted",
-        example="ur (examples/xpu_triton_ur.py) | dpnp (examples/dpnp_triton.py: dpnp and a Triton softmax; --with dpnp)",
+        example="ur (examples/xpu_triton_ur.py) | dpnp (examples/dpnp_triton.py, with --with dpnp)",
     )
     | {"with": COMMON_HELP["with"]}
 )

@@ -205,12 +205,15 @@ def test_memory_of_another_context_is_refused(ooo_queue):
     assert other.sycl_context != ooo_queue.sycl_context
     x = dpnp.ones(16, dtype=dpnp.float32, sycl_queue=other)
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
-        with pytest.raises(ur.KernelArgumentError, match="not USM memory of this session's context.*from_sycl"):
+        with pytest.raises(ur.KernelArgumentError, match=r"not USM memory of this session's context.*from_sycl"):
             add[(1,)](x, x, x, 16, BLOCK=256)
         assert not s.foreign.lent
-    with ur.Session("cpu") as plain, activate(plain):
-        with pytest.raises(ur.KernelArgumentError, match="not USM memory of this session's context"):
-            add[(1,)](x, x, x, 16, BLOCK=256)
+    with (
+        ur.Session("cpu") as plain,
+        activate(plain),
+        pytest.raises(ur.KernelArgumentError, match="not USM memory of this session's context"),
+    ):
+        add[(1,)](x, x, x, 16, BLOCK=256)
 
 
 def test_from_native_opencl_handles_and_their_release(ooo_queue):

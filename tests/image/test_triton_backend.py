@@ -22,7 +22,7 @@ pytestmark = pytest.mark.container
 
 ROOT = Path(__file__).resolve().parents[2]
 
-USER_MODULE = '''
+USER_MODULE = """
 import numpy as np
 import triton
 import triton.language as tl
@@ -47,9 +47,9 @@ def plus_one(x, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     else:
         m = i < n
         tl.store(x + i, tl.load(x + i, mask=m) + 1.0, mask=m)
-'''
+"""
 
-MAIN = '''
+MAIN = """
 import sys
 import numpy as np
 import user_kernels  # decorates at import; never imports xpukit itself
@@ -71,7 +71,7 @@ with ur.Session("cpu") as s, activate(s):
         assert np.array_equal(y.to_numpy(), np.arange(n, dtype=np.float32) * 2)
         assert np.array_equal(x.to_numpy(), np.arange(n, dtype=np.float32) + 1)
 print("ok", resolved, user_kernels.scale.best_config is not None)
-'''
+"""
 
 
 def test_autotune_at_import_in_a_module_that_never_imports_xpukit(tmp_path):
@@ -80,7 +80,9 @@ def test_autotune_at_import_in_a_module_that_never_imports_xpukit(tmp_path):
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent(USER_MODULE))
     (tmp_path / "main.py").write_text(textwrap.dedent(MAIN))
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path / "tc"))
-    r = subprocess.run([sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(tmp_path / "main.py")], capture_output=True, text=True, env=env, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["ok", "URDriver", "True"]
 
@@ -91,11 +93,7 @@ def test_without_the_folder_triton_finds_no_driver(tmp_path):
     if not backend.is_installed():
         skip_unless_in_image("triton/backends/xpukit is not installed")
     (tmp_path / "user_kernels.py").write_text(textwrap.dedent(USER_MODULE))
-    code = (
-        "import triton.backends as b, sys\n"
-        "b.backends.pop('xpukit')\n"
-        "import user_kernels\n"
-    )
+    code = "import triton.backends as b, sys\nb.backends.pop('xpukit')\nimport user_kernels\n"
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode != 0 and "0 active drivers" in r.stderr

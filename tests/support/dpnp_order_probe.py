@@ -36,6 +36,7 @@ def main() -> int:
 
     import dpctl
     import dpnp
+
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate
     from xpukit.runtime.ur import foreign

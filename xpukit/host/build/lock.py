@@ -183,7 +183,9 @@ def lock_all(
         profile = pins.profile(table["profile"])
         held = [f"{n}=={v}" for n, v in locked_versions(pins_mod.lock_path(profile.name, root)).items()]
         out = pins_mod.layer_lock_path(profile.name, layer, root)
-        cmd = compile_lock(f"{profile.name}-{layer}", held + pins.layer_requirements(layer), out, profile, dry_run=dry_run)
+        cmd = compile_lock(
+            f"{profile.name}-{layer}", held + pins.layer_requirements(layer), out, profile, dry_run=dry_run
+        )
         say(("would run: " if dry_run else f"locked {out.relative_to(root)}: ") + " ".join(cmd))
     out = root / "env" / "lock" / "host.txt"
     cmd = compile_lock("host", pins.host_requirements, out, dry_run=dry_run)

@@ -16,8 +16,8 @@ from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
-from xpukit.runtime.ur.launcher import COMPILED, fast_key
 from xpukit.runtime.ur.foreign import is_foreign_array
+from xpukit.runtime.ur.launcher import COMPILED, fast_key
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 
 _FOREIGN_BY_TYPE: dict[type, bool] = {}

@@ -176,7 +176,9 @@ class Session:
         import dpctl
 
         given = _foreign.sycl_queue_of(queue)
-        shared = given if given.is_in_order else dpctl.SyclQueue(given.sycl_context, given.sycl_device, property="in_order")
+        shared = (
+            given if given.is_in_order else dpctl.SyclQueue(given.sycl_context, given.sycl_device, property="in_order")
+        )
         session = cls._over(_foreign.sycl_native_handles(shared), loader)
         session.sycl_queue = shared
         return session
@@ -298,11 +300,17 @@ class Session:
             lib.urAdapterGet(n.value, adapters, None)
             self._adapters = [a for a in adapters if a]
             adapter = next(
-                (a for a in self._adapters if _uint(_get_info(lib, "urAdapterGetInfo", c_void_p(a), _api.ADAPTER_INFO_BACKEND)) == want),
+                (
+                    a
+                    for a in self._adapters
+                    if _uint(_get_info(lib, "urAdapterGetInfo", c_void_p(a), _api.ADAPTER_INFO_BACKEND)) == want
+                ),
                 None,
             )
             if adapter is None:
-                raise DeviceNotFound(f"this UR loader has no {h.backend} adapter", "install the runtime the handles come from")
+                raise DeviceNotFound(
+                    f"this UR loader has no {h.backend} adapter", "install the runtime the handles come from"
+                )
             dev = c_void_p()
             props = _api.NativeProperties(_api.STRUCTURE_TYPE_DEVICE_NATIVE_PROPERTIES, None, False)
             lib.urDeviceCreateWithNativeHandle(c_void_p(h.device), c_void_p(adapter), byref(props), byref(dev))
@@ -313,7 +321,9 @@ class Session:
             devs = (c_void_p * 1)(dev.value)
             ctx = c_void_p()
             props = _api.NativeProperties(_api.STRUCTURE_TYPE_CONTEXT_NATIVE_PROPERTIES, None, h.owned)
-            lib.urContextCreateWithNativeHandle(c_void_p(h.context), c_void_p(adapter), 1, devs, byref(props), byref(ctx))
+            lib.urContextCreateWithNativeHandle(
+                c_void_p(h.context), c_void_p(adapter), 1, devs, byref(props), byref(ctx)
+            )
             self._ctx = ctx.value
             taken["context"] = True
             if not h.queue:
@@ -336,8 +346,11 @@ class Session:
                 )
         finally:
             if h.owned and not all(taken.values()):
-                _foreign.release_opencl(_foreign.NativeHandles(
-                    h.backend, 0 if taken["context"] else h.context, 0, 0 if taken["queue"] else h.queue, owned=True))
+                _foreign.release_opencl(
+                    _foreign.NativeHandles(
+                        h.backend, 0 if taken["context"] else h.context, 0, 0 if taken["queue"] else h.queue, owned=True
+                    )
+                )
 
     # -- ownership -------------------------------------------------------------------------------
     def _adopt(self, res: Resource) -> None:

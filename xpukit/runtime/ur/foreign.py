@@ -15,8 +15,20 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import threading
-from ctypes import POINTER, Structure, byref, c_int, c_int32, c_int64, c_size_t, c_uint8, c_uint16, c_uint32
-from ctypes import c_uint64, c_void_p
+from ctypes import (
+    POINTER,
+    Structure,
+    byref,
+    c_int,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint8,
+    c_uint16,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
 from typing import Any
 
 from xpukit.runtime.ur import _api
@@ -209,7 +221,9 @@ def view_of(obj: Any, stream: Any = None) -> ArrayView:
             strides = tuple(int(s) for s in strides) if strides is not None else None
             offset = int(suai.get("offset", 0) or 0)  # in elements, like the strides
         except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise _bad(obj, f"its __sycl_usm_array_interface__ is malformed ({exc})", "pass a dpnp/dpctl array") from None
+            raise _bad(
+                obj, f"its __sycl_usm_array_interface__ is malformed ({exc})", "pass a dpnp/dpctl array"
+            ) from None
         low, high = _extent(shape, strides, dtype.itemsize)
         queue = suai.get("syclobj")
         return ArrayView(data + offset * dtype.itemsize, dtype, dtype.itemsize, low, high, queue, obj)
@@ -380,7 +394,11 @@ class ForeignState:
                 "pass an array whose shape and strides lie inside its memory",
             )
         if info.kind != "host" and info.device and info.device != s._device:
-            raise _bad(obj, f"its {info.kind} USM belongs to another device of the context", "pass memory of the session's device")
+            raise _bad(
+                obj,
+                f"its {info.kind} USM belongs to another device of the context",
+                "pass memory of the session's device",
+            )
         waits = tuple(q for q in (view.queue, s.sycl_queue) if q is not None and hasattr(q, "wait"))
         pointer = ForeignPointer(view.data, view.dtype, view.keep, view.queue, 0, info.size)
         with self.lock:
@@ -483,10 +501,10 @@ def export_dlpack(owner: Any, address: int, dtype: Any, shape: tuple[int, ...], 
 __all__ = [
     "KDL_ONEAPI",
     "AllocInfo",
-    "ForeignState",
-    "Lease",
     "ArrayView",
     "ForeignPointer",
+    "ForeignState",
+    "Lease",
     "NativeHandles",
     "alloc_info",
     "export_dlpack",

@@ -137,7 +137,9 @@ class USMAllocation(Resource):
     def __dlpack_device__(self) -> tuple[int, int]:
         return self._session._dlpack_device()
 
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
         """The bytes as a 1-D uint8 DLPack tensor (kDLOneAPI); a typed view is DeviceArray's."""
         return self._session._export(self, self.ptr, "uint8", (self.nbytes,), dl_device, copy)
 
@@ -255,7 +257,9 @@ class DeviceArray:
     def __dlpack_device__(self) -> tuple[int, int]:
         return self.alloc.__dlpack_device__()
 
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
         """This shape and dtype as a DLPack tensor (kDLOneAPI), without a copy."""
         a = self.alloc
         return a._session._export(a, a.ptr, self.dtype, self.shape, dl_device, copy)

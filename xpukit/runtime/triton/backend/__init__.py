@@ -92,7 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             print("removed" if remove(args.target) else "not installed")
         else:
             ok = is_installed(args.target)
-            print("installed and current" if ok else "missing or out of date: run `python -m xpukit.runtime.triton.backend install`")
+            print(
+                "installed and current"
+                if ok
+                else "missing or out of date: run `python -m xpukit.runtime.triton.backend install`"
+            )
             return 0 if ok else 1
     except (OSError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
