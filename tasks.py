@@ -201,10 +201,13 @@ def test(
     _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase))
 
 
-@task(help=_help("profile", "dry-run", "debug", command="run this instead of an interactive shell"))
-def shell(c, profile=None, command="", dry_run=False, debug=False):
+@task(
+    help=_help("profile", "dry-run", "debug", command="run this instead of an interactive shell")
+    | {"with": COMMON_HELP["with"]}
+)
+def shell(c, profile=None, with_=None, command="", dry_run=False, debug=False):
     """Open a shell in the image with the checkout mounted at /workspace."""
-    s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    s = _settings(c, profile=profile, layer=with_, dry_run=dry_run, debug=debug)
     _finish(commands.shell(s, command))
 
 
