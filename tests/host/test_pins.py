@@ -52,6 +52,19 @@ def test_lock_files_match_the_pins(profile):
     assert blocks and all("--hash=sha256:" in b for b in blocks if "==" in b)
 
 
+def test_the_dpnp_layer_lock_holds_every_package_of_its_profile_at_its_version():
+    """Installed on top of the image, the layer adds packages and never moves one the image has."""
+    real = pins.load()
+    layer = real.layers["dpnp"]
+    base = lock.locked_versions(pins.lock_path(layer["profile"]))
+    locked = lock.locked_versions(pins.layer_lock_path(layer["profile"], "dpnp"))
+    assert {name: locked.get(name) for name in base} == base
+    assert {"dpnp": "0.20.0", "dpctl": "0.22.1"}.items() <= locked.items()
+    assert real.layer_requirements("dpnp") == ["dpnp==0.20.0", "dpctl==0.22.1"]
+    with pytest.raises(pins.PinsError, match="no layer 'nope'"):
+        real.layer_requirements("nope")
+
+
 BROKEN = [
     (
         'commit = "9e237132e02d6e813836ad6a7137bd275fc0a7cd"  # upstream',
@@ -63,6 +76,13 @@ BROKEN = [
     ('triton-xpu"\nversion = "3.3.0b1"', 'triton-xpu"\nversion = ">=3.3"', "cpu.triton.version", "not exact"),
     ('numpy = "2.4.6"\npyelftools', 'numpy = "2.*"\npyelftools', "cpu.pypi.numpy", "not exact"),
     ('[cpu.ocloc]\nsource = "apt"', '[cpu.ocloc]\nsource = "ppa"', "cpu.ocloc.source", "not one of"),
+    ('dpnp = "0.20.0"', 'dpnp = ">=0.20"', "layers.dpnp.pypi.dpnp", "not exact"),
+    (
+        'profile = "cpu"\n\n[layers.dpnp.pypi]',
+        'profile = "xpu"\n\n[layers.dpnp.pypi]',
+        "layers.dpnp.profile",
+        "not one of",
+    ),
 ]
 
 

@@ -50,6 +50,25 @@ def test_a_build_plan_cannot_be_edited_after_it_is_made():
 
 
 @pytest.mark.unit
+def test_the_dpnp_layer_is_its_own_stage_and_tag_after_the_same_image():
+    """--with dpnp targets the stage after runtime with the same build args (so the default image's
+    layers are shared) and tags xpukit:cpu-dpnp; a layer of another profile is refused."""
+    profile = pins.load().profile("cpu")
+    cli = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    plain = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", cli)
+    layered = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", cli, variant=build.Variant(layer="dpnp"))
+    assert plain.command[plain.command.index("--target") + 1] == "runtime"
+    assert layered.command[layered.command.index("--target") + 1] == "dpnp"
+    assert dict(layered.args) == dict(plain.args)
+    content = plain.tags[0].rsplit("-", 1)[1]
+    assert layered.tags == (f"xpukit:cpu-dpnp-{content}", "xpukit:cpu-dpnp")
+    with pytest.raises(build.XpukitError, match="not a layer of the xpu profile"):
+        build.plan(ROOT, pins.load().profile("xpu"), "b", "xpukit", cli, variant=build.Variant(layer="dpnp"))
+    with pytest.raises(settings.UsageError, match="unknown layer 'nope' for --with"):
+        settings.resolve({"layer": "nope"}, environ={})
+
+
+@pytest.mark.unit
 def test_a_stale_lock_fails_the_dry_run_first_with_one_line(tmp_path):
     """The lock check needs no network: it runs before the engine is asked, in a dry run too."""
     stale = tmp_path / "pins.toml"
