@@ -74,6 +74,7 @@ FROM builder AS triton-git
 ARG TRITON_REPO
 ARG TRITON_COMMIT
 ARG LLVM_SOURCE
+ARG LLVM_COMMIT
 ARG MAX_JOBS
 ARG XPUKIT_SCRIPTS
 RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
@@ -87,6 +88,9 @@ RUN --mount=type=cache,id=xpukit-ccache,target=/root/.cache/ccache \
 FROM builder AS torch-source
 ARG TORCH_SOURCE
 ARG TORCH_COMMIT
+# An empty TORCH_COMMIT is read from this Triton commit's .github/pins/pytorch.txt at build time.
+ARG TRITON_REPO
+ARG TRITON_COMMIT
 ARG TORCH_XPU_ARCH_LIST
 ARG MAX_JOBS
 ARG XPUKIT_SCRIPTS

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Provide the LLVM/MLIR that a Triton commit pins (cmake/llvm-hash.txt in that commit).
+# Provide the LLVM/MLIR that a Triton commit pins (cmake/llvm-info.json or cmake/llvm-hash.txt in that commit).
 #   LLVM_SOURCE=prebuilt  Triton's own setup.py downloads its pinned LLVM while build-triton.sh
 #                         runs; this script only records that choice in $LLVM_PREFIX.
 #   LLVM_SOURCE=source    clone llvm-project at the pinned hash and build MLIR+LLVM into
@@ -15,7 +15,9 @@ usage() {
 usage: build-llvm.sh [--dry-run] [--help]
 
 Environment (the Dockerfile passes its build args under the same names):
-  TRITON_COMMIT   Triton commit whose cmake/llvm-hash.txt names the LLVM (required, 40 hex)
+  TRITON_COMMIT   Triton commit whose cmake/llvm-info.json (or, before mid-2026, cmake/llvm-hash.txt)
+                  names the LLVM (required, 40 hex)
+  LLVM_COMMIT     the LLVM that commit pins, when known: checked against the checkout (default: read it)
   TRITON_REPO     default https://github.com/intel/intel-xpu-backend-for-triton
   LLVM_SOURCE     prebuilt (default) | source
   LLVM_PREFIX     install prefix, default /opt/llvm
@@ -60,20 +62,7 @@ use_ca_bundle
 use_github_token
 git_checkout "$TRITON_REPO" "$TRITON_COMMIT" "$TRITON_SRC"
 
-hash_file=$TRITON_SRC/cmake/llvm-hash.txt
-if [ -f "$hash_file" ]; then
-  LLVM_COMMIT=$(tr -d ' \r\n' <"$hash_file")
-  require_commit "LLVM_COMMIT (from $hash_file)" "$LLVM_COMMIT"
-  note "Triton $TRITON_COMMIT pins LLVM $LLVM_COMMIT"
-elif [ "$DRY_RUN" = 1 ]; then
-  # The checkout does not exist yet: show the command that reads the hash at run time.
-  # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
-  printf 'LLVM_COMMIT=$(cat %q)\n' "$hash_file"
-  # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
-  LLVM_COMMIT='$LLVM_COMMIT'
-else
-  die "$hash_file not found" "check that TRITON_COMMIT=$TRITON_COMMIT is an intel-xpu-backend-for-triton commit"
-fi
+resolve_llvm_commit "$TRITON_SRC"
 
 git_checkout "$LLVM_REPO" "$LLVM_COMMIT" "$LLVM_SRC"
 

@@ -15,7 +15,11 @@ usage: build-pytorch.sh [--dry-run] [--help]
 
 Environment (the Dockerfile passes its build args under the same names):
   TORCH_SOURCE         none (default) | wheel | source
-  TORCH_COMMIT         commit to build (source; 40 hex)
+  TORCH_COMMIT         commit to build (source; 40 hex); empty: the one TRITON_COMMIT pins in its
+                       .github/pins/pytorch.txt, read from a checkout of it at build time
+  TRITON_COMMIT        the Triton commit whose PyTorch pin to read when TORCH_COMMIT is empty
+  TRITON_REPO          default https://github.com/intel/intel-xpu-backend-for-triton
+  TRITON_PINS_SRC      checkout folder for reading that pin, default /src/triton-pins
   TORCH_REPO           default https://github.com/pytorch/pytorch
   TORCH_VERSION        exact version to download (wheel), e.g. the pin in env/pins.toml
   TORCH_INDEX_URL      index holding XPU wheels (wheel), default https://download.pytorch.org/whl/xpu
@@ -34,6 +38,9 @@ parse_args "$@"
 
 TORCH_SOURCE=${TORCH_SOURCE:-none}
 TORCH_COMMIT=${TORCH_COMMIT:-}
+TRITON_COMMIT=${TRITON_COMMIT:-}
+TRITON_REPO=${TRITON_REPO:-https://github.com/intel/intel-xpu-backend-for-triton}
+TRITON_PINS_SRC=${TRITON_PINS_SRC:-/src/triton-pins}
 TORCH_REPO=${TORCH_REPO:-https://github.com/pytorch/pytorch}
 TORCH_VERSION=${TORCH_VERSION:-}
 TORCH_INDEX_URL=${TORCH_INDEX_URL:-https://download.pytorch.org/whl/xpu}
@@ -63,8 +70,33 @@ build_wheel() {
     --dest "$WHEEL_DIR" "torch==$TORCH_VERSION"
 }
 
+# TORCH_COMMIT from the Triton commit's own .github/pins/pytorch.txt: another Triton's pin is never
+# borrowed (a Triton built against another Triton's PyTorch fails in ways that look like bugs).
+read_torch_pin() {
+  local pin_file=$TRITON_PINS_SRC/.github/pins/pytorch.txt
+  [ -n "$TRITON_COMMIT" ] || die "TORCH_COMMIT is empty and TRITON_COMMIT is not set to read it from" \
+    "pass TORCH_COMMIT, or TRITON_COMMIT (invoke build passes both)"
+  require_commit TRITON_COMMIT "$TRITON_COMMIT"
+  git_checkout "$TRITON_REPO" "$TRITON_COMMIT" "$TRITON_PINS_SRC"
+  if [ -f "$pin_file" ]; then
+    TORCH_COMMIT=$(tr -d ' \r\n' <"$pin_file")
+    require_commit "TORCH_COMMIT (from $pin_file)" "$TORCH_COMMIT"
+    note "Triton $TRITON_COMMIT pins PyTorch $TORCH_COMMIT (read from its $pin_file)"
+  elif [ "$DRY_RUN" = 1 ]; then
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    printf 'TORCH_COMMIT=$(cat %q)\n' "$pin_file"
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    TORCH_COMMIT='$TORCH_COMMIT'
+  else
+    die "Triton $TRITON_COMMIT has no .github/pins/pytorch.txt: its PyTorch pin is unknown" \
+      "pass --torch wheel or --torch none, or a Triton commit that pins PyTorch"
+  fi
+}
+
 build_source() {
-  require_commit TORCH_COMMIT "$TORCH_COMMIT"
+  use_ca_bundle
+  use_github_token
+  if [ -z "$TORCH_COMMIT" ]; then read_torch_pin; else require_commit TORCH_COMMIT "$TORCH_COMMIT"; fi
   require_uint MAX_JOBS "$MAX_JOBS"
   # Comma-separated ocloc device names; anything else would fail an hour into the build.
   case $TORCH_XPU_ARCH_LIST in
@@ -79,8 +111,6 @@ build_source() {
       "build inside the Deep Learning Essentials image, or source /opt/intel/oneapi/setvars.sh"
   fi
 
-  use_ca_bundle
-  use_github_token
   git_checkout "$TORCH_REPO" "$TORCH_COMMIT" "$TORCH_SRC"
   run git -C "$TORCH_SRC" submodule update --init --recursive --jobs 8
 

@@ -16,6 +16,7 @@ Environment (the Dockerfile passes its build args under the same names):
   TRITON_COMMIT   commit to build (required, 40 hex)
   TRITON_REPO     default https://github.com/intel/intel-xpu-backend-for-triton
   LLVM_SOURCE     prebuilt (default) | source
+  LLVM_COMMIT     the LLVM the commit pins, when known: checked against the checkout (prebuilt)
   LLVM_PREFIX     LLVM built by build-llvm.sh (LLVM_SOURCE=source), default /opt/llvm
   WHEEL_DIR       where the wheel goes, default /wheels
   TRITON_SRC      checkout folder, default /src/triton
@@ -68,7 +69,9 @@ if [ "$LLVM_SOURCE" = source ]; then
   set_env LLVM_INCLUDE_DIRS "$LLVM_PREFIX/include"
   set_env LLVM_LIBRARY_DIR "$LLVM_PREFIX/lib"
 else
-  note "LLVM_SOURCE=prebuilt: setup.py downloads the LLVM named in $TRITON_SRC/cmake/llvm-hash.txt into \$TRITON_HOME/.triton"
+  # setup.py downloads the LLVM the checkout pins; a hash env/pins.toml records must be that one.
+  resolve_llvm_commit "$TRITON_SRC"
+  note "LLVM_SOURCE=prebuilt: setup.py downloads LLVM $LLVM_COMMIT into \$TRITON_HOME/.triton"
 fi
 set_env MAX_JOBS "$MAX_JOBS"
 if have ccache || [ "$DRY_RUN" = 1 ]; then

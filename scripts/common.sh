@@ -158,6 +158,44 @@ triton_llvm_defaults() {
   LLVM_SOURCE=${LLVM_SOURCE:-prebuilt}
   LLVM_PREFIX=${LLVM_PREFIX:-/opt/llvm}
   TRITON_SRC=${TRITON_SRC:-/src/triton}
+  LLVM_COMMIT=${LLVM_COMMIT:-}  # known when env/pins.toml records it for this commit, else read from the checkout
+}
+
+# The LLVM a Triton checkout pins: cmake/llvm-info.json's llvm_hash (upstream since mid-2026), else
+# cmake/llvm-hash.txt (older commits). Prints nothing when the checkout has neither.
+triton_llvm_pin() {
+  local src=$1
+  if [ -f "$src/cmake/llvm-info.json" ]; then
+    "${PYTHON:-python3}" -c 'import json, sys; print(json.load(open(sys.argv[1]))["llvm_hash"])' "$src/cmake/llvm-info.json"
+  elif [ -f "$src/cmake/llvm-hash.txt" ]; then
+    tr -d ' \r\n' <"$src/cmake/llvm-hash.txt"
+    echo
+  fi
+}
+
+# LLVM_COMMIT read from the Triton checkout in $1 at build time. A hash env/pins.toml records for
+# this commit (LLVM_COMMIT on entry, may be empty) must be the one the checkout pins.
+resolve_llvm_commit() {
+  local src=$1 found
+  if [ "$DRY_RUN" = 1 ] && [ ! -d "$src" ]; then
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    printf 'LLVM_COMMIT=$(llvm_hash of %s, else the content of %s)\n' "$src/cmake/llvm-info.json" "$src/cmake/llvm-hash.txt"
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    [ -z "${LLVM_COMMIT:-}" ] || printf 'test "$LLVM_COMMIT" = %s\n' "$LLVM_COMMIT"
+    # shellcheck disable=SC2016 # printed for the reader: expands when the printed command runs
+    LLVM_COMMIT=${LLVM_COMMIT:-'$LLVM_COMMIT'}
+    return 0
+  fi
+  found=$(triton_llvm_pin "$src")
+  [ -n "$found" ] || die "Triton ${TRITON_COMMIT:-checkout} in $src has neither cmake/llvm-info.json nor cmake/llvm-hash.txt" \
+    "check that TRITON_COMMIT is an intel-xpu-backend-for-triton commit"
+  require_commit "LLVM_COMMIT (from $src/cmake)" "$found"
+  if [ -n "${LLVM_COMMIT:-}" ] && [ "$found" != "$LLVM_COMMIT" ]; then
+    die "Triton ${TRITON_COMMIT:-checkout} pins LLVM $found, but env/pins.toml records $LLVM_COMMIT for it" \
+      "correct xpu.triton.llvm_pins in env/pins.toml (or empty it: the build reads the pin)"
+  fi
+  LLVM_COMMIT=$found
+  note "Triton ${TRITON_COMMIT:-checkout} pins LLVM $LLVM_COMMIT (read from its checkout)"
 }
 
 # Number of parallel jobs: MAX_JOBS if set, else the CPUs this process may use.

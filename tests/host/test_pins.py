@@ -182,8 +182,7 @@ def _strict_edit(case: str) -> str:
     edits = {
         "cpu = 1": (REAL[REAL.index("[cpu]") : REAL.index("[xpu]")], "cpu = 1\n"),
         "variants = zebin": (
-            '[xpu.triton.variants]  # invoke build --triton NAME\nzebin = "9e237132e02d6e813836ad6a7137bd275fc0a7cd"\n'
-            'blog = "197f5f843fd17deab1de1df1c6f17e60978ecdce"  # the commit the original UR demo used\n',
+            REAL[REAL.index("[xpu.triton.variants]") : REAL.index("[xpu.triton.llvm_pins]")],
             "",
         ),
         "pyton": ('python = "3.11.2"', 'pyton = "3.11.2"'),

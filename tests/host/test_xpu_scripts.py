@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -139,7 +140,9 @@ def test_llvm_source_plan_reads_the_hash_at_run_time(tmp_path):
         f"git -C {triton} -c advice.detachedHead=false checkout -q --detach FETCH_HEAD",
         f'test "$(git -C {triton} rev-parse HEAD)" = {ZEBIN}',
     ]
-    assert lines[4] == f"LLVM_COMMIT=$(cat {triton}/cmake/llvm-hash.txt)"
+    assert lines[4] == (
+        f"LLVM_COMMIT=$(llvm_hash of {triton}/cmake/llvm-info.json, else the content of {triton}/cmake/llvm-hash.txt)"
+    )
     assert f'git -C {tmp_path}/src/llvm-project {FETCH} https://github.com/llvm/llvm-project "$LLVM_COMMIT"' in lines
 
 
@@ -372,7 +375,7 @@ def test_torch_bad_arch_list(arch, tmp_path):
 
 def test_torch_source_needs_a_commit(tmp_path):
     proc = sh("build-pytorch.sh", tmp_path, "--dry-run", TORCH_SOURCE="source")
-    assert proc.returncode == 2 and "TORCH_COMMIT is empty" in proc.stderr
+    assert proc.returncode == 2 and "TORCH_COMMIT is empty and TRITON_COMMIT is not set" in proc.stderr
 
 
 def test_torch_wheel_without_version_names_the_pin(tmp_path):
@@ -474,3 +477,109 @@ def test_ca_bundle_secret_is_trusted_when_present(script, tmp_path):
     bundle.write_text("-----BEGIN CERTIFICATE-----\n")
     proc = sh(script, tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source", CA_BUNDLE_FILE=str(bundle))
     assert proc.returncode == 0 and f"trusting the CA bundle at {bundle}" in proc.stdout
+
+
+# ---- pins read from the Triton checkout at build time (issue 30) ---------------------------------
+
+LLVM_AT_CURRENT = "941a04e69ee8fe4c7a162b2f1e215aa8df867534"  # cmake/llvm-info.json's llvm_hash at upstream main
+
+
+def _llvm_info(src: Path, llvm_hash: str) -> None:
+    """cmake/llvm-info.json as upstream writes it since mid-2026 (llvm_hash, build_number, sha256sum)."""
+    (src / "cmake").mkdir(parents=True, exist_ok=True)
+    (src / "cmake/llvm-info.json").write_text(
+        json.dumps({"llvm_hash": llvm_hash, "build_number": 1, "sha256sum": {"ubuntu-x64": "0" * 64}})
+    )
+
+
+def test_llvm_info_json_is_read_and_wins_over_the_old_file(tmp_path):
+    fake_triton_checkout(tmp_path)  # llvm-hash.txt with the zebin commit's hash
+    _llvm_info(tmp_path / "src/triton", LLVM_AT_CURRENT)
+    proc = sh("build-llvm.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source")
+    assert proc.returncode == 0, proc.stderr
+    assert f"git -C {tmp_path}/src/llvm-project {FETCH} https://github.com/llvm/llvm-project {LLVM_AT_CURRENT}" in (
+        proc.stdout
+    )
+    assert f"pins LLVM {LLVM_AT_CURRENT} (read from its checkout)" in proc.stdout
+
+
+def test_a_known_llvm_pin_must_match_the_checkout(tmp_path):
+    _llvm_info(tmp_path / "src/triton", LLVM_AT_CURRENT)
+    (tmp_path / "src/triton/setup.py").write_text("")
+    ok = sh("build-triton.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_COMMIT=LLVM_AT_CURRENT)
+    assert ok.returncode == 0 and f"downloads LLVM {LLVM_AT_CURRENT}" in ok.stdout, ok.stderr
+    bad = sh("build-triton.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_COMMIT=LLVM_AT_ZEBIN)
+    assert bad.returncode == 2
+    assert f"pins LLVM {LLVM_AT_CURRENT}, but env/pins.toml records {LLVM_AT_ZEBIN}" in bad.stderr
+    assert "xpu.triton.llvm_pins" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_checkout_without_any_llvm_pin_is_refused(tmp_path):
+    (tmp_path / "src/triton").mkdir(parents=True)
+    proc = sh("build-llvm.sh", tmp_path, "--dry-run", TRITON_COMMIT=ZEBIN, LLVM_SOURCE="source")
+    assert proc.returncode == 2 and "neither cmake/llvm-info.json nor cmake/llvm-hash.txt" in proc.stderr
+
+
+def _upstream_like(tmp_path: Path, torch_pin: str | None) -> tuple[str, str]:
+    """A real git repository shaped like upstream's at one commit (the pin files only)."""
+    src = tmp_path / "upstream"
+    src.mkdir()
+    _git("init", "-q", cwd=src)
+    if torch_pin is not None:
+        (src / ".github/pins").mkdir(parents=True)
+        (src / ".github/pins/pytorch.txt").write_text(torch_pin + "\n")
+    _llvm_info(src, LLVM_AT_CURRENT)
+    _git("add", "-A", cwd=src)
+    _git("commit", "-q", "-m", "pins", cwd=src)
+    return f"file://{src}", _git("rev-parse", "HEAD", cwd=src)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_torch_pin_is_read_from_the_triton_commit_itself(tmp_path):
+    """A real fetch of a local repository's commit, then its .github/pins/pytorch.txt read; the run
+    then stops at the oneAPI check (no icpx here), after the pin was read."""
+    own_pin = "23b1588b32ea2d46410793347d635017fdc49c75"
+    repo, commit = _upstream_like(tmp_path, own_pin)
+    proc = sh(
+        "build-pytorch.sh",
+        tmp_path,
+        TORCH_SOURCE="source",
+        TRITON_REPO=repo,
+        TRITON_COMMIT=commit,
+        TRITON_PINS_SRC=str(tmp_path / "pins"),
+    )
+    assert f"Triton {commit} pins PyTorch {own_pin} (read from its" in proc.stdout, proc.stderr
+    assert TORCH not in proc.stdout + proc.stderr  # the zebin commit's pin is never borrowed
+    assert proc.returncode == 2 and "icpx" in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_triton_commit_without_a_torch_pin_is_refused(tmp_path):
+    repo, commit = _upstream_like(tmp_path, None)
+    proc = sh(
+        "build-pytorch.sh",
+        tmp_path,
+        TORCH_SOURCE="source",
+        TRITON_REPO=repo,
+        TRITON_COMMIT=commit,
+        TRITON_PINS_SRC=str(tmp_path / "pins"),
+    )
+    assert proc.returncode == 2 and "no .github/pins/pytorch.txt" in proc.stderr
+    assert "--torch wheel or --torch none" in proc.stderr
+
+
+def test_torch_pin_plan_reads_it_at_build_time(tmp_path):
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    lines = commands(
+        dry(
+            "build-pytorch.sh",
+            tmp_path,
+            TORCH_SOURCE="source",
+            TRITON_COMMIT=commit,
+            TRITON_PINS_SRC=str(tmp_path / "src/pins"),
+        )
+    )
+    pins = tmp_path / "src/pins"
+    assert f"git -C {pins} {FETCH} {TRITON_URL} {commit}" in lines
+    assert f"TORCH_COMMIT=$(cat {pins}/.github/pins/pytorch.txt)" in lines
+    assert f'git -C {tmp_path}/src/pytorch {FETCH} https://github.com/pytorch/pytorch "$TORCH_COMMIT"' in lines

@@ -61,29 +61,87 @@ class Variant:
     layer: str = ""  # an optional layer stage after the image ([layers.NAME]; `--with NAME`)
 
 
+# Where a Triton commit names the PyTorch and LLVM it was tested with (read in its checkout at build time).
+TORCH_PIN_FILE = ".github/pins/pytorch.txt"
+LLVM_PIN_FILES = ("cmake/llvm-info.json", "cmake/llvm-hash.txt")  # llvm-info.json's llvm_hash since mid-2026
+
+
+@dataclasses.dataclass(frozen=True)
+class SourcePins:
+    """The commits a source build uses: Triton's, and the PyTorch and LLVM it pins. An empty
+    ``torch`` or ``llvm`` is read from the Triton checkout at build time (never borrowed from
+    another variant); a known one is what env/pins.toml records for that Triton commit."""
+
+    variant: str  # the variant name, "" for a commit env/pins.toml does not name
+    triton: str
+    torch: str
+    llvm: str
+
+    def lines(self, torch_source: str, llvm_source: str) -> list[str]:
+        """What the plan shows: each pin's value, or where the build reads it."""
+        named = f" (--triton {self.variant})" if self.variant else " (a commit env/pins.toml does not name)"
+        out = [f"pins: triton {self.triton}{named}"]
+        if torch_source != "source":
+            out.append(f"pins: torch: --torch {torch_source}, no PyTorch source build")
+        elif self.torch:
+            out.append(
+                f"pins: torch {self.torch} (Triton {self.triton[:12]}'s {TORCH_PIN_FILE}, recorded in env/pins.toml)"
+            )
+        else:
+            out.append(f"pins: torch read from {TORCH_PIN_FILE} of Triton {self.triton[:12]} at build time")
+        how = "built from source" if llvm_source == "source" else "downloaded prebuilt by Triton's setup.py"
+        if self.llvm:
+            out.append(f"pins: llvm {self.llvm} ({how}; checked against the checkout's pin at build time)")
+        else:
+            out.append(
+                f"pins: llvm read from {' or '.join(LLVM_PIN_FILES)} of Triton {self.triton[:12]} at build time ({how})"
+            )
+        return out
+
+
+def source_pins(profile: pins_mod.Profile, requested: str = "") -> SourcePins:
+    """The Triton commit ``requested`` (a variant name or a 40-hex commit; "" for the profile's
+    default) and the PyTorch and LLVM pins env/pins.toml records for that very commit."""
+    triton = profile.table["triton"]
+    torch = profile.table["torch"]
+    variants = triton.get("variants", {})
+    if not requested:
+        commit = triton["commit"]
+    elif requested in variants:
+        commit = variants[requested]
+    elif pins_mod.COMMIT_RE.match(requested):
+        commit = requested
+    else:
+        raise XpukitError(
+            f"unknown Triton variant {requested!r}",
+            f"use one of {', '.join(variants) or '(none pinned)'} or a 40-hex commit",
+        )
+    # Pins belong to a commit, not to a name: a commit a variant names gets that variant's pins.
+    name = requested if requested in variants else next((v for v, c in variants.items() if c == commit), "")
+    # The profile's own torch.commit goes with its own triton.commit, and with nothing else.
+    own = torch["commit"] if commit == triton["commit"] else ""
+    torch_commit = torch.get("variants", {}).get(name, "") or own
+    llvm_commit = triton.get("llvm_pins", {}).get(name, "") if name else ""
+    return SourcePins(name, commit, torch_commit, llvm_commit)
+
+
 def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Variant()) -> dict[str, str]:
     """Every pin of a profile as the Dockerfile's build args."""
     table = profile.table
     triton = dict(table["triton"])
     torch = dict(table["torch"])
-    if variant.triton:
-        if triton["source"] != "git":
-            raise XpukitError(
-                f"--triton selects a git commit, but the {profile.name} profile installs Triton from PyPI",
-                "use --profile xpu, or drop --triton",
-            )
-        variants = triton.get("variants", {})
-        if variant.triton in variants:
-            triton["commit"] = variants[variant.triton]
-            # Each Triton commit pins its own PyTorch; build the one it was tested with.
-            torch["commit"] = torch.get("variants", {}).get(variant.triton, torch["commit"])
-        elif pins_mod.COMMIT_RE.match(variant.triton):
-            triton["commit"] = variant.triton
-        else:
-            raise XpukitError(
-                f"unknown Triton variant {variant.triton!r}",
-                f"use one of {', '.join(variants) or '(none pinned)'} or a 40-hex commit",
-            )
+    llvm_commit = ""
+    if variant.triton and triton["source"] != "git":
+        raise XpukitError(
+            f"--triton selects a git commit, but the {profile.name} profile installs Triton from PyPI",
+            "use --profile xpu, or drop --triton",
+        )
+    if triton["source"] == "git":
+        pinned = source_pins(profile, variant.triton)
+        triton["commit"] = pinned.triton
+        # Each Triton commit pins its own PyTorch: the one recorded for it, else read at build time.
+        torch["commit"] = pinned.torch
+        llvm_commit = pinned.llvm
     if variant.torch:
         if variant.torch not in pins_mod.TORCH_SOURCES:
             raise XpukitError(f"unknown --torch {variant.torch!r}", f"use one of {', '.join(pins_mod.TORCH_SOURCES)}")
@@ -114,6 +172,7 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "TRITON_REPO": triton["repo"],
         "TRITON_COMMIT": triton["commit"],
         "LLVM_SOURCE": llvm,
+        "LLVM_COMMIT": llvm_commit,
         "TORCH_SOURCE": torch["source"],
         "TORCH_COMMIT": torch["commit"],
         "TORCH_VERSION": torch["wheel_version"],
@@ -286,6 +345,7 @@ class BuildPlan:
     warnings: tuple[str, ...]
     reproducible: str = ""  # one line: whether this build is bit-for-bit reproducible (reproducibility_note)
     cache: CacheSource = NO_CACHE
+    pins: tuple[str, ...] = ()  # source builds: each pin's value, or where the build reads it (SourcePins.lines)
 
     def __post_init__(self) -> None:
         # Frozen all the way down: a caller's list or dict is copied into immutable ones.
@@ -294,6 +354,7 @@ class BuildPlan:
         object.__setattr__(self, "command", tuple(self.command))
         object.__setattr__(self, "env", types.MappingProxyType(dict(self.env)))
         object.__setattr__(self, "warnings", tuple(self.warnings))
+        object.__setattr__(self, "pins", tuple(self.pins))
 
     def printable(self) -> str:
         return engine.printable(self.command, self.env)
@@ -331,6 +392,9 @@ def plan(
     ``engine_env``: what the CLI needs to build on the engine the SDK talks to (DOCKER_HOST).
     ``cache``: given the content tag, what the build shares through a registry (BuildKit only)."""
     args = build_args(profile, base_image, variant)
+    pin_lines: list[str] = []
+    if profile.table["triton"]["source"] == "git":
+        pin_lines = source_pins(profile, variant.triton).lines(args["TORCH_SOURCE"], args["LLVM_SOURCE"])
     args.update(meta_args(root))
     tag = content_hash(root, args)
     name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
@@ -376,6 +440,7 @@ def plan(
         tuple(profile.warnings),
         reproducibility_note(cli, date),
         shared,
+        tuple(pin_lines),
     )
 
 

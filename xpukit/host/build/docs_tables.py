@@ -49,12 +49,14 @@ def _ocloc(profile: pins_mod.Profile) -> str:
     return f"{_code(ocloc['package'])} {ocloc['version'] or 'unpinned'} ({where})"
 
 
-def _triton(profile: pins_mod.Profile, commit: str = "") -> str:
+def _triton(profile: pins_mod.Profile, commit: str = "", llvm_pin: str = "") -> str:
     triton = profile["triton"]
     if triton["source"] == "pypi":
         return f"{_code(triton['package'])} {triton['version']} (PyPI)"
     llvm = {"prebuilt": "LLVM: Triton's prebuilt download", "source": "LLVM from source", "": ""}[triton["llvm"]]
-    return f"git {_code(commit or triton['commit'])}" + (f"; {llvm}" if llvm else "")
+    if llvm:
+        llvm += f" of {_code(llvm_pin)}" if llvm_pin else ", the hash read from the checkout at build time"
+    return f"{'git ' + _code(commit or triton['commit']) if commit != '-' else 'git'}" + (f"; {llvm}" if llvm else "")
 
 
 def _torch(profile: pins_mod.Profile, commit: str = "") -> str:
@@ -73,6 +75,9 @@ def _ur(profile: pins_mod.Profile) -> str:
     return f"{ur['version']} (PyPI: {', '.join(ur['packages'])})"
 
 
+_READ_TORCH = "source: the commit's `.github/pins/pytorch.txt`, read at build time"
+
+
 def profiles_table(pins: pins_mod.Pins) -> str:
     """One row per profile and Triton variant."""
     rows = []
@@ -81,7 +86,19 @@ def profiles_table(pins: pins_mod.Pins) -> str:
         variants = profile["triton"].get("variants", {})
         default = [v for v, commit in variants.items() if commit == profile["triton"]["commit"]]
         label = _code(name) + (f" (default: `--triton {default[0]}`)" if default else "")
-        rows.append([label, _base(profile), python, _ocloc(profile), _triton(profile), _torch(profile), _ur(profile)])
+        llvm_pins = profile["triton"].get("llvm_pins", {})
+        default_llvm = llvm_pins.get(default[0], "") if default else ""
+        rows.append(
+            [
+                label,
+                _base(profile),
+                python,
+                _ocloc(profile),
+                _triton(profile, "", default_llvm),
+                _torch(profile),
+                _ur(profile),
+            ]
+        )
         torch_variants = profile["torch"].get("variants", {})
         for variant, commit in variants.items():
             if variant in default:
@@ -93,8 +110,21 @@ def profiles_table(pins: pins_mod.Pins) -> str:
                     "same",
                     "same",
                     "same",
-                    _triton(profile, commit),
-                    _torch(profile, torch_commit) if torch_commit else "same",
+                    _triton(profile, commit, llvm_pins.get(variant, "")),
+                    _torch(profile, torch_commit) if torch_commit else _READ_TORCH,
+                    "same",
+                ]
+            )
+        if profile["triton"]["source"] == "git":
+            # Any other commit: its own pins, read from its checkout when the image is built.
+            rows.append(
+                [
+                    f"{_code(name)} `--triton <40-hex commit>`",
+                    "same",
+                    "same",
+                    "same",
+                    _triton(profile, "-"),
+                    _READ_TORCH,
                     "same",
                 ]
             )

@@ -195,6 +195,7 @@ PROFILE_SCHEMA = Table(
                 "commit": Value("commit"),
                 "llvm": Value("choice", LLVM_SOURCES),
                 "variants": _VARIANTS,
+                "llvm_pins": _VARIANTS,
             }
         ),
         "torch": Table(
@@ -373,6 +374,19 @@ class _Checker:
                 self.fail(f"{name}.triton.commit", "a git Triton needs a commit (40 lowercase hex digits)")
             if not triton["repo"]:
                 self.fail(f"{name}.triton.repo", "a git Triton needs a repository URL")
+        # A PyTorch or LLVM pin for a variant Triton does not name would never be used: a typo.
+        variants = triton.get("variants", {})
+        for key, pinned in (
+            (f"{name}.torch.variants", torch.get("variants", {})),
+            (f"{name}.triton.llvm_pins", triton.get("llvm_pins", {})),
+        ):
+            for variant in pinned:
+                if variant not in variants:
+                    self.fail(
+                        f"{key}.{variant}",
+                        f"names no {name}.triton.variants entry",
+                        f"add it there or remove {variant}",
+                    )
         if torch["source"] == "source" and not torch["commit"]:
             self.fail(f"{name}.torch.commit", "a source PyTorch needs a commit (40 lowercase hex digits)")
         if torch["source"] == "wheel" and not torch.get("wheel_version"):
