@@ -24,11 +24,16 @@ ARG APT_PACKAGES
 ARG OCLOC_SOURCE
 ARG OCLOC_PACKAGE
 ARG OCLOC_VERSION
+ARG OCLOC_IGC_PACKAGE
+ARG OMIX_PACKAGE
+ARG OMIX_VERSION
+ARG OMIX_APT_REPO
+ARG OMIX_APT_KEY
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND=noninteractive \
     LANG=C.UTF-8
 RUN test -n "${XPUKIT_SCRIPTS}" || { echo "error: the XPUKIT_* build args are not set (fix: build with invoke build)" >&2; exit 2; }
-COPY scripts/common.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh ${XPUKIT_SCRIPTS}/
+COPY scripts/common.sh scripts/install-apt.sh scripts/install-omix.sh scripts/install-ocloc.sh scripts/clean-build-noise.sh ${XPUKIT_SCRIPTS}/
 # Every RUN --mount target of a stage the image is made of is a folder right under /run that nothing
 # else uses: buildah 1.28 removes a target it created only when the target and its store's path start
 # with different folders (/var/cache/... stayed in layers built in a store under /var, /tmp/... in
@@ -37,6 +42,7 @@ COPY scripts/common.sh scripts/install-apt.sh scripts/install-ocloc.sh scripts/c
 RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${APT_PACKAGES} \
+ && ${XPUKIT_SCRIPTS}/install-omix.sh \
  && ${XPUKIT_SCRIPTS}/install-ocloc.sh \
  && useradd --create-home --home-dir "${XPUKIT_HOME}" --uid "${XPUKIT_UID}" --user-group --shell /bin/bash "${XPUKIT_USER}" \
  && install -d -o "${XPUKIT_USER}" -g "${XPUKIT_USER}" "${XPUKIT_TRITON_CACHE}" "${XPUKIT_KIT_CACHE}" \
@@ -60,7 +66,7 @@ FROM system AS builder
 ARG BUILD_APT_PACKAGES
 ARG XPUKIT_SCRIPTS
 COPY scripts/build-llvm.sh scripts/build-triton.sh scripts/build-pytorch.sh ${XPUKIT_SCRIPTS}/
-# Ubuntu 24.04's python3 refuses pip installs (PEP 668): the builds use their own venv.
+# Ubuntu's python3 refuses pip installs (PEP 668): the builds use their own venv.
 RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES} \
@@ -184,6 +190,9 @@ ARG APT_PACKAGES
 ARG OCLOC_SOURCE
 ARG OCLOC_PACKAGE
 ARG OCLOC_VERSION
+ARG OCLOC_IGC_PACKAGE
+ARG OMIX_PACKAGE
+ARG OMIX_VERSION
 ARG TRITON_SOURCE
 ARG TRITON_VERSION
 ARG TRITON_COMMIT

@@ -90,10 +90,11 @@ def bounded(func):
         "ca-bundle",
         "dry-run",
         "debug",
-        triton="xpu: Triton variant (zebin|blog) or a 40-hex commit",
+        triton="xpu: Triton variant (zebin|blog|current) or a 40-hex commit (its own pins, read at build time)",
         torch="xpu: PyTorch source|wheel|none",
         llvm="xpu: build LLVM from source",
         torch_arch_list="xpu: TORCH_XPU_ARCH_LIST",
+        base="xpu: omix = Ubuntu + intel-omix-dev instead of the DLE image",
         github_token="file with a GitHub token (secret)",
         registry="HOST[:PORT]/NAMESPACE to pull the image from when a teammate pushed it (XPUKIT_REGISTRY)",
         rebuild="build even when the registry has this content",
@@ -110,6 +111,7 @@ def build(
     torch=None,
     llvm=False,
     torch_arch_list=None,
+    base=None,
     github_token="",
     registry=None,
     rebuild=False,
@@ -133,6 +135,7 @@ def build(
         torch=inputs.not_empty("torch", torch, "source") or "",
         llvm="source" if llvm else "",
         torch_arch_list=inputs.not_empty("torch-arch-list", torch_arch_list, "pvc,bmg") or "",
+        base=inputs.not_empty("base", base, "omix") or "",
     )
     _finish(commands.build(s, variant, github_token, rebuild))
 

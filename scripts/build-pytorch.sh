@@ -106,6 +106,7 @@ build_source() {
       ;;
   esac
 
+  use_oneapi_env
   if [ "$DRY_RUN" != 1 ] && ! have icpx; then
     die "icpx (oneAPI DPC++) not found: PyTorch would silently build without XPU" \
       "build inside the Deep Learning Essentials image, or source /opt/intel/oneapi/setvars.sh"

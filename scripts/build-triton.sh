@@ -50,6 +50,7 @@ fi
 
 use_ca_bundle
 use_github_token
+use_oneapi_env
 git_checkout "$TRITON_REPO" "$TRITON_COMMIT" "$TRITON_SRC"
 
 # Newer commits (e.g. 9e23713) keep setup.py at the root; older ones (e.g. 197f5f8) in python/.

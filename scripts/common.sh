@@ -198,6 +198,23 @@ resolve_llvm_commit() {
   note "Triton ${TRITON_COMMIT:-checkout} pins LLVM $LLVM_COMMIT (read from its checkout)"
 }
 
+# oneAPI's environment for a build step: DLE images bake it into ENV (SETVARS_COMPLETED=1); an OMIX
+# image (--base omix) has only /opt/intel/oneapi/setvars.sh, sourced here.
+use_oneapi_env() {
+  local setvars=${ONEAPI_ROOT:-/opt/intel/oneapi}/setvars.sh
+  if [ -z "${SETVARS_COMPLETED:-}" ] && [ -f "$setvars" ]; then
+    if [ "$DRY_RUN" = 1 ]; then
+      printf '. %s\n' "$(quote_cmd "$setvars")"
+      return 0
+    fi
+    set +u
+    # shellcheck disable=SC1090 # the image's own oneAPI, read at build time
+    . "$setvars" >/dev/null
+    set -u
+    note "oneAPI environment from $setvars"
+  fi
+}
+
 # Number of parallel jobs: MAX_JOBS if set, else the CPUs this process may use.
 default_jobs() { nproc 2>/dev/null || echo 4; }
 

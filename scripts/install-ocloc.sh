@@ -4,7 +4,8 @@
 #                                base image's own archive (Debian ships ocloc in intel-opencl-icd)
 #   OCLOC_SOURCE=intel-gpu-repo  intel-ocloc from Intel's GPU package repository, at OCLOC_VERSION,
 #                                or, when that is empty, at the version of the compute runtime
-#                                already in the base image
+#                                already in the base image; OCLOC_IGC_PACKAGE (libigc2) kept at the
+#                                version that runtime came with, and both held (apt-mark hold)
 #   install-ocloc.sh [--dry-run]
 set -euo pipefail
 
@@ -13,11 +14,12 @@ SCRIPT_NAME=install-ocloc
 . "$(dirname "$0")/common.sh"
 
 if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-if [[ "${1:-}" == "--help" ]]; then sed -n '2,8p' "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,9p' "$0"; exit 0; fi
 
 [[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt or intel-gpu-repo (invoke build sets it from env/pins.toml)"
 [[ -n "${OCLOC_PACKAGE:-}" ]] || die "OCLOC_PACKAGE is not set" "set OCLOC_PACKAGE, e.g. intel-opencl-icd (invoke build sets it from env/pins.toml)"
 OCLOC_VERSION="${OCLOC_VERSION:-}"
+OCLOC_IGC_PACKAGE="${OCLOC_IGC_PACKAGE:-}"
 INTEL_GPU_REPO_URL="${INTEL_GPU_REPO_URL:-https://repositories.intel.com/gpu/ubuntu}"
 INTEL_GPU_REPO_KEY="${INTEL_GPU_REPO_KEY:-https://repositories.intel.com/gpu/intel-graphics.key}"
 
@@ -40,6 +42,19 @@ case "$OCLOC_SOURCE" in
       done
       [[ -z "$OCLOC_VERSION" ]] && echo "ocloc: warning: no compute runtime found in the base image; installing the repository's current $OCLOC_PACKAGE (unpinned)"
     fi
+    # ocloc compiles with the IGC beside it: the repository's newest ocloc would pull a newer IGC
+    # than the runtime's and the two would disagree on targets. Keep the base image's IGC.
+    igc_spec=()
+    if [[ -n "$OCLOC_IGC_PACKAGE" ]]; then
+      igc_version="$(dpkg-query -W -f='${Version}' "$OCLOC_IGC_PACKAGE" 2>/dev/null || true)"
+      if [[ -n "$igc_version" ]]; then
+        echo "ocloc: keeping $OCLOC_IGC_PACKAGE $igc_version (the base image's)"
+        igc_spec=("$OCLOC_IGC_PACKAGE=$igc_version")
+      else
+        echo "ocloc: warning: $OCLOC_IGC_PACKAGE is not in the base image; the one $OCLOC_PACKAGE depends on comes with it"
+        igc_spec=("$OCLOC_IGC_PACKAGE")
+      fi
+    fi
     # shellcheck disable=SC1091 # the base image's own file, read at build time
     codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-noble}")"
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends ca-certificates curl gnupg
@@ -51,7 +66,9 @@ case "$OCLOC_SOURCE" in
     line="deb [arch=amd64 signed-by=/usr/share/keyrings/intel-graphics.gpg] $INTEL_GPU_REPO_URL $codename unified"
     write_lines /etc/apt/sources.list.d/intel-gpu.list "$line"
     run apt-get "${apt_opts[@]}" update -q
-    run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
+    run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}" "${igc_spec[@]}"
+    # Held together: no later apt step moves one without the other (the manifest checks the pair).
+    run apt-mark hold "$OCLOC_PACKAGE" ${OCLOC_IGC_PACKAGE:+"$OCLOC_IGC_PACKAGE"}
     ;;
   *)
     die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt or OCLOC_SOURCE=intel-gpu-repo"

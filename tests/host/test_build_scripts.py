@@ -33,7 +33,8 @@ def test_install_ocloc_from_intels_repository_at_a_pinned_version():
     assert p.returncode == 0, p.stderr
     assert "intel-graphics.key | gpg --dearmor" in p.stdout
     assert "signed-by=/usr/share/keyrings/intel-graphics.gpg] https://repositories.intel.com/gpu/ubuntu" in p.stdout
-    assert p.stdout.rstrip().endswith("intel-ocloc=1.2.3-test")
+    lines = p.stdout.rstrip().splitlines()
+    assert lines[-2].endswith("intel-ocloc=1.2.3-test") and lines[-1] == "apt-mark hold intel-ocloc"
 
 
 def test_install_ocloc_refuses_an_unknown_source():

@@ -41,10 +41,15 @@ def test_every_arg_is_fed_from_the_pins_and_back(profile):
 def test_every_pin_reaches_a_build_arg(profile):
     loaded = pins.load().profile(profile)
     values = " ".join(build.build_args(loaded, loaded.base_reference).values())
+    if "omix" in loaded.table:  # [omix] reaches the args with --base omix
+        omix = build.with_base(loaded, "omix")
+        values += " " + " ".join(build.build_args(omix, omix.base_reference, build.Variant(base="omix")).values())
     for key, value in leaves(loaded.table):
-        # Variants are chosen with --triton; the default reaches the args, the others on request.
-        # python_series is the lock's (xpukit.host.build.lock), which the image installs from: not a build arg.
-        if key in ("description", "python_series") or ".variants." in key or value in ("", None):
+        # Variants are chosen with --triton; the default reaches the args, the others on request
+        # (tests/host/test_source_pins.py plans each). python_series is the lock's
+        # (xpukit.host.build.lock), which the image installs from: not a build arg.
+        per_variant = ".variants." in key or ".llvm_pins." in key
+        if key in ("description", "python_series") or per_variant or value in ("", None):
             continue
         if key.startswith(("apt.", "build_apt.", "pypi.")):
             name = key.split(".", 1)[1]

@@ -11,7 +11,7 @@ import subprocess
 import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
@@ -59,6 +59,26 @@ class Variant:
     llvm: str = ""  # prebuilt | source
     torch_arch_list: str = ""
     layer: str = ""  # an optional layer stage after the image ([layers.NAME]; `--with NAME`)
+    base: str = ""  # "" (the profile's [base]) | omix (the profile's [omix]: a plain OS image + intel-omix-dev)
+
+
+BASE_CHOICES = ("", "omix")
+
+
+def with_base(profile: pins_mod.Profile, choice: str) -> pins_mod.Profile:
+    """The profile as ``--base choice`` builds it: ``omix`` takes its [omix] image as the base."""
+    if choice not in BASE_CHOICES:
+        raise XpukitError(f"unknown --base {choice!r}", "use --base omix, or leave it out for the profile's own base")
+    if not choice:
+        return profile
+    omix = profile.table.get("omix")
+    if not omix:
+        raise XpukitError(
+            f"--base omix needs a [{profile.name}.omix] table in env/pins.toml, which the {profile.name} profile lacks",
+            "use --profile xpu",
+        )
+    base = {"image": omix["image"], "tag": omix["tag"], "digest": omix["digest"]}
+    return dataclasses.replace(profile, table={**profile.table, "base": base})
 
 
 # Where a Triton commit names the PyTorch and LLVM it was tested with (read in its checkout at build time).
@@ -167,6 +187,8 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "OCLOC_SOURCE": table["ocloc"]["source"],
         "OCLOC_PACKAGE": table["ocloc"]["package"],
         "OCLOC_VERSION": table["ocloc"]["version"],
+        "OCLOC_IGC_PACKAGE": table["ocloc"].get("igc_package", ""),
+        **omix_args(table, variant.base),
         "TRITON_SOURCE": triton["source"],
         "TRITON_VERSION": triton["version"],
         "TRITON_REPO": triton["repo"],
@@ -185,6 +207,17 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "PYPI_PINS": " ".join(profile.pypi_requirements()),
         "XPUKIT_PINS": profile.fingerprint(),
         **layout.build_args(),  # the image's paths and user, owned by xpukit/layout.py
+    }
+
+
+def omix_args(table: Mapping[str, Any], choice: str) -> dict[str, str]:
+    """install-omix.sh's inputs: empty (nothing installed) unless the build is ``--base omix``."""
+    omix = (table.get("omix") or {}) if choice == "omix" else {}
+    return {
+        "OMIX_PACKAGE": omix.get("package", ""),
+        "OMIX_VERSION": omix.get("version", ""),
+        "OMIX_APT_REPO": omix.get("apt_repo", ""),
+        "OMIX_APT_KEY": omix.get("apt_key", ""),
     }
 
 
@@ -392,6 +425,12 @@ def plan(
     ``engine_env``: what the CLI needs to build on the engine the SDK talks to (DOCKER_HOST).
     ``cache``: given the content tag, what the build shares through a registry (BuildKit only)."""
     args = build_args(profile, base_image, variant)
+    warnings = list(profile.warnings)
+    if variant.base == "omix" and not args["OMIX_APT_REPO"]:
+        warnings.append(
+            f"{profile.name}.omix.apt_repo is empty: the build stops at install-omix.sh "
+            "(fill it with the apt line of the repository carrying intel-omix-dev)"
+        )
     pin_lines: list[str] = []
     if profile.table["triton"]["source"] == "git":
         pin_lines = source_pins(profile, variant.triton).lines(args["TORCH_SOURCE"], args["LLVM_SOURCE"])
@@ -437,7 +476,7 @@ def plan(
         args,
         tuple(cmd),
         {**env, **(engine_env or {})},
-        tuple(profile.warnings),
+        tuple(warnings),
         reproducibility_note(cli, date),
         shared,
         tuple(pin_lines),

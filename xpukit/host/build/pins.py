@@ -184,7 +184,22 @@ PROFILE_SCHEMA = Table(
                 "source": Value("choice", OCLOC_SOURCES),
                 "package": Value("name", allow_empty=False),
                 "version": Value("version", warn_empty="matches the base image's compute runtime"),
+                # intel-gpu-repo: the IGC package installed and held at the runtime's version with ocloc
+                "igc_package": Value("name", required=False),
             }
+        ),
+        # --base omix: a plain OS image plus Intel OMIX (GPU user-mode driver + DLE in one package)
+        "omix": Table(
+            {
+                "image": Value("image", allow_empty=False),
+                "tag": Value("tag", allow_empty=False),
+                "digest": Value("digest"),
+                "package": Value("name", allow_empty=False),
+                "version": Value("version"),
+                "apt_repo": Value("text"),
+                "apt_key": Value("text"),
+            },
+            required=False,
         ),
         "triton": Table(
             {

@@ -100,13 +100,20 @@ def build(ctx: Context, variant: Variant, github_token: str = "", rebuild: bool 
         raise UsageError(f"GitHub token file {github_token} does not exist", "pass a file holding the token")
     cache = functools.partial(sharing.cache_for, ctx)
     if ctx.dry_run:
-        planned = make_plan(ctx, variant, github_token, cache=cache).build
+        whole = make_plan(ctx, variant, github_token, cache=cache)
+        planned = whole.build
+        for message in planned.warnings:
+            if message not in whole.profile.warnings:  # those were printed when the pins were read
+                ui.warn(message)
         for line in planned.pins:
             print(line)
         print(planned.printable())
         return 0
     ctx.engine.build_cli()  # no BuildKit (or no podman), no build: say so before anything else
     plan = make_plan(ctx, variant, github_token, cache=cache)
+    for message in plan.build.warnings:
+        if message not in plan.profile.warnings:
+            ui.warn(message)
     for line in plan.build.pins:
         ui.say(line)
     if not rebuild and not variant.triton and sharing.shared_image(ctx, plan):

@@ -100,6 +100,7 @@ def make_plan(
     tag, what the build shares through a registry (:func:`xpukit.host.image.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
     build_mod.ensure_lock_current(profile, ROOT)
+    profile = build_mod.with_base(profile, (variant or build_mod.Variant()).base)
     if ctx.dry_run:
         ctx.engine.connect_if_present()
     else:

@@ -32,6 +32,10 @@ PIN_ARGS = {
     "PYTHON_VERSION": "python",
     "OCLOC_VERSION": "ocloc",
     "OCLOC_PACKAGE": "ocloc_package",
+    "OCLOC_SOURCE": "ocloc_source",
+    "OCLOC_IGC_PACKAGE": "ocloc_igc_package",
+    "OMIX_PACKAGE": "omix_package",
+    "OMIX_VERSION": "omix",
     "TRITON_SOURCE": "triton_source",
     "TRITON_VERSION": "triton",
     "TRITON_COMMIT": "triton_commit",
@@ -67,6 +71,69 @@ def ocloc_info() -> dict[str, str]:
     package = _run(["dpkg-query", "-S", tool.path]).split(":")[0]
     package_version = _run(["dpkg-query", "-W", "-f=${Version}", package]) if package else ""
     return {"path": tool.path, "version": tool.version, "package": package, "package_version": package_version}
+
+
+# The GPU user-mode stack as dpkg knows it: the compute runtime (Level Zero / OpenCL), IGC, ocloc,
+# the Level Zero loader and OMIX. Intel's repository versions the runtime and ocloc alike.
+GPU_PACKAGES = (
+    "libze-intel-gpu1",
+    "intel-opencl-icd",
+    "intel-level-zero-gpu",
+    "intel-ocloc",
+    "libigc2",
+    "libigc1",
+    "libze1",
+    "level-zero",
+    "intel-omix-dev",
+)
+RUNTIME_PACKAGES = ("libze-intel-gpu1", "intel-opencl-icd", "intel-level-zero-gpu")
+
+
+def gpu_packages(names: tuple[str, ...] = GPU_PACKAGES) -> dict[str, dict[str, Any]]:
+    """Each installed one of ``names``: its version and whether apt holds it (absent ones left out)."""
+    out = _run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n", *names])
+    if not out:  # dpkg-query exits 1 when any name is unknown: ask one by one
+        lines = [_run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n", n]) for n in names]
+        out = "\n".join(line for line in lines if line)
+    held = set(_run(["apt-mark", "showhold"]).split())
+    found: dict[str, dict[str, Any]] = {}
+    for line in out.splitlines():
+        name, _, rest = line.partition("\t")
+        version, _, status = rest.partition("\t")
+        if version and status.endswith("installed"):
+            found[name] = {"version": version, "held": name in held}
+    return found
+
+
+def gpu_stack_problems(packages: Mapping[str, Mapping[str, Any]], pins: Mapping[str, Any]) -> list[str]:
+    """An ocloc from Intel's GPU repository must match the compute runtime, and the ocloc/IGC pair
+    (and OMIX) be held, so no later apt step moves one without the other."""
+    problems = []
+    ocloc_package = str(pins.get("ocloc_package", ""))
+    if pins.get("ocloc_source") == "intel-gpu-repo" and ocloc_package:
+        ocloc = packages.get(ocloc_package)
+        runtime = next((packages[n] | {"name": n} for n in RUNTIME_PACKAGES if n in packages), None)
+        if ocloc and runtime and ocloc["version"] != runtime["version"]:
+            problems.append(
+                f"{ocloc_package} {ocloc['version']} does not match the compute runtime "
+                f"({runtime['name']} {runtime['version']})"
+            )
+        held = [ocloc_package, str(pins.get("ocloc_igc_package", ""))]
+        for name in filter(None, held):
+            if name not in packages:
+                problems.append(f"{name} is not installed")
+            elif not packages[name]["held"]:
+                problems.append(f"{name} is not held (apt-mark hold): an apt upgrade could split the ocloc/IGC pair")
+    omix = str(pins.get("omix_package", ""))
+    if omix:
+        if omix not in packages:
+            problems.append(f"{omix} is not installed")
+        else:
+            if pins.get("omix") and packages[omix]["version"] != pins["omix"]:
+                problems.append(f"{omix} pinned {pins['omix']}, installed {packages[omix]['version']}")
+            if not packages[omix]["held"]:
+                problems.append(f"{omix} is not held (apt-mark hold)")
+    return problems
 
 
 def ur_loader_info() -> dict[str, str]:
@@ -110,6 +177,7 @@ def collect(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         "torch": dist_version("torch"),
         "numpy": dist_version("numpy"),
         "ocloc": ocloc_info(),
+        "gpu_packages": gpu_packages(),
         "ur_loader": ur_loader_info(),
         "intel_opencl_rt": dist_version("intel-opencl-rt"),
         "pypi": {req.partition("==")[0]: dist_version(req.partition("==")[0]) for req in _pypi_pins(environ)},
@@ -134,6 +202,8 @@ def mismatches(manifest: Mapping[str, Any]) -> list[str]:
     ocloc = manifest.get("ocloc") if isinstance(manifest.get("ocloc"), Mapping) else {}
     if pins.get("ocloc") and ocloc.get("package_version") and pins["ocloc"] != ocloc["package_version"]:
         problems.append(f"ocloc pinned {pins['ocloc']}, installed {ocloc['package_version']}")
+    packages = manifest.get("gpu_packages") if isinstance(manifest.get("gpu_packages"), Mapping) else {}
+    problems += gpu_stack_problems(packages, pins)
     loader = manifest.get("ur_loader") if isinstance(manifest.get("ur_loader"), Mapping) else {}
     if pins.get("ur_source") == "pypi" and pins.get("ur") and loader.get("release") != pins["ur"]:
         problems.append(f"UR pinned {pins['ur']}, the loader found is {loader.get('release') or 'absent'}")
