@@ -98,6 +98,12 @@ def test_row_reduction_uses_local_memory_argument(session, cache):
         np.testing.assert_array_equal(out.to_numpy(np.float32, rows), x.sum(axis=1))
     abi = k.bind(session).abi
     assert abi.shared == 0 or abi.local_index == len(abi.params)
+    # Triton 3.3's SPIR-V declares that argument: the count the main-line rule (#7606) reads.
+    from xpukit.runtime.offline import spirv as spv
+
+    art = k.compile(session.device)
+    declared = spv.parameter_count(art.spirv, art.name)
+    assert declared == len(abi.params) + (1 if abi.shared else 0)
 
 
 def test_loop_over_k(session, cache):

@@ -150,3 +150,21 @@ def address_parameters(data: bytes, kernel: str) -> set[int]:
         elif ins.opcode == OP_FUNCTION_END:
             break
     return found
+
+
+def parameter_count(data: bytes, kernel: str) -> int | None:
+    """How many parameters the entry point ``kernel`` declares (user arguments plus Triton's hidden
+    ones), or None when the module has no such entry point."""
+    _, instructions, _ = parse(data)
+    entries = {
+        i.operands[1] for i in instructions if i.opcode == OP_ENTRY_POINT and literal_string(i.operands[2:]) == kernel
+    }
+    count, inside = 0, False
+    for ins in instructions:
+        if ins.opcode == OP_FUNCTION:
+            inside = ins.operands[1] in entries
+        elif inside and ins.opcode == OP_FUNCTION_PARAMETER:
+            count += 1
+        elif inside and ins.opcode == OP_FUNCTION_END:
+            return count
+    return None

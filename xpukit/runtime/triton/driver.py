@@ -33,7 +33,7 @@ class URFunction:
     """What ``load_binary`` returns as Triton's module/function: one kernel's SPIR-V, loaded lazily
     on each session it runs on (a compiled kernel is shared by every session on the same device)."""
 
-    __slots__ = ("addresses", "bound", "form", "lock", "name", "options", "programs", "sha256", "spirv")
+    __slots__ = ("addresses", "bound", "form", "lock", "name", "options", "parameters", "programs", "sha256", "spirv")
 
     def __init__(self, name: str, spirv: bytes, options: str, form: str = "spirv") -> None:
         self.name = name
@@ -43,6 +43,8 @@ class URFunction:
         self.form = form  # "spirv" | "zebin" (Triton's native stage: loaded as is, no driver JIT)
         # Integer parameters the kernel casts to pointers: checked like pointers at launch.
         self.addresses = spv.address_parameters(spirv, name) if form == "spirv" else frozenset()
+        # The kernel's declared parameter count tells whether it takes a local-memory argument (#7606).
+        self.parameters = spv.parameter_count(spirv, name) if form == "spirv" else None
         self.programs: dict[int, Any] = {}  # id(session) -> Program built by load_binary
         self.bound: dict[int, BoundKernel] = {}  # id(session) -> loaded kernel with its launcher
         self.lock = threading.Lock()
@@ -110,7 +112,9 @@ class TritonRun:
             program = function.programs.pop(sid, None)
             if program is None or program.closed or program._session is not session:
                 program = self.driver._load_program(function, session)
-            abi = LaunchABI.from_metadata(self.fn, self.signature, self.metadata, function.addresses)
+            abi = LaunchABI.from_metadata(
+                self.fn, self.signature, self.metadata, function.addresses, function.parameters
+            )
             art = CompiledArtifact(
                 name=function.name,
                 spirv=function.spirv,

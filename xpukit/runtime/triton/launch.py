@@ -7,7 +7,8 @@ without ``TritonKernel``):
   CPU device; for GPUs the UR device info, architecture = ip_version << 8 as SYCL defines it).
 * :func:`compile_for_device` - Triton SPIR-V for the device; the CPU compatibility patch applied.
 * :class:`LaunchABI` - Triton's launch ABI from the compiled kernel's metadata: user arguments,
-  the scratch pointers newer Triton appends, a local-memory argument when ``shared > 0``; grid ->
+  the scratch pointers newer Triton appends, a local-memory argument where the line binds one
+  (``shared > 0`` up to release/3.8; on main only for dynamic shared memory, #7606); grid ->
   ND-range; argument checking and packing (errors before anything is enqueued).
 * :class:`ProgramCache` - the device's native binary keyed by device, driver, build options and
   SPIR-V hash; a stale or corrupt entry is rebuilt from SPIR-V, never trusted.
@@ -101,7 +102,13 @@ def compile_for_device(
     code = ck.asm["spv"]
     if device.type == "cpu":
         code = spv.patch_for_cpu(code)
-    abi = LaunchABI.from_metadata(fn, sig, ck.metadata, spv.address_parameters(code, ck.metadata.name))
+    abi = LaunchABI.from_metadata(
+        fn,
+        sig,
+        ck.metadata,
+        spv.address_parameters(code, ck.metadata.name),
+        spv.parameter_count(code, ck.metadata.name),
+    )
     return CompiledArtifact(
         name=ck.metadata.name,
         spirv=code,
@@ -126,6 +133,22 @@ class ArgSpec:
     kind: str  # launcher kind letter (xpukit.runtime.ur.launcher.KINDS)
 
 
+def takes_local_argument(metadata: Any, shared: int, before: int, kernel_params: int | None) -> bool:
+    """Whether the kernel takes a trailing local-memory argument after its ``before`` arguments.
+
+    Triton 3.3 to release/3.8 append one whenever the kernel uses shared memory. Main since #7606
+    allocates shared memory inside the module and takes none, unless compiled with
+    ``dynamic_shared_memory`` (an option, so in the metadata) or a layout that needs it; upstream's
+    launcher then tells by the kernel's declared parameter count, as this does when it is known."""
+    if shared <= 0:
+        return False
+    if kernel_params in (before, before + 1):
+        return kernel_params == before + 1
+    if hasattr(metadata, "dynamic_shared_memory"):
+        return bool(metadata.dynamic_shared_memory)
+    return True
+
+
 @dataclasses.dataclass
 class LaunchABI:
     """How Triton's compiled kernel takes its arguments and maps its grid."""
@@ -140,10 +163,17 @@ class LaunchABI:
 
     @classmethod
     def from_metadata(
-        cls, fn: Any, signature: Mapping[str, str], metadata: Any, addresses: Set[int] = frozenset()
+        cls,
+        fn: Any,
+        signature: Mapping[str, str],
+        metadata: Any,
+        addresses: Set[int] = frozenset(),
+        kernel_params: int | None = None,
     ) -> LaunchABI:
         """``addresses``: indices of integer parameters the kernel turns into pointers
-        (:func:`xpukit.runtime.offline.spirv.address_parameters`): checked like pointers at launch."""
+        (:func:`xpukit.runtime.offline.spirv.address_parameters`): checked like pointers at launch.
+        ``kernel_params``: how many parameters the compiled kernel declares
+        (:func:`xpukit.runtime.offline.spirv.parameter_count`), None when unknown (a native binary)."""
         names = [n for n in getattr(fn, "arg_names", list(signature)) if n in signature]
         params = []
         for i, n in enumerate(names):
@@ -156,8 +186,8 @@ class LaunchABI:
                 ) from None
             params.append(ArgSpec(i, n, signature[n], kind))
         scratch: list[tuple[str, int, int]] = []
-        # The 9e23713 Triton line reports these sizes and appends one pointer each after the
-        # user arguments (null when the size is 0); Triton 3.3 has neither field.
+        # Triton 3.4 and later (9e23713, release/3.8, main) report these sizes and append one pointer
+        # each after the user arguments (null when the size is 0); Triton 3.3 has neither field.
         for field, align_field in (
             ("global_scratch_size", "global_scratch_align"),
             ("profile_scratch_size", "profile_scratch_align"),
@@ -173,7 +203,7 @@ class LaunchABI:
             threads_per_warp=int(getattr(metadata, "threads_per_warp", 32)),
             shared=shared,
             scratch=scratch,
-            local_index=nxt if shared > 0 else None,
+            local_index=nxt if takes_local_argument(metadata, shared, nxt, kernel_params) else None,
         )
 
     @property
