@@ -359,11 +359,18 @@ def kernel_report(
     )
 
 
-@task(help=_help("profile", "debug", image="image to check inside (default: xpukit:<profile> when built)"))
-def doctor(c, image="", profile=None, debug=False):
+@task(
+    help=_help(
+        "profile",
+        "debug",
+        image="image to check inside (default: xpukit:<profile> when built)",
+        report="print the fingerprint upstream's bug reports ask for (safe to paste)",
+    )
+)
+def doctor(c, image="", profile=None, report=False, debug=False):
     """Check the host (engine, BuildKit, Intel GPU, render-node access, disk) and the image; one line each."""
     s = _settings(c, profile=profile, debug=debug)
-    _finish(commands.doctor_cmd(s, image))
+    _finish(commands.doctor_cmd(s, image, report))
 
 
 @task(

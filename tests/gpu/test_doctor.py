@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for, no_client
+from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for
 from xpukit.host.doctor import checkup as doctor
 
 pytestmark = pytest.mark.unit
@@ -17,11 +17,7 @@ pytestmark = pytest.mark.unit
 def test_doctor_on_this_gpu_host_finds_the_gpu():
     lines: list[str] = []
     doctor.run_doctor(
-        None,
-        no_client,
-        engine_probe=ENGINE_OK,
-        buildkit_probe=BUILDKIT_OK,
-        free_bytes=TB,
+        doctor.DoctorOptions(engine_probe=ENGINE_OK, buildkit_probe=BUILDKIT_OK, free_bytes=TB),
         out=lines.append,
     )
     gpu_lines = lines_for(lines, "gpu")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for, no_client
+from tests.support.doctor import BUILDKIT_OK, ENGINE_OK, TB, lines_for
 from tests.support.fakehost import Node, make_host
 from xpukit.host import engine, gpu
 from xpukit.host.doctor import checkup as doctor
@@ -20,12 +20,12 @@ pytestmark = pytest.mark.unit
 
 def run(host, image=None, *, user=None, runner=None, engine=ENGINE_OK, free=TB, expected_pins=None):
     lines: list[str] = []
-    code = doctor.run_doctor(
-        image,
-        no_client,
-        host.sysfs_root,
-        host.dev_root,
-        host.host_root,
+    options = doctor.DoctorOptions(
+        image=image,
+        eng=None,
+        sysfs_root=host.sysfs_root,
+        dev_root=host.dev_root,
+        host_root=host.host_root,
         user=user or gpu.UserIds(0, frozenset({0})),
         engine_probe=engine,
         buildkit_probe=BUILDKIT_OK,
@@ -33,8 +33,8 @@ def run(host, image=None, *, user=None, runner=None, engine=ENGINE_OK, free=TB, 
         disk_path="/var/lib/docker",
         free_bytes=free,
         expected_pins=expected_pins,
-        out=lines.append,
     )
+    code = doctor.run_doctor(options, out=lines.append)
     return code, lines
 
 
@@ -249,10 +249,33 @@ def xpu_report(**over):
                     "torch_source": "none",
                     "torch_commit": "",
                     "fingerprint": "abc",
+                    "ocloc_source": "intel-gpu-repo",
+                    "ocloc_package": "intel-ocloc",
+                    "ocloc_igc_package": "libigc2",
                 },
             },
             "error": "",
         },
+        "headers": {
+            "ze_api": "/usr/include/level_zero/ze_api.h",
+            "sycl": "/opt/intel/oneapi/compiler/2025.2/include/sycl/sycl.hpp",
+        },
+        "triton_dists": {
+            "distributions": {"triton": "3.5.0+git9e237132"},
+            "location": "/opt/xpukit/venv/lib/python3.12/site-packages/triton",
+            "intel_backend": True,
+        },
+        "render_nodes": [{"path": "/dev/dri/renderD128", "gid": 109, "open": True}],
+        "gpu_stack": {
+            "packages": {
+                "libze-intel-gpu1": {"version": "25.18.33578.6-1", "held": False},
+                "intel-ocloc": {"version": "25.18.33578.6-1", "held": True},
+                "libigc2": {"version": "2.11.7-1", "held": True},
+            },
+            "dle": "2025.2.2",
+            "driver_line": "",
+        },
+        "kernel": "6.8.0-60-generic",
     }
     for key, value in over.items():
         report[key] = value

@@ -256,7 +256,7 @@ def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all") -
 
 
 @guarded
-def doctor_cmd(ctx: Context, image: str = "") -> int:
+def doctor_cmd(ctx: Context, image: str = "", report: bool = False) -> int:
     """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
     profile = load_profile(ctx.profile)
     if not image and ctx.engine.connect_if_present():
@@ -264,15 +264,17 @@ def doctor_cmd(ctx: Context, image: str = "") -> int:
         image = tag if ctx.engine.image_exists(tag) else ""
         if not image:
             ui.say(f"no {tag} image yet: in-container checks skipped (build it with `invoke build`)")
-    return doctor.run_doctor(
-        image or None,
-        ctx.engine,
+    options = doctor.DoctorOptions(
+        image=image or None,
+        eng=ctx.engine,
         engine_kind=(ctx.engine.kind, ctx.engine.rootless),
         engine_options=ctx.engine.run_options() if image else {},
         engine_endpoint=ctx.engine.api,
         expected_pins={"fingerprint": profile.fingerprint()},
         need_gib=doctor_host.disk_budget_gib(profile.name),
+        report=report,
     )
+    return doctor.run_doctor(options)
 
 
 # ---------------------------------------------------------------- zebin

@@ -5,6 +5,8 @@ Docker or a GPU."""
 
 import grp
 import importlib.util
+import os
+import re
 import shutil
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.host import gpu
 from xpukit.host.doctor.findings import Finding
+from xpukit.runtime.image.doctor_probe import driver_line
 from xpukit.runtime.offline.ocloc import find_ocloc
 
 GIB = 1024**3
@@ -212,6 +215,67 @@ def check_host_run(
     )
 
 
+# Where distributions put the Level Zero loader: Debian/Ubuntu's multiarch folder, RHEL's and SUSE's
+# lib64, then the generic ones (a source install under /usr/local).
+LOADER_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib", "usr/local/lib")
+_LOADER_FIX = {
+    "rpm": "sudo dnf install level-zero intel-level-zero-gpu (Intel's GPU repository for RHEL)",
+    "suse": "sudo zypper install level-zero intel-level-zero-gpu (Intel's GPU repository for SLES)",
+    "deb": "sudo apt-get install libze1 libze-intel-gpu1 (Intel's GPU repository for Ubuntu)",
+}
+
+
+def os_family(host_root: str = "/") -> str:
+    """deb, rpm or suse, from /etc/os-release's ID and ID_LIKE ("" when unknown)."""
+    try:
+        with open(os.path.join(host_root, "etc/os-release"), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ""
+    ids = " ".join(m.group(1).strip('"') for m in re.finditer(r"^(?:ID|ID_LIKE)=(.*)$", text, re.M)).split()
+    if any(i in ("sles", "opensuse", "suse", "opensuse-leap", "opensuse-tumbleweed") for i in ids):
+        return "suse"
+    if any(i in ("rhel", "centos", "fedora", "rocky", "almalinux") for i in ids):
+        return "rpm"
+    if any(i in ("debian", "ubuntu") for i in ids):
+        return "deb"
+    return ""
+
+
+def check_level_zero_loader(host_root: str, has_gpu: bool) -> Finding:
+    """The host's Level Zero loader (libze_loader.so.1), looked for where each distribution puts it."""
+    found = [d for d in LOADER_DIRS if os.path.exists(os.path.join(host_root, d, "libze_loader.so.1"))]
+    if found:
+        return Finding("ok", "ze-loader", f"libze_loader.so.1 in /{found[0]}")
+    if not has_gpu:
+        return Finding("skip", "ze-loader", "no Intel GPU here: the host's Level Zero loader is not needed")
+    family = os_family(host_root)
+    where = ", ".join(f"/{d}" for d in LOADER_DIRS)
+    return Finding(
+        "warn",
+        "ze-loader",
+        f"libze_loader.so.1 is in none of {where} (host tools such as xpu-smi and --where host need it)",
+        _LOADER_FIX.get(family, "install the Level Zero loader (libze1 / level-zero) from Intel's GPU repository"),
+    )
+
+
+def check_driver_line(host_root: str, has_gpu: bool) -> Finding:
+    """The GPU driver line the host's package sources follow: LTS or rolling (Intel's GPU repository)."""
+    line = driver_line(host_root)
+    if line.startswith("lts/"):
+        return Finding(
+            "ok",
+            "driver-line",
+            f"LTS {line[4:]} (Intel's GPU repository): upstream disables event-less submit on LTS (#7670) "
+            "and skips its LTS list; say so in bug reports",
+        )
+    if line == "rolling":
+        return Finding("ok", "driver-line", "rolling (Intel's GPU repository): the line upstream's CI tests first")
+    if not has_gpu:
+        return Finding("skip", "driver-line", "no Intel GPU here")
+    return Finding("skip", "driver-line", "no package source names Intel's GPU repository: LTS or rolling is not known")
+
+
 def host_checks(
     engine_probe: Probe,
     buildkit_probe: Probe,
@@ -228,6 +292,8 @@ def host_checks(
         check_engine(engine_probe),
         check_buildkit(buildkit_probe),
         *check_gpus(sysfs_root, dev_root, host_root, user or gpu.UserIds.current()),
+        check_level_zero_loader(host_root, gpu.has_intel_gpu(sysfs_root, dev_root)[0]),
+        check_driver_line(host_root, gpu.has_intel_gpu(sysfs_root, dev_root)[0]),
         check_disk(disk_path, free_bytes, need_gib),
         check_host_run(),
     ]

@@ -234,6 +234,112 @@ def container_findings(
         out.append(Finding("skip", "oneapi", "not part of the cpu profile (UR from PyPI)"))
 
     out.extend(_manifest_findings(report, expected_pins))
+    out.extend(onboarding_findings(report, xpu, host_has_gpu))
+    return out
+
+
+def onboarding_findings(report: Mapping[str, Any], xpu: bool, host_has_gpu: bool) -> list[Finding]:
+    """What stops people onboarding onto upstream (its issues): headers, a shadowing triton wheel,
+    an ocloc not matching IGC, the render node's group in the container, the driver line."""
+    out: list[Finding] = []
+    missing = [k for k in ("headers", "triton_dists", "render_nodes", "gpu_stack") if k not in report]
+    if missing:  # an image built before these probes: say so once rather than fail what was not looked at
+        return [
+            Finding("skip", "onboarding", f"the image's probe predates {', '.join(missing)}: rebuild to check them")
+        ]
+    headers = report.get("headers") or {}
+    if not xpu:
+        out.append(Finding("skip", "headers", "not needed by the cpu profile (no SYCL launcher is compiled)"))
+    else:
+        for key, what, fix in (
+            (
+                "ze_api",
+                "ze_api.h (Level Zero headers)",
+                "apt-get install libze-dev (RHEL: dnf install level-zero-devel; SLES: zypper install level-zero-devel)",
+            ),
+            (
+                "sycl",
+                "sycl/sycl.hpp (SYCL headers)",
+                "source /opt/intel/oneapi/setvars.sh, or build FROM the DLE image (or --base omix)",
+            ),
+        ):
+            if headers.get(key):
+                out.append(Finding("ok", "headers", f"{what}: {headers[key]}"))
+            else:
+                out.append(Finding("fail", "headers", f"no {what}: Triton's Intel driver cannot build", fix))
+
+    dists = report.get("triton_dists") or {}
+    owners = dists.get("distributions") or {}
+    if isinstance(owners, Mapping) and owners:
+        listed = ", ".join(f"{name} {version}".strip() for name, version in sorted(owners.items()))
+        generic = "triton" in owners and (len(owners) > 1 or not dists.get("intel_backend"))
+        if generic or not dists.get("intel_backend"):
+            out.append(
+                Finding(
+                    "fail",
+                    "triton-wheel",
+                    f"the triton that imports ({dists.get('location') or '?'}) has no Intel backend; "
+                    f"installed: {listed}",
+                    "pip uninstall -y triton, then reinstall the XPU one (pip install --force-reinstall triton-xpu, "
+                    "or rebuild the image: invoke build)",
+                )
+            )
+        else:
+            out.append(Finding("ok", "triton-wheel", f"{listed}, with Intel's backend"))
+
+    stack = report.get("gpu_stack") or {}
+    data = (report.get("manifest") or {}).get("data") or {}
+    pins = data.get("pins") if isinstance(data, Mapping) and isinstance(data.get("pins"), Mapping) else {}
+    packages = stack.get("packages") if isinstance(stack.get("packages"), Mapping) else {}
+    if pins.get("ocloc_source") == "intel-gpu-repo" or pins.get("omix_package"):
+        problems = manifest_mod.gpu_stack_problems(packages, pins)
+        runtime = next((packages[n]["version"] for n in manifest_mod.RUNTIME_PACKAGES if n in packages), "")
+        pair = " ".join(filter(None, [pins.get("ocloc_package", ""), pins.get("ocloc_igc_package", "")]))
+        fix = (
+            f"apt-get install --allow-change-held-packages {pins.get('ocloc_package', 'intel-ocloc')}"
+            f"{'=' + runtime if runtime else ''} && apt-mark hold {pair} (or rebuild: invoke build)"
+        )
+        for problem in problems:
+            out.append(Finding("fail", "ocloc-igc", problem, fix))
+        if not problems:
+            igc = packages.get(pins.get("ocloc_igc_package", ""), {}).get("version", "")
+            out.append(
+                Finding("ok", "ocloc-igc", f"ocloc matches the runtime {runtime or '?'}; IGC {igc or '?'}; held")
+            )
+    else:
+        out.append(Finding("skip", "ocloc-igc", "ocloc is not from Intel's GPU repository here (no IGC pair to hold)"))
+
+    nodes = report.get("render_nodes") or []
+    closed = [n for n in nodes if isinstance(n, Mapping) and not n.get("open")]
+    if closed:
+        gid = closed[0].get("gid")
+        out.append(
+            Finding(
+                "fail",
+                "render-gid",
+                f"{closed[0].get('path')} is in the container but its group {gid} is not one of the user's",
+                f"docker run --group-add {gid} (the number: the render group's name and id differ between "
+                "host and image; invoke shell/test add it)",
+            )
+        )
+    elif nodes:
+        out.append(Finding("ok", "render-gid", f"{len(nodes)} render node(s) open in the container"))
+    elif host_has_gpu:
+        out.append(
+            Finding(
+                "fail",
+                "render-gid",
+                "no /dev/dri render node in the container",
+                "docker run --device /dev/dri -v /dev/dri/by-path:/dev/dri/by-path "
+                "--group-add <gid of /dev/dri/renderD*>",
+            )
+        )
+    else:
+        out.append(Finding("skip", "render-gid", "no Intel GPU on this host"))
+
+    line = stack.get("driver_line", "")
+    if line:
+        out.append(Finding("ok", "driver-line", f"the image follows Intel's GPU repository line {line}"))
     return out
 
 

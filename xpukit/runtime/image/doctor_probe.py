@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime import ur
-from xpukit.runtime.image.manifest import MANIFEST_PATH, dist_version
+from xpukit.runtime.image.manifest import MANIFEST_PATH, dist_version, gpu_packages
 from xpukit.runtime.offline.ocloc import find_ocloc
 
 PROBE_VERSION = 1
@@ -130,6 +130,101 @@ def probe_installed() -> dict[str, str]:
     }
 
 
+# Where Level Zero's and SYCL's headers live: the distribution's level-zero dev package, and the
+# oneAPI compiler's include folder (Triton's Intel driver compiles its launcher against both).
+ZE_HEADER_DIRS = ("/usr/include/level_zero", "/usr/local/include/level_zero")
+SYCL_HEADER = "sycl/sycl.hpp"
+
+
+def probe_headers(oneapi_root: str = "", extra_ze: tuple[str, ...] = ()) -> dict[str, str]:
+    """The ze_api.h and sycl/sycl.hpp a Triton build or first launch compiles against ("" = none)."""
+    root = oneapi_root or os.environ.get("ONEAPI_ROOT", "/opt/intel/oneapi")
+    ze_dirs = [*extra_ze, *(os.path.join(d, "level_zero") for d in os.environ.get("CPATH", "").split(":") if d)]
+    ze_dirs += [os.path.join(os.environ["ZE_PATH"], "include/level_zero")] if os.environ.get("ZE_PATH") else []
+    ze_dirs += list(ZE_HEADER_DIRS)
+    ze = next((os.path.join(d, "ze_api.h") for d in ze_dirs if os.path.isfile(os.path.join(d, "ze_api.h"))), "")
+    sycl_dirs = [os.path.join(os.environ["CMPLR_ROOT"], "include")] if os.environ.get("CMPLR_ROOT") else []
+    sycl_dirs += sorted(glob.glob(f"{root}/compiler/*/include"), reverse=True)
+    sycl = next((os.path.join(d, SYCL_HEADER) for d in sycl_dirs if os.path.isfile(os.path.join(d, SYCL_HEADER))), "")
+    return {"ze_api": ze, "sycl": sycl}
+
+
+def probe_triton_dists() -> dict[str, Any]:
+    """Which installed distributions put a top-level ``triton`` package here, and whether the
+    ``triton`` that imports has Intel's backend: a generic wheel installed after the XPU one wins."""
+    import importlib.metadata
+    import importlib.util
+
+    owners = sorted(set(importlib.metadata.packages_distributions().get("triton", [])))
+    spec = importlib.util.find_spec("triton")
+    location = str(Path(spec.origin).parent) if spec and spec.origin else ""
+    intel = bool(location) and os.path.isdir(os.path.join(location, "backends", "intel"))
+    return {
+        "distributions": {name: dist_version(name) for name in owners},
+        "location": location,
+        "intel_backend": intel,
+    }
+
+
+def probe_render_nodes(dev_root: str = "/") -> list[dict[str, Any]]:
+    """Each /dev/dri/renderD* in this container: its group id and whether this process can open it."""
+    nodes = []
+    for path in sorted(glob.glob(os.path.join(dev_root, "dev/dri/renderD*"))):
+        try:
+            gid = os.stat(path).st_gid
+        except OSError:
+            continue
+        nodes.append({"path": path, "gid": gid, "open": os.access(path, os.R_OK | os.W_OK)})
+    return nodes
+
+
+def probe_gpu_stack(root: str = "/") -> dict[str, Any]:
+    """The GPU user-mode stack's packages (versions, holds), DLE's version (/opt/intel/installed.txt,
+    which upstream's bug template reads since #7823) and Intel's GPU repository line (LTS or rolling)."""
+    installed = ""
+    try:
+        text = Path(root, "opt/intel/installed.txt").read_text(errors="replace")
+        match = re.search(r"DLE_VERSION\s*[=:]\s*(\S+)", text) or re.search(
+            r"deep-learning-essentials\S*\s+(\S+)", text
+        )
+        installed = match.group(1) if match else ""
+    except OSError:
+        pass
+    return {"packages": gpu_packages(), "dle": installed, "driver_line": driver_line(root)}
+
+
+_INTEL_GPU_REPO = re.compile(r"repositories\.intel\.com/gpu/")
+
+
+def driver_line(root: str = "/") -> str:
+    """The Intel GPU driver line the package sources name: ``lts/NNNN``, ``rolling``, or "" when no
+    source names Intel's GPU repository (apt lists, yum/dnf repos, zypper repos)."""
+    found = ""
+    for pattern in (
+        "etc/apt/sources.list",
+        "etc/apt/sources.list.d/*",
+        "etc/yum.repos.d/*.repo",
+        "etc/zypp/repos.d/*.repo",
+    ):
+        for path in sorted(glob.glob(os.path.join(root, pattern))):
+            try:
+                text = Path(path).read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.lstrip().startswith("#"):
+                    continue
+                # apt: ".../gpu/ubuntu noble/lts/2523 unified"; rpm: ".../gpu/rhel/9.2/lts/2523/unified/..."
+                match = _INTEL_GPU_REPO.search(line)
+                if not match:
+                    continue
+                lts = re.search(r"\blts/(\d+)", line)
+                if lts:
+                    return f"lts/{lts.group(1)}"
+                found = "rolling"
+    return found
+
+
 def probe_manifest(path: str = MANIFEST_PATH) -> dict[str, Any]:
     try:
         return {"data": json.loads(Path(path).read_text()), "error": ""}
@@ -147,6 +242,11 @@ def collect() -> dict[str, Any]:
         "ocloc": probe_ocloc,
         "installed": probe_installed,
         "manifest": probe_manifest,
+        "headers": probe_headers,
+        "triton_dists": probe_triton_dists,
+        "render_nodes": probe_render_nodes,
+        "gpu_stack": probe_gpu_stack,
+        "kernel": platform.release,
     }
     report: dict[str, Any] = {"probe_version": PROBE_VERSION}
     for name, fn in sections.items():

@@ -202,8 +202,8 @@ def mismatches(manifest: Mapping[str, Any]) -> list[str]:
     ocloc = manifest.get("ocloc") if isinstance(manifest.get("ocloc"), Mapping) else {}
     if pins.get("ocloc") and ocloc.get("package_version") and pins["ocloc"] != ocloc["package_version"]:
         problems.append(f"ocloc pinned {pins['ocloc']}, installed {ocloc['package_version']}")
-    packages = manifest.get("gpu_packages") if isinstance(manifest.get("gpu_packages"), Mapping) else {}
-    problems += gpu_stack_problems(packages, pins)
+    if isinstance(manifest.get("gpu_packages"), Mapping):  # manifests written before it was recorded lack it
+        problems += gpu_stack_problems(manifest["gpu_packages"], pins)
     loader = manifest.get("ur_loader") if isinstance(manifest.get("ur_loader"), Mapping) else {}
     if pins.get("ur_source") == "pypi" and pins.get("ur") and loader.get("release") != pins["ur"]:
         problems.append(f"UR pinned {pins['ur']}, the loader found is {loader.get('release') or 'absent'}")
