@@ -5,6 +5,8 @@
 #   OCLOC_SOURCE=intel-gpu-repo  intel-ocloc from Intel's GPU package repository, at OCLOC_VERSION,
 #                                or, when that is empty, at the version of the compute runtime
 #                                already in the base image
+#   OCLOC_SOURCE=debian-folder   nothing here: the Dockerfile's ocloc-folder stage assembles it
+#                                (scripts/assemble-ocloc.sh) and the runtime stage copies it
 #   install-ocloc.sh [--dry-run]
 set -euo pipefail
 
@@ -13,9 +15,9 @@ SCRIPT_NAME=install-ocloc
 . "$(dirname "$0")/common.sh"
 
 if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-if [[ "${1:-}" == "--help" ]]; then sed -n '2,8p' "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,10p' "$0"; exit 0; fi
 
-[[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt or intel-gpu-repo (invoke build sets it from env/pins.toml)"
+[[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt, intel-gpu-repo or debian-folder (invoke build sets it from env/pins.toml)"
 [[ -n "${OCLOC_PACKAGE:-}" ]] || die "OCLOC_PACKAGE is not set" "set OCLOC_PACKAGE, e.g. intel-opencl-icd (invoke build sets it from env/pins.toml)"
 OCLOC_VERSION="${OCLOC_VERSION:-}"
 INTEL_GPU_REPO_URL="${INTEL_GPU_REPO_URL:-https://repositories.intel.com/gpu/ubuntu}"
@@ -27,6 +29,10 @@ if [[ -s ${CA_BUNDLE_FILE:-/run/secrets/ca_bundle} ]]; then
 fi
 
 case "$OCLOC_SOURCE" in
+  debian-folder)
+    note "$OCLOC_PACKAGE comes from the ocloc-folder stage (scripts/assemble-ocloc.sh); nothing to install here"
+    exit 0
+    ;;
   apt)
     spec="$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$spec"
@@ -54,7 +60,7 @@ case "$OCLOC_SOURCE" in
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
     ;;
   *)
-    die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt or OCLOC_SOURCE=intel-gpu-repo"
+    die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt, intel-gpu-repo or debian-folder"
     ;;
 esac
 if [[ $DRY_RUN -eq 0 ]] && ! have ocloc; then

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from xpukit.host.build import build, pins
 from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -34,6 +35,41 @@ def test_install_ocloc_from_intels_repository_at_a_pinned_version():
     assert "intel-graphics.key | gpg --dearmor" in p.stdout
     assert "signed-by=/usr/share/keyrings/intel-graphics.gpg] https://repositories.intel.com/gpu/ubuntu" in p.stdout
     assert p.stdout.rstrip().endswith("intel-ocloc=1.2.3-test")
+
+
+FOLDER_ENV = {
+    "OCLOC_DEBS": build.ocloc_debs(pins.load().profile("cpu")["ocloc"]),
+    "OCLOC_MIRROR": "http://deb.debian.org/debian",
+    "OCLOC_SUITE": "forky",
+    "OCLOC_PREFIX": "/opt/xpukit/compiler",
+}
+
+
+def test_assemble_ocloc_checks_every_deb_before_unpacking_any():
+    """The compiler folder's plan: forky through its own sources list, lists folder and status file
+    (never the image's apt setup), each pinned .deb asked for by exact version, every SHA-256 checked
+    before the first dpkg-deb -x, and the wrappers reaching forky's loader with --library-path."""
+    p = run("assemble-ocloc.sh", "--dry-run", **FOLDER_ENV)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+    update = next(ln for ln in lines if " update " in ln)
+    assert "Dir::Etc::sourcelist=/run/xpukit-ocloc-apt/state/sources.list" in update
+    assert "Dir::Etc::sourceparts=/dev/null" in update and "Dir::State::status=/run/xpukit-ocloc-apt/state" in update
+    assert "forky main" in p.stdout and "/etc/apt/sources.list.d" not in p.stdout
+    debs = pins.load().profile("cpu")["ocloc"]["debs"]
+    download = next(ln for ln in lines if " download " in ln)
+    for name, deb in debs.items():
+        assert f"{name}={deb['version']}" in download
+    checks = [i for i, ln in enumerate(lines) if "sha256sum -c" in ln]
+    unpacks = [i for i, ln in enumerate(lines) if ln.startswith("dpkg-deb -x")]
+    assert len(checks) == len(unpacks) == len(debs) and max(checks) < min(unpacks)
+    assert all(deb["sha256"] in p.stdout for deb in debs.values())
+    assert "--library-path" in p.stdout and "--inhibit-cache" in p.stdout
+
+
+def test_install_ocloc_leaves_the_folder_source_to_its_stage():
+    p = run("install-ocloc.sh", "--dry-run", OCLOC_SOURCE="debian-folder", OCLOC_PACKAGE="intel-ocloc")
+    assert p.returncode == 0 and "ocloc-folder stage" in p.stdout and "apt-get" not in p.stdout
 
 
 def test_install_ocloc_refuses_an_unknown_source():
@@ -96,6 +132,15 @@ def test_every_build_script_sources_the_one_helper_file(script):
         ("install-ocloc.sh", {"OCLOC_SOURCE": "", "OCLOC_PACKAGE": "x"}, ["--dry-run"], "OCLOC_SOURCE is not set"),
         ("install-ocloc.sh", {"OCLOC_SOURCE": "apt", "OCLOC_PACKAGE": ""}, ["--dry-run"], "OCLOC_PACKAGE is not set"),
         ("build-launcher.sh", {}, ["only-one-arg"], "takes SOURCE.c OUT_DIR"),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_DEBS": ""}, ["--dry-run"], "OCLOC_DEBS is not set"),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_MIRROR": ""}, ["--dry-run"], "OCLOC_MIRROR or OCLOC_SUITE"),
+        (
+            "assemble-ocloc.sh",
+            {**FOLDER_ENV, "OCLOC_DEBS": "libigc2=2.40.14-1"},
+            ["--dry-run"],
+            "not NAME=VERSION/SHA256",
+        ),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_DEBS": "libigc2=2.40.14-1/abc"}, ["--dry-run"], "not 64 hex"),
     ],
 )
 def test_bad_input_is_an_error_and_a_fix_with_exit_2(script, env, args, wants):

@@ -198,7 +198,8 @@ def container_findings(
                 "fail",
                 "ocloc",
                 oc.get("error") or "ocloc not found",
-                "xpu: install intel-ocloc from Intel's GPU repository; cpu: apt-get install intel-opencl-icd",
+                "xpu: install intel-ocloc from Intel's GPU repository; cpu: rebuild the image (invoke build), "
+                "whose ocloc is the folder /opt/xpukit/compiler",
             )
         )
 
