@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from xpukit import layout
 from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import manifest as manifest_mod
 
@@ -199,7 +200,7 @@ def container_findings(
                 "ocloc",
                 oc.get("error") or "ocloc not found",
                 "xpu: install intel-ocloc from Intel's GPU repository; cpu: rebuild the image (invoke build), "
-                "whose ocloc is the folder /opt/xpukit/compiler",
+                f"whose ocloc is the folder {layout.COMPILER}",
             )
         )
 
