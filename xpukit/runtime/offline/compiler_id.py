@@ -13,6 +13,10 @@ holds both, read from the installed files, never from the pins:
 Which libigc an ocloc loads: the one in its folder's ``lib/`` (the kit's folder), else the first on
 the library path the system loader searches (``LD_LIBRARY_PATH``, then the multiarch folders).
 ``ocloc query IGC_REVISION`` would be the direct answer, but Debian's builds print nothing there.
+
+A GPU driver compiles SPIR-V with the IGC on the system's library path too, and Intel ships IGC as a
+package of its own (``intel-igc-core-2``): it can change while the driver's version string does not.
+:func:`driver_igc_key` names that IGC for the native-binary program cache of a GPU device.
 """
 
 from __future__ import annotations
@@ -70,16 +74,37 @@ def read_packages(folder: Path) -> tuple[tuple[str, str], ...]:
 
 def find_igc(ocloc_path: str, environ: dict[str, str] | None = None) -> Path | None:
     """The libigc this ocloc loads (see the module's docstring), None when there is none."""
-    environ = dict(os.environ) if environ is None else environ
     folder = folder_of(ocloc_path)
     dirs = [folder / "lib"] if folder else []
-    dirs += [Path(d) for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += [Path(d) for d in SYSTEM_LIB_DIRS]
+    dirs += _system_dirs(environ)
     for soname in IGC_SONAMES:
         for directory in dirs:
             if (directory / soname).exists():
                 return directory / soname
     return None
+
+
+def _system_dirs(environ: dict[str, str] | None) -> list[Path]:
+    environ = dict(os.environ) if environ is None else environ
+    return [Path(d) for d in environ.get("LD_LIBRARY_PATH", "").split(":") if d] + [Path(d) for d in SYSTEM_LIB_DIRS]
+
+
+def driver_igc_key(environ: dict[str, str] | None = None) -> str:
+    """Every IGC on the system's library path (the first ``libigc.so.2`` and ``libigc.so.1`` the loader
+    would map), by version and build ID: what a GPU driver compiles SPIR-V with. "igc: none" when absent."""
+    found = []
+    for soname in IGC_SONAMES:
+        path = next((d / soname for d in _system_dirs(environ) if (d / soname).exists()), None)
+        if path is not None:
+            stat = path.stat()
+            found.append(_library_key(str(path), stat.st_size, stat.st_mtime_ns))
+    return "; ".join(found) or "igc: none"
+
+
+@functools.cache
+def _library_key(path: str, size: int, mtime_ns: int) -> str:
+    library = Path(path)
+    return f"{library.name} {igc_version(library) or 'unknown'} build-id {build_id(library) or 'none'}"
 
 
 def igc_version(library: Path) -> str:
