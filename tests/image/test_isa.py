@@ -149,30 +149,11 @@ def test_no_iga_library_is_one_line(acm_zebin, monkeypatch):
 @pytest.mark.container
 def test_ocloc_that_cannot_load_iga_is_one_line(acm_zebin, tmp_path):
     """The real ocloc, handed a file that is no IGA: it prints "couldn't load iga" and exits 0;
-    the kit turns that into an error instead of an empty result, and leaves no temp folder.
-
-    The image's ocloc (the compiler folder, docs/zebin.md) dlopens ``libiga64.so.2`` from its own
-    ``lib/`` through its own loader, whatever LD_LIBRARY_PATH says: the junk IGA goes into a copy of
-    the folder. An ocloc of the system's (22.x, the xpu profile) loads the unversioned name the kit
-    links on LD_LIBRARY_PATH: the junk goes there."""
-    from xpukit.runtime.offline import compiler_id
-    from xpukit.runtime.offline.ocloc import find_ocloc
-
-    tool = find_ocloc()
-    folder = compiler_id.folder_of(tool.path)
-    if folder is not None:
-        copy = tmp_path / "compiler"
-        shutil.copytree(folder, copy, symlinks=True)
-        for library in copy.glob("lib/libiga64.so*"):
-            library.unlink()
-        (copy / "lib" / "libiga64.so.2").write_bytes(b"not a shared object")
-        call = {"ocloc": find_ocloc(str(copy / "bin" / "ocloc"))}
-    else:
-        junk = tmp_path / "libiga64.so.1"
-        junk.write_bytes(b"not a shared object")
-        call = {"iga_library": junk}
+    the kit turns that into an error instead of an empty result, and leaves no temp folder."""
+    junk = tmp_path / "libiga64.so.1"
+    junk.write_bytes(b"not a shared object")
     with pytest.raises(isa.IgaMissingError) as info:
-        isa.disassemble(acm_zebin, **call)
+        isa.disassemble(acm_zebin, iga_library=junk)
     assert "could not load IGA" in info.value.one_line()
     assert not _leftovers()
 

@@ -208,7 +208,7 @@ def check_host_run(
         "host-run",
         f"--where host lacks {', '.join(lacks)}; the image has them",
         "run in the image (the default where an engine answers), or pip install -r env/lock/cpu.txt "
-        "and copy the image's compiler folder out, with XPUKIT_OCLOC=<folder>/bin/ocloc (docs/zebin.md)",
+        "and apt-get install intel-opencl-icd (ocloc)",
     )
 
 

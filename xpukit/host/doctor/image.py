@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit import layout
 from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import manifest as manifest_mod
 
@@ -199,8 +198,7 @@ def container_findings(
                 "fail",
                 "ocloc",
                 oc.get("error") or "ocloc not found",
-                "xpu: install intel-ocloc from Intel's GPU repository; cpu: rebuild the image (invoke build), "
-                f"whose ocloc is the folder {layout.COMPILER}",
+                "xpu: install intel-ocloc from Intel's GPU repository; cpu: apt-get install intel-opencl-icd",
             )
         )
 
