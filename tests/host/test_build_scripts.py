@@ -148,3 +148,25 @@ def test_bad_input_is_an_error_and_a_fix_with_exit_2(script, env, args, wants):
     assert p.returncode == 2, p.stdout + p.stderr
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith(("error:", "  fix:"))]
     assert len(errors) == 2 and wants in errors[0], p.stderr
+
+
+def test_the_compiler_mirror_moves_no_content_tag_and_must_be_a_url():
+    """XPUKIT_OCLOC_MIRROR (a snapshot.debian.org URL once forky dropped the pins) changes where the
+    .debs come from, not what they are (each is pinned by its SHA-256): the content tag stays."""
+    from xpukit.errors import UsageError
+    from xpukit.host import settings
+
+    args = build.build_args(pins.load().profile("cpu"), "xpukit-base:bookworm-slim")
+    assert args["OCLOC_STAGE"] == "folder" and args["OCLOC_MIRROR"] == "http://deb.debian.org/debian"
+    moved = {**args, "OCLOC_MIRROR": "http://snapshot.debian.org/archive/debian/20261201T000000Z"}
+    assert build.content_hash(REPO_ROOT, moved) == build.content_hash(REPO_ROOT, args)
+    assert build.content_hash(REPO_ROOT, {**args, "OCLOC_DEBS": args["OCLOC_DEBS"][:-1] + "0"}) != build.content_hash(
+        REPO_ROOT, args
+    )
+    xpu = build.build_args(pins.load().profile("xpu"), "x")
+    assert xpu["OCLOC_STAGE"] == "none" and xpu["OCLOC_DEBS"] == ""
+    assert (
+        settings.resolve({}, {}, {"XPUKIT_OCLOC_MIRROR": moved["OCLOC_MIRROR"]}).ocloc_mirror == moved["OCLOC_MIRROR"]
+    )
+    with pytest.raises(UsageError, match="XPUKIT_OCLOC_MIRROR 'snapshot' is not an http"):
+        settings.resolve({}, {}, {"XPUKIT_OCLOC_MIRROR": "snapshot"})
