@@ -3,14 +3,16 @@
 # layout (user, paths) comes from xpukit/layout.py as the XPUKIT_* build args: nothing here names a
 # path of the kit's either, but the ENTRYPOINT (exec form expands nothing; tests/test_dockerfile.py).
 #
-# Stages: system (base + OS packages + ocloc + user) -> runtime (venv from the hash-locked lock file,
-# wheels from the triton-* and torch-* stages, then the kit's sources and the manifest). The
-# source-build stages (xpu profile) only run when TRITON_SOURCE / TORCH_SOURCE select them, and
-# BuildKit builds the Triton and PyTorch stages in parallel.
+# Stages: system (base + OS packages + ocloc from a package of the base + user) -> runtime (venv from
+# the hash-locked lock file, wheels from the triton-* and torch-* stages, the compiler folder from the
+# ocloc-* stage, then the kit's sources and the manifest). The source-build stages (xpu profile) only
+# run when TRITON_SOURCE / TORCH_SOURCE select them, the ocloc-folder stage (cpu profile) when
+# OCLOC_STAGE does, and BuildKit builds these stages in parallel.
 
 ARG BASE_IMAGE=xpukit-base-not-set
 ARG TRITON_SOURCE=pypi
 ARG TORCH_SOURCE=none
+ARG OCLOC_STAGE=none
 
 FROM ${BASE_IMAGE} AS system
 ARG XPUKIT_PROFILE
@@ -47,6 +49,31 @@ RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
  && useradd --create-home --home-dir "${XPUKIT_HOME}" --uid "${XPUKIT_UID}" --user-group --shell /bin/bash "${XPUKIT_USER}" \
  && install -d -o "${XPUKIT_USER}" -g "${XPUKIT_USER}" "${XPUKIT_TRITON_CACHE}" "${XPUKIT_KIT_CACHE}" \
  && ${XPUKIT_SCRIPTS}/clean-build-noise.sh "${XPUKIT_USER}"
+
+# ---- today's ocloc, IGC and iga64 (cpu profile): Debian packages of a newer suite, each checked against
+# its pinned SHA-256, unpacked into one folder with their own loader and C/C++ runtime that the runtime
+# stage copies (scripts/assemble-ocloc.sh). FROM the base, not system: BuildKit builds it alongside.
+FROM ${BASE_IMAGE} AS ocloc-folder
+ARG OCLOC_DEBS
+ARG OCLOC_MIRROR
+ARG OCLOC_SUITE
+ARG OCLOC_PACKAGE
+ARG XPUKIT_COMPILER
+ARG XPUKIT_SCRIPTS
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY scripts/common.sh scripts/assemble-ocloc.sh ${XPUKIT_SCRIPTS}/
+RUN --mount=type=cache,id=xpukit-ocloc-apt,target=/run/xpukit-ocloc-apt,sharing=locked \
+    --mount=type=secret,id=ca_bundle \
+    OCLOC_PREFIX="${XPUKIT_COMPILER}" ${XPUKIT_SCRIPTS}/assemble-ocloc.sh
+
+# Profiles whose ocloc is a package of their own base (xpu) copy an empty folder.
+FROM ${BASE_IMAGE} AS ocloc-none
+ARG XPUKIT_COMPILER
+RUN install -d "${XPUKIT_COMPILER}/bin"
+
+# OCLOC_STAGE picks ocloc-folder or ocloc-none, stages above (DL3006 does not apply).
+# hadolint ignore=DL3006
+FROM ocloc-${OCLOC_STAGE} AS ocloc
 
 # ---- the compiled launch path (xpukit/runtime/ur/_launcher.c); the compiler stays in this stage
 FROM system AS launcher
@@ -151,6 +178,7 @@ ARG XPUKIT_TRITON_CACHE
 ARG XPUKIT_KIT_CACHE
 ARG XPUKIT_UID
 ARG XPUKIT_HOME
+ARG XPUKIT_COMPILER
 COPY env/lock/${XPUKIT_PROFILE}.txt ${XPUKIT_ROOT}/env/requirements.lock
 COPY scripts/install-python.sh scripts/check-ur.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharing=locked \
@@ -162,8 +190,11 @@ RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharin
         "$([ "${TORCH_SOURCE}" = none ] || echo --expect)" /run/xpukit-wheels-torch \
  && if [ "${UR_SOURCE}" = oneapi ]; then ${XPUKIT_SCRIPTS}/check-ur.sh; fi
 
+# The cpu profile's compiler folder (empty for xpu): its bin/ holds only the ocloc and iga64 wrappers.
+COPY --from=ocloc ${XPUKIT_COMPILER}/ ${XPUKIT_COMPILER}/
+
 ENV VIRTUAL_ENV=${XPUKIT_VENV} \
-    PATH=${XPUKIT_VENV}/bin:$PATH \
+    PATH=${XPUKIT_VENV}/bin:${XPUKIT_COMPILER}/bin:$PATH \
     PYTHONPATH=${XPUKIT_SRC} \
     TRITON_CACHE_DIR=${XPUKIT_TRITON_CACHE} \
     XPUKIT_CACHE_DIR=${XPUKIT_KIT_CACHE} \
@@ -193,6 +224,7 @@ ARG OCLOC_VERSION
 ARG OCLOC_IGC_PACKAGE
 ARG OMIX_PACKAGE
 ARG OMIX_VERSION
+ARG OCLOC_DEBS
 ARG TRITON_SOURCE
 ARG TRITON_VERSION
 ARG TRITON_COMMIT
@@ -215,6 +247,7 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       io.xpukit.profile="${XPUKIT_PROFILE}" \
       io.xpukit.pins.python="${PYTHON_VERSION}" \
       io.xpukit.pins.ocloc="${OCLOC_PACKAGE}=${OCLOC_VERSION}" \
+      io.xpukit.pins.ocloc-debs="${OCLOC_DEBS}" \
       io.xpukit.pins.triton="${TRITON_SOURCE}:${TRITON_VERSION}${TRITON_COMMIT}" \
       io.xpukit.pins.torch="${TORCH_SOURCE}:${TORCH_COMMIT}" \
       io.xpukit.pins.ur="${UR_SOURCE}:${UR_VERSION}" \

@@ -6,6 +6,8 @@
 #                                or, when that is empty, at the version of the compute runtime
 #                                already in the base image; OCLOC_IGC_PACKAGE (libigc2) kept at the
 #                                version that runtime came with, and both held (apt-mark hold)
+#   OCLOC_SOURCE=debian-folder   nothing here: the Dockerfile's ocloc-folder stage assembles it
+#                                (scripts/assemble-ocloc.sh) and the runtime stage copies it
 #   install-ocloc.sh [--dry-run]
 set -euo pipefail
 
@@ -14,9 +16,9 @@ SCRIPT_NAME=install-ocloc
 . "$(dirname "$0")/common.sh"
 
 if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-if [[ "${1:-}" == "--help" ]]; then sed -n '2,9p' "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,11p' "$0"; exit 0; fi
 
-[[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt or intel-gpu-repo (invoke build sets it from env/pins.toml)"
+[[ -n "${OCLOC_SOURCE:-}" ]] || die "OCLOC_SOURCE is not set" "set OCLOC_SOURCE=apt, intel-gpu-repo or debian-folder (invoke build sets it from env/pins.toml)"
 [[ -n "${OCLOC_PACKAGE:-}" ]] || die "OCLOC_PACKAGE is not set" "set OCLOC_PACKAGE, e.g. intel-opencl-icd (invoke build sets it from env/pins.toml)"
 OCLOC_VERSION="${OCLOC_VERSION:-}"
 OCLOC_IGC_PACKAGE="${OCLOC_IGC_PACKAGE:-}"
@@ -29,6 +31,10 @@ if [[ -s ${CA_BUNDLE_FILE:-/run/secrets/ca_bundle} ]]; then
 fi
 
 case "$OCLOC_SOURCE" in
+  debian-folder)
+    note "$OCLOC_PACKAGE comes from the ocloc-folder stage (scripts/assemble-ocloc.sh); nothing to install here"
+    exit 0
+    ;;
   apt)
     spec="$OCLOC_PACKAGE${OCLOC_VERSION:+=$OCLOC_VERSION}"
     run apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "$spec"
@@ -71,7 +77,7 @@ case "$OCLOC_SOURCE" in
     run apt-mark hold "$OCLOC_PACKAGE" ${OCLOC_IGC_PACKAGE:+"$OCLOC_IGC_PACKAGE"}
     ;;
   *)
-    die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt or OCLOC_SOURCE=intel-gpu-repo"
+    die "unknown OCLOC_SOURCE '$OCLOC_SOURCE'" "use OCLOC_SOURCE=apt, intel-gpu-repo or debian-folder"
     ;;
 esac
 if [[ $DRY_RUN -eq 0 ]] && ! have ocloc; then

@@ -19,6 +19,7 @@ ROOT = "/opt/xpukit"  # everything the kit installs
 SCRIPTS = f"{ROOT}/scripts"  # scripts/ of the checkout, as the build ran them
 VENV = f"{ROOT}/venv"
 PYTHON = f"{VENV}/bin/python"
+COMPILER = f"{ROOT}/compiler"  # the cpu profile's ocloc, IGC and iga64 with their own loader (bin/ on PATH)
 SRC = f"{ROOT}/src"  # the kit's own sources, baked in (PYTHONPATH when no checkout is mounted)
 MANIFEST = f"{ROOT}/manifest.json"  # what is installed, written by the build's last step
 ENTRYPOINT = f"{SCRIPTS}/entrypoint.sh"
@@ -42,4 +43,5 @@ def build_args() -> dict[str, str]:
         "XPUKIT_VENV": VENV,
         "XPUKIT_SRC": SRC,
         "XPUKIT_MANIFEST": MANIFEST,
+        "XPUKIT_COMPILER": COMPILER,
     }

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from xpukit.host.build import build, pins
 from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -35,6 +36,41 @@ def test_install_ocloc_from_intels_repository_at_a_pinned_version():
     assert "signed-by=/usr/share/keyrings/intel-graphics.gpg] https://repositories.intel.com/gpu/ubuntu" in p.stdout
     lines = p.stdout.rstrip().splitlines()
     assert lines[-2].endswith("intel-ocloc=1.2.3-test") and lines[-1] == "apt-mark hold intel-ocloc"
+
+
+FOLDER_ENV = {
+    "OCLOC_DEBS": build.ocloc_debs(pins.load().profile("cpu")["ocloc"]),
+    "OCLOC_MIRROR": "http://deb.debian.org/debian",
+    "OCLOC_SUITE": "forky",
+    "OCLOC_PREFIX": "/opt/xpukit/compiler",
+}
+
+
+def test_assemble_ocloc_checks_every_deb_before_unpacking_any():
+    """The compiler folder's plan: forky through its own sources list, lists folder and status file
+    (never the image's apt setup), each pinned .deb asked for by exact version, every SHA-256 checked
+    before the first dpkg-deb -x, and the wrappers reaching forky's loader with --library-path."""
+    p = run("assemble-ocloc.sh", "--dry-run", **FOLDER_ENV)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("#")]
+    update = next(ln for ln in lines if " update " in ln)
+    assert "Dir::Etc::sourcelist=/run/xpukit-ocloc-apt/state/sources.list" in update
+    assert "Dir::Etc::sourceparts=/dev/null" in update and "Dir::State::status=/run/xpukit-ocloc-apt/state" in update
+    assert "forky main" in p.stdout and "/etc/apt/sources.list.d" not in p.stdout
+    debs = pins.load().profile("cpu")["ocloc"]["debs"]
+    download = next(ln for ln in lines if " download " in ln)
+    for name, deb in debs.items():
+        assert f"{name}={deb['version']}" in download
+    checks = [i for i, ln in enumerate(lines) if "sha256sum -c" in ln]
+    unpacks = [i for i, ln in enumerate(lines) if ln.startswith("dpkg-deb -x")]
+    assert len(checks) == len(unpacks) == len(debs) and max(checks) < min(unpacks)
+    assert all(deb["sha256"] in p.stdout for deb in debs.values())
+    assert "--library-path" in p.stdout and "--inhibit-cache" in p.stdout
+
+
+def test_install_ocloc_leaves_the_folder_source_to_its_stage():
+    p = run("install-ocloc.sh", "--dry-run", OCLOC_SOURCE="debian-folder", OCLOC_PACKAGE="intel-ocloc")
+    assert p.returncode == 0 and "ocloc-folder stage" in p.stdout and "apt-get" not in p.stdout
 
 
 def test_install_ocloc_refuses_an_unknown_source():
@@ -97,6 +133,15 @@ def test_every_build_script_sources_the_one_helper_file(script):
         ("install-ocloc.sh", {"OCLOC_SOURCE": "", "OCLOC_PACKAGE": "x"}, ["--dry-run"], "OCLOC_SOURCE is not set"),
         ("install-ocloc.sh", {"OCLOC_SOURCE": "apt", "OCLOC_PACKAGE": ""}, ["--dry-run"], "OCLOC_PACKAGE is not set"),
         ("build-launcher.sh", {}, ["only-one-arg"], "takes SOURCE.c OUT_DIR"),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_DEBS": ""}, ["--dry-run"], "OCLOC_DEBS is not set"),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_MIRROR": ""}, ["--dry-run"], "OCLOC_MIRROR or OCLOC_SUITE"),
+        (
+            "assemble-ocloc.sh",
+            {**FOLDER_ENV, "OCLOC_DEBS": "libigc2=2.40.14-1"},
+            ["--dry-run"],
+            "not NAME=VERSION/SHA256",
+        ),
+        ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_DEBS": "libigc2=2.40.14-1/abc"}, ["--dry-run"], "not 64 hex"),
     ],
 )
 def test_bad_input_is_an_error_and_a_fix_with_exit_2(script, env, args, wants):
@@ -104,3 +149,25 @@ def test_bad_input_is_an_error_and_a_fix_with_exit_2(script, env, args, wants):
     assert p.returncode == 2, p.stdout + p.stderr
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith(("error:", "  fix:"))]
     assert len(errors) == 2 and wants in errors[0], p.stderr
+
+
+def test_the_compiler_mirror_moves_no_content_tag_and_must_be_a_url():
+    """XPUKIT_OCLOC_MIRROR (a snapshot.debian.org URL once forky dropped the pins) changes where the
+    .debs come from, not what they are (each is pinned by its SHA-256): the content tag stays."""
+    from xpukit.errors import UsageError
+    from xpukit.host import settings
+
+    args = build.build_args(pins.load().profile("cpu"), "xpukit-base:bookworm-slim")
+    assert args["OCLOC_STAGE"] == "folder" and args["OCLOC_MIRROR"] == "http://deb.debian.org/debian"
+    moved = {**args, "OCLOC_MIRROR": "http://snapshot.debian.org/archive/debian/20261201T000000Z"}
+    assert build.content_hash(REPO_ROOT, moved) == build.content_hash(REPO_ROOT, args)
+    assert build.content_hash(REPO_ROOT, {**args, "OCLOC_DEBS": args["OCLOC_DEBS"][:-1] + "0"}) != build.content_hash(
+        REPO_ROOT, args
+    )
+    xpu = build.build_args(pins.load().profile("xpu"), "x")
+    assert xpu["OCLOC_STAGE"] == "none" and xpu["OCLOC_DEBS"] == ""
+    assert (
+        settings.resolve({}, {}, {"XPUKIT_OCLOC_MIRROR": moved["OCLOC_MIRROR"]}).ocloc_mirror == moved["OCLOC_MIRROR"]
+    )
+    with pytest.raises(UsageError, match="XPUKIT_OCLOC_MIRROR 'snapshot' is not an http"):
+        settings.resolve({}, {}, {"XPUKIT_OCLOC_MIRROR": "snapshot"})

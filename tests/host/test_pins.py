@@ -75,7 +75,6 @@ BROKEN = [
     ('digest = ""  # unknown here', 'digest = "sha256:1234"  # unknown here', "cpu.base.digest", "64 hex"),
     ('triton-xpu"\nversion = "3.3.0b1"', 'triton-xpu"\nversion = ">=3.3"', "cpu.triton.version", "not exact"),
     ('numpy = "2.4.6"\npyelftools', 'numpy = "2.*"\npyelftools', "cpu.pypi.numpy", "not exact"),
-    ('[cpu.ocloc]\nsource = "apt"', '[cpu.ocloc]\nsource = "ppa"', "cpu.ocloc.source", "not one of"),
     ('dpnp = "0.20.0"', 'dpnp = ">=0.20"', "layers.dpnp.pypi.dpnp", "not exact"),
     (
         'profile = "cpu"\n\n[layers.dpnp.pypi]',
@@ -83,6 +82,14 @@ BROKEN = [
         "layers.dpnp.profile",
         "not one of",
     ),
+    ('source = "debian-folder"', 'source = "ppa"', "cpu.ocloc.source", "not one of"),
+    (
+        'libigc2 = { version = "2.40.14-1", sha256 = "5ccd',
+        'libigc2 = { version = "2.40.14-1", sha256 = "sha256:5ccd',
+        "cpu.ocloc.debs.libigc2.sha256",
+        "not 64 lowercase hex",
+    ),
+    ('mirror = "http://deb.debian.org/debian"', 'mirror = "deb.debian.org"', "cpu.ocloc.mirror", "http(s) URL"),
 ]
 
 
@@ -97,9 +104,46 @@ def test_each_broken_rule_is_named(tmp_path, old, new, key, rule):
 
 
 def test_missing_key_is_named(tmp_path):
-    path = write(tmp_path, REAL.replace('package = "intel-opencl-icd"\n', "", 1))
+    path = write(tmp_path, REAL.replace('package = "intel-ocloc"\n', "", 1))
     with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.package: missing key"):
         pins.load(path)
+
+
+def test_every_compiler_deb_is_pinned_with_its_sha256(tmp_path):
+    """A .deb of the compiler folder without its SHA-256 is refused: the build checks each one before
+    unpacking it, so an unknown hash is no pin at all (and is never invented)."""
+    cpu = pins.load().profile("cpu")["ocloc"]
+    assert cpu["source"] == "debian-folder" and {"intel-ocloc", "libigc2", "libigc2-tools"} <= set(cpu["debs"])
+    assert all(re.fullmatch(r"[0-9a-f]{64}", deb["sha256"]) for deb in cpu["debs"].values())
+    path = write(tmp_path, REAL.replace('libigc2 = { version = "2.40.14-1"', 'libigc2 = { version = "2.40.*"', 1))
+    with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.debs\.libigc2\.version: version '2.40.\*' is not exact"):
+        pins.load(path)
+    path = write(tmp_path, REAL.replace(', sha256 = "5ccd', ', sha255 = "5ccd', 1))
+    with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.debs\.libigc2\.sha255: unknown key.*sha256"):
+        pins.load(path)
+    path = write(
+        tmp_path,
+        REAL.replace('sha256 = "5ccd335c0427ece223409aafa83e7fbf0980663015dd31cf0bbd4268bb7b4831"', 'sha256 = ""', 1),
+    )
+    with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.debs\.libigc2\.sha256: must not be empty"):
+        pins.load(path)
+
+
+def test_the_ocloc_version_is_the_pinned_debs(tmp_path):
+    """ocloc.version (the manifest's check, the docs' table) and the .deb the folder is made of agree."""
+    path = write(
+        tmp_path, REAL.replace('version = "26.27.39122.14-1"\nsuite', 'version = "26.27.39122.15-1"\nsuite', 1)
+    )
+    with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.version: '26.27.39122.15-1' differs from debs"):
+        pins.load(path)
+    no_ocloc = re.sub(r"\nintel-ocloc = \{[^}]*\}", "", REAL, count=1)
+    with pytest.raises(pins.PinsError, match=r"cpu\.ocloc\.debs: must pin intel-ocloc"):
+        pins.load(write(tmp_path, no_ocloc))
+    xpu_debs = REAL.replace('[xpu.ocloc]\nsource = "intel-gpu-repo"', '[xpu.ocloc]\nsource = "apt"', 1).replace(
+        "[xpu.triton]", '[xpu.ocloc.debs]\nx = { version = "1", sha256 = "' + "0" * 64 + '" }\n\n[xpu.triton]', 1
+    )
+    with pytest.raises(pins.PinsError, match=r"xpu\.ocloc\.debs: only the debian-folder source reads it"):
+        pins.load(write(tmp_path, xpu_debs))
 
 
 def test_missing_profile_table_is_named(tmp_path):
@@ -170,7 +214,7 @@ STRICT = [
     ("numpy = 2", "cpu.pypi.numpy", "must be a string, got integer", "quote it"),
     ("matrix = string", "cpu.ur.matrix", "must be an array of strings", "cpu.ur.matrix = ["),
     ("commit holds digest", "xpu.torch.commit", "is a digest, not a commit", "base.digest"),
-    ("unknown nested", "xpu.ocloc.verison", "unknown key", "did you mean 'version'"),
+    ("unknown nested", "cpu.ocloc.verison", "unknown key", "did you mean 'version'"),
     ("unknown far", "cpu.ur.zzz", "unknown key", "[cpu.ur] takes: source, version, packages, matrix"),
     ("schema string", "schema", "must be the integer 1", "schema = 1"),
     ("variant commit short", "xpu.triton.variants.blog", "40 lowercase hex", "edit"),

@@ -102,6 +102,9 @@ def test_podman_builds_take_the_commit_time_and_docker_says_it_cannot():
     assert on_podman.tags == on_docker.tags  # the content tag names the inputs on every engine
 
 
+SNAPSHOT = "http://snapshot.debian.org/archive/debian/20261201T000000Z"
+
+
 @pytest.mark.unit
 def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     from types import SimpleNamespace
@@ -110,7 +113,8 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     podman = engine.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
     image_plan = SimpleNamespace(profile=profile, base="xpukit-base:bookworm-slim")
     ctx = SimpleNamespace(
-        settings=SimpleNamespace(image="xpukit", build_network="host"), ca_bundle=SimpleNamespace(path="")
+        settings=SimpleNamespace(image="xpukit", build_network="host", ocloc_mirror=SNAPSHOT),
+        ca_bundle=SimpleNamespace(path=""),
     )
     store = verify_mod.Store(podman.path, tmp_path / "store")
     cmd = store.wrap(verify_mod.rebuild_command(image_plan, podman.path, tmp_path / "ctx", "xpukit-verify:t", ctx))
@@ -120,6 +124,8 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     assert cmd[cmd.index("-f") + 1] == f"{tmp_path}/ctx/Dockerfile" and cmd[-1] == str(tmp_path / "ctx")
     assert [cmd[i + 1] for i, part in enumerate(cmd) if part == "-t"] == ["xpukit-verify:t"]
     assert store.env == {"TMPDIR": f"{tmp_path}/store/tmp"}  # buildah's cache mounts live there
+    # The compiler's mirror setting reaches the rebuild, as it reached the build it checks.
+    assert f"OCLOC_MIRROR={SNAPSHOT}" in cmd
 
 
 class _FakeImages:

@@ -7,9 +7,10 @@ and the kit's code that counted it. The key is a SHA-256 over all four, computed
   ``@triton.jit`` helper in another file of the project changes the key; installed packages such
   as Triton itself are the toolchain's part);
 - the function, the targets, every ``--config``, ``--signature`` and ``--constexpr``;
-- the toolchain: the image's ID (a rebuilt or pulled image is a new ID) or, on the host, the
-  interpreter, the installed Triton's version and location, ocloc's path, size and mtime, and the
-  environment variables Triton and IGC read;
+- the toolchain: the image's ID (a rebuilt or pulled image is a new ID) and the ocloc and IGC
+  versions its labels pin or, on the host, the interpreter, the installed Triton's version and
+  location, the compiler's identity (``xpukit.runtime.offline.compiler_id``: ocloc's version, the
+  IGC it loads, by version and build ID), and the environment variables Triton and IGC read;
 - the kit's report code (``xpukit/targets.py`` and ``xpukit/runtime/offline``, ``xpukit/runtime/triton``).
 
 Reports live in ``<checkout>/.xpukit/kernel-reports/<key>.json`` with the time they were made;
@@ -25,13 +26,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from xpukit.runtime.offline import compiler_id
 
 KEY_VERSION = "kernel-report/1"
 CACHE_DIR = ".xpukit"
@@ -125,11 +127,7 @@ def host_toolchain() -> str:
             parts.append(f"{dist} {found.version} {found.locate_file('')}")
         except metadata.PackageNotFoundError:
             parts.append(f"{dist} absent")
-    ocloc = shutil.which(os.environ.get("XPUKIT_OCLOC") or "ocloc")
-    if ocloc:
-        real = Path(os.path.realpath(ocloc))
-        stat = real.stat()
-        parts.append(f"ocloc {real} {stat.st_size} {stat.st_mtime_ns}")
+    parts.append(compiler_id.current_key())
     parts += sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(_HOST_ENV_PREFIXES))
     return "\n".join(parts)
 

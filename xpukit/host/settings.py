@@ -44,6 +44,7 @@ SETTINGS = {
     "registry": "XPUKIT_REGISTRY",
     "build_network": "XPUKIT_BUILD_NETWORK",
     "layer": "XPUKIT_WITH",
+    "ocloc_mirror": "XPUKIT_OCLOC_MIRROR",
 }
 LAYER_CHOICES = ("", "dpnp")  # optional layers on the image ([layers.*] in env/pins.toml)
 
@@ -63,6 +64,7 @@ class Settings:
     registry: str = ""  # HOST[:PORT]/NAMESPACE images are shared through (xpukit.host.image.sharing)
     build_network: str = ""  # the build's RUN steps' network (`host` where the engine's bridge has no route out)
     layer: str = ""  # an optional layer on the image: "" or dpnp (--with; its own stage and tag)
+    ocloc_mirror: str = ""  # the Debian mirror of the compiler's .debs ("": the pinned one; a snapshot.debian.org URL)
     dry_run: bool = False
     debug: bool = False
 
@@ -100,6 +102,11 @@ def resolve(
         option = FLAG_NAMES["base_mirror"]
         raise UsageError(
             f"--{option} {settings.base_mirror!r} is not an http(s) URL", f"pass e.g. --{option} {defaults.base_mirror}"
+        )
+    if settings.ocloc_mirror and not re.fullmatch(r"https?://[^\s/]+\S*", settings.ocloc_mirror):
+        raise UsageError(
+            f"XPUKIT_OCLOC_MIRROR {settings.ocloc_mirror!r} is not an http(s) URL",
+            "set it to a Debian mirror, e.g. http://snapshot.debian.org/archive/debian/20261201T000000Z",
         )
     if settings.engine not in engine_mod.ENGINE_CHOICES:
         raise XpukitError(

@@ -31,8 +31,9 @@ PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_prox
 # Under CONTENT_PATHS but never copied into the image: the sharing lock (recording a pushed digest
 # must not change the content tag it records) and npm's installed tools (present on some machines only).
 NOT_CONTENT = ("env/lock/images.toml", "env/npm/node_modules")
-# Build args that describe the build rather than pin anything: labels, and the source builds' job count.
-META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS")
+# Build args that describe the build rather than pin anything: labels, the source builds' job count, and
+# the mirror the compiler's .debs come from (each .deb is pinned by its SHA-256 whichever mirror serves it).
+META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS", "OCLOC_MIRROR")
 LOCAL_BASE_REPO = "xpukit-base"
 # What the Dockerfile reads from the checkout (.dockerignore keeps the rest out of the builder).
 BUILD_CONTEXT = CONTENT_PATHS
@@ -176,6 +177,8 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
     llvm = variant.llvm or triton["llvm"]
     if variant.llvm and triton["source"] != "git":
         raise XpukitError("--llvm only applies to a Triton built from git", "use --profile xpu")
+    ocloc = table["ocloc"]
+    folder = ocloc["source"] == "debian-folder"
     apt = " ".join(f"{name}={ver}" if ver else name for name, ver in table["apt"].items())
     build_apt = " ".join(f"{name}={ver}" if ver else name for name, ver in table["build_apt"].items())
     return {
@@ -184,11 +187,16 @@ def build_args(profile: pins_mod.Profile, base_image: str, variant: Variant = Va
         "PYTHON_VERSION": table["python"],
         "APT_PACKAGES": apt,
         "BUILD_APT_PACKAGES": build_apt,
-        "OCLOC_SOURCE": table["ocloc"]["source"],
-        "OCLOC_PACKAGE": table["ocloc"]["package"],
-        "OCLOC_VERSION": table["ocloc"]["version"],
-        "OCLOC_IGC_PACKAGE": table["ocloc"].get("igc_package", ""),
+        "OCLOC_SOURCE": ocloc["source"],
+        "OCLOC_PACKAGE": ocloc["package"],
+        "OCLOC_VERSION": ocloc["version"],
+        "OCLOC_IGC_PACKAGE": ocloc.get("igc_package", ""),
         **omix_args(table, variant.base),
+        # The Dockerfile's ocloc-folder stage assembles the debian-folder source; ocloc-none is empty.
+        "OCLOC_STAGE": "folder" if folder else "none",
+        "OCLOC_SUITE": ocloc.get("suite", "") if folder else "",
+        "OCLOC_MIRROR": ocloc.get("mirror", "") if folder else "",
+        "OCLOC_DEBS": ocloc_debs(ocloc) if folder else "",
         "TRITON_SOURCE": triton["source"],
         "TRITON_VERSION": triton["version"],
         "TRITON_REPO": triton["repo"],
@@ -219,6 +227,12 @@ def omix_args(table: Mapping[str, Any], choice: str) -> dict[str, str]:
         "OMIX_APT_REPO": omix.get("apt_repo", ""),
         "OMIX_APT_KEY": omix.get("apt_key", ""),
     }
+
+
+def ocloc_debs(ocloc: Mapping[str, Any]) -> str:
+    """``NAME=VERSION/SHA256 ...``: the debian-folder source's .debs as assemble-ocloc.sh reads them
+    (a Debian version never holds a slash)."""
+    return " ".join(f"{name}={deb['version']}/{deb['sha256']}" for name, deb in ocloc.get("debs", {}).items())
 
 
 def content_hash(root: Path, args: dict[str, str]) -> str:
@@ -419,11 +433,14 @@ def plan(
     network: str = "",
     engine_env: Mapping[str, str] | None = None,
     cache: Callable[[str], CacheSource] | None = None,
+    ocloc_mirror: str = "",
 ) -> BuildPlan:
     """The exact BuildKit command for a profile, with its tags.
 
     ``engine_env``: what the CLI needs to build on the engine the SDK talks to (DOCKER_HOST).
-    ``cache``: given the content tag, what the build shares through a registry (BuildKit only)."""
+    ``cache``: given the content tag, what the build shares through a registry (BuildKit only).
+    ``ocloc_mirror``: the Debian mirror for the compiler's .debs instead of the pinned one (a
+    snapshot.debian.org URL once the pinned versions left the mirror; not part of the content tag)."""
     args = build_args(profile, base_image, variant)
     warnings = list(profile.warnings)
     if variant.base == "omix" and not args["OMIX_APT_REPO"]:
@@ -434,6 +451,8 @@ def plan(
     pin_lines: list[str] = []
     if profile.table["triton"]["source"] == "git":
         pin_lines = source_pins(profile, variant.triton).lines(args["TORCH_SOURCE"], args["LLVM_SOURCE"])
+    if ocloc_mirror and args["OCLOC_STAGE"] == "folder":
+        args["OCLOC_MIRROR"] = ocloc_mirror
     args.update(meta_args(root))
     tag = content_hash(root, args)
     name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name

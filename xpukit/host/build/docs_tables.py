@@ -45,6 +45,13 @@ def _base(profile: pins_mod.Profile) -> str:
 
 def _ocloc(profile: pins_mod.Profile) -> str:
     ocloc = profile["ocloc"]
+    if ocloc["source"] == "debian-folder":
+        igc = ocloc["debs"].get("libigc2", {}).get("version", "")
+        with_igc = f", IGC {_code('libigc2')} {igc}" if igc else ""
+        return (
+            f"{_code(ocloc['package'])} {ocloc['version']}{with_igc} "
+            f"(Debian {ocloc['suite']}, unpacked into a self-contained folder)"
+        )
     where = {"apt": "Debian archive", "intel-gpu-repo": "Intel's GPU package repository"}[ocloc["source"]]
     return f"{_code(ocloc['package'])} {ocloc['version'] or 'unpinned'} ({where})"
 

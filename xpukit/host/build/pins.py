@@ -26,6 +26,7 @@ DEFAULT_PINS = REPO_ROOT / "env" / "pins.toml"
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")  # a file's SHA-256 as Debian's Packages index writes it
 # An exact version: digits and letters joined by . + - ~ : (Debian and PEP 440 spellings), with
 # nothing that widens it (no *, <, >, =, ^, ~= or spaces).
 EXACT_VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.+~:-]*$")
@@ -117,8 +118,9 @@ class Value:
     """One string value and the rule it follows.
 
     kind: ``text`` (any string), ``name`` (a package name), ``version`` (exact or empty),
-    ``commit`` (40 hex), ``digest`` (``sha256:`` + 64 hex or empty), ``image`` (a repository without
-    tag or digest), ``tag`` (a tag, never a digest), ``choice`` (one of ``choices``).
+    ``commit`` (40 hex), ``digest`` (``sha256:`` + 64 hex or empty), ``sha256`` (a file's 64 hex),
+    ``url`` (http or https), ``image`` (a repository without tag or digest), ``tag`` (a tag, never
+    a digest), ``choice`` (one of ``choices``).
     """
 
     kind: str
@@ -140,7 +142,7 @@ class ListOf:
 class MapOf:
     """A table whose keys are free names (packages, variants), each value following ``item``."""
 
-    item: Value
+    item: Value | Table
     key_kind: str = "name"
     required: bool = True
     shape: str = 'NAME = "VALUE"'
@@ -156,11 +158,17 @@ class Table:
 
 TRITON_SOURCES = ("pypi", "git")
 TORCH_SOURCES = ("none", "wheel", "source")
-OCLOC_SOURCES = ("apt", "intel-gpu-repo")
+# debian-folder: Debian packages of another suite (forky), unpacked into a self-contained folder
+OCLOC_SOURCES = ("apt", "intel-gpu-repo", "debian-folder")
 UR_SOURCES = ("pypi", "oneapi")
 LLVM_SOURCES = ("", "prebuilt", "source")
 
 _PACKAGES = MapOf(Value("version", warn_empty=""), shape='NAME = "EXACT VERSION"')
+_DEBS = MapOf(
+    Table({"version": Value("version", allow_empty=False), "sha256": Value("sha256", allow_empty=False)}),
+    required=False,
+    shape='NAME = { version = "EXACT VERSION", sha256 = "<64-hex SHA-256 of the .deb>" }',
+)
 _VARIANTS = MapOf(Value("commit", allow_empty=False), required=False, shape='NAME = "<40-hex commit>"')
 
 PROFILE_SCHEMA = Table(
@@ -186,6 +194,10 @@ PROFILE_SCHEMA = Table(
                 "version": Value("version", warn_empty="matches the base image's compute runtime"),
                 # intel-gpu-repo: the IGC package installed and held at the runtime's version with ocloc
                 "igc_package": Value("name", required=False),
+                # debian-folder only: where the .debs come from, and each one pinned by its SHA-256
+                "suite": Value("name", required=False),
+                "mirror": Value("url", required=False),
+                "debs": _DEBS,
             }
         ),
         # --base omix: a plain OS image plus Intel OMIX (GPU user-mode driver + DLE in one package)
@@ -316,7 +328,7 @@ class _Checker:
             for name, item in value.items():
                 if spec.key_kind == "name" and not NAME_RE.match(name):
                     self.fail(f"{key}.{name}", "not a valid package name")
-                self.value(spec.item, item, f"{key}.{name}")
+                self.walk(spec.item, item, f"{key}.{name}")
         elif isinstance(spec, ListOf):
             if not isinstance(value, list):
                 self.fail(key, f"must be an array of strings, got {_type_name(value)}", f'write {key} = ["...", ...]')
@@ -347,7 +359,7 @@ class _Checker:
             if spec.warn_empty is not None:
                 self.warnings.append(f"{key} is unpinned{f' ({spec.warn_empty})' if spec.warn_empty else ''}")
             return
-        if spec.kind != "digest" and _DIGEST_IN_TEXT.search(value):
+        if spec.kind not in ("digest", "sha256") and _DIGEST_IN_TEXT.search(value):
             where = key.rsplit(".", 1)[0]
             fix = (
                 f"move the digest to {where}.digest and write a tag name here"
@@ -359,6 +371,10 @@ class _Checker:
             self.fail(key, f"version {value!r} is not exact (write one version, no ranges)"[:120])
         elif spec.kind == "commit" and not COMMIT_RE.match(value):
             self.fail(key, f"commit {value[:48]!r} must be 40 lowercase hex digits")
+        elif spec.kind == "sha256" and not SHA256_RE.match(value):
+            self.fail(key, f"{value[:12]!r}... is not 64 lowercase hex")
+        elif spec.kind == "url" and not re.fullmatch(r"https?://[^\s/]+\S*", value):
+            self.fail(key, f"{value[:48]!r} is not an http(s) URL")
         elif spec.kind == "digest" and not DIGEST_RE.match(value):
             self.fail(key, f"{value[:48]!r} must be 'sha256:' followed by 64 hex digits or empty")
         elif spec.kind == "choice" and value not in spec.choices:
@@ -406,6 +422,23 @@ class _Checker:
             self.fail(f"{name}.torch.commit", "a source PyTorch needs a commit (40 lowercase hex digits)")
         if torch["source"] == "wheel" and not torch.get("wheel_version"):
             self.fail(f"{name}.torch.wheel_version", "the wheel source needs an exact version")
+        ocloc = table["ocloc"]
+        if ocloc["source"] == "debian-folder":
+            debs = ocloc.get("debs") or {}
+            for key in ("suite", "mirror"):
+                if not ocloc.get(key):
+                    self.fail(f"{name}.ocloc.{key}", "the debian-folder source needs it")
+            if ocloc["package"] not in debs:
+                self.fail(f"{name}.ocloc.debs", f"must pin {ocloc['package']} (ocloc.package)")
+            if debs[ocloc["package"]]["version"] != ocloc["version"]:
+                self.fail(
+                    f"{name}.ocloc.version",
+                    f"{ocloc['version']!r} differs from debs.{ocloc['package']}.version "
+                    f"{debs[ocloc['package']]['version']!r}",
+                    "write the same version in both",
+                )
+        elif ocloc.get("debs"):
+            self.fail(f"{name}.ocloc.debs", f"only the debian-folder source reads it, not {ocloc['source']!r}")
         if ur["source"] == "pypi":
             if not ur["version"]:
                 self.fail(f"{name}.ur.version", "PyPI Unified Runtime wheels need an exact version")

@@ -524,7 +524,10 @@ def _toolchain(ctx: Context, side: KitSide) -> str:
     if side.on_host:
         return report_cache.host_toolchain()
     plan = _plan_for_run(ctx)
-    return f"image {plan.tag} {ctx.engine.client().images.get(plan.tag).id}"
+    image = ctx.engine.client().images.get(plan.tag)
+    labels = image.labels or {}
+    compiler = " ".join(labels.get(f"io.xpukit.pins.{name}", "") for name in ("ocloc", "ocloc-debs"))
+    return f"image {plan.tag} {image.id} compiler {compiler}"
 
 
 # ---------------------------------------------------------------- sharing: registry, archives, editors

@@ -127,6 +127,7 @@ def make_plan(
         ctx.settings.build_network,
         engine_env=ctx.engine.build_env(),  # the CLI must build on the engine the SDK talks to
         cache=cache,
+        ocloc_mirror=ctx.settings.ocloc_mirror,
     )
     return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing)
 

@@ -162,6 +162,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
         build_mod.Variant(),
         "plain",
         ctx.settings.build_network,
+        ocloc_mirror=ctx.settings.ocloc_mirror,
     )
     if not any(part == "--timestamp" for part in plan.command):
         raise XpukitError(

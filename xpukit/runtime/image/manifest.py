@@ -3,7 +3,8 @@
     python -m xpukit.runtime.image.manifest OUT.json     (the image build's last step)
 
 Versions come from the installed things themselves, through the kit's one UR loader search
-(``ur.loader.find_loader``) and one ocloc probe (``ocloc.find_ocloc``), never from the pins; the
+(``ur.loader.find_loader``) and one compiler probe (``compiler_id.identify``: ocloc's own answer, the
+IGC it loads, the Debian packages its folder was assembled from), never from the pins; the
 pins (the build args) ride along under "pins". :func:`mismatches` compares the two: the build
 fails on any difference, and ``invoke doctor`` reports the same list for an existing image.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.ocloc import find_ocloc
+from xpukit.runtime.offline import compiler_id
 from xpukit.runtime.ur.loader import detect_release, find_loader
 
 MANIFEST_PATH = layout.MANIFEST
@@ -36,6 +37,7 @@ PIN_ARGS = {
     "OCLOC_IGC_PACKAGE": "ocloc_igc_package",
     "OMIX_PACKAGE": "omix_package",
     "OMIX_VERSION": "omix",
+    "OCLOC_DEBS": "ocloc_debs",
     "TRITON_SOURCE": "triton_source",
     "TRITON_VERSION": "triton",
     "TRITON_COMMIT": "triton_commit",
@@ -63,14 +65,29 @@ def _run(cmd: list[str]) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def ocloc_info() -> dict[str, str]:
+def ocloc_info(package_name: str = "") -> dict[str, Any]:
+    """ocloc and the IGC it loads. The package: for the kit's compiler folder, ``package_name`` as
+    its PACKAGES file records it (dpkg does not know the folder); else the dpkg package owning ocloc."""
     try:
-        tool = find_ocloc()
+        found = compiler_id.identify()
     except XpukitError:
-        return {"path": "", "version": "", "package": "", "package_version": ""}
-    package = _run(["dpkg-query", "-S", tool.path]).split(":")[0]
-    package_version = _run(["dpkg-query", "-W", "-f=${Version}", package]) if package else ""
-    return {"path": tool.path, "version": tool.version, "package": package, "package_version": package_version}
+        return {"path": "", "version": "", "package": "", "package_version": "", "igc": "", "packages": {}}
+    if compiler_id.folder_of(found.ocloc_path):
+        package = package_name or "intel-ocloc"
+        package_version = found.package_version(package)
+    else:
+        package = _run(["dpkg-query", "-S", found.ocloc_path]).split(":")[0]
+        package_version = _run(["dpkg-query", "-W", "-f=${Version}", package]) if package else ""
+    return {
+        "path": found.ocloc_path,
+        "version": found.ocloc_version,
+        "package": package,
+        "package_version": package_version,
+        "igc": found.igc_version,
+        "igc_path": found.igc_path,
+        "igc_build_id": found.igc_build_id,
+        "packages": dict(found.packages),
+    }
 
 
 # The GPU user-mode stack as dpkg knows it: the compute runtime (Level Zero / OpenCL), IGC, ocloc,
@@ -176,7 +193,7 @@ def collect(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         "triton_commit": environ.get("TRITON_COMMIT", ""),
         "torch": dist_version("torch"),
         "numpy": dist_version("numpy"),
-        "ocloc": ocloc_info(),
+        "ocloc": ocloc_info(environ.get("OCLOC_PACKAGE", "")),
         "gpu_packages": gpu_packages(),
         "ur_loader": ur_loader_info(),
         "intel_opencl_rt": dist_version("intel-opencl-rt"),
@@ -204,6 +221,7 @@ def mismatches(manifest: Mapping[str, Any]) -> list[str]:
         problems.append(f"ocloc pinned {pins['ocloc']}, installed {ocloc['package_version']}")
     if isinstance(manifest.get("gpu_packages"), Mapping):  # manifests written before it was recorded lack it
         problems += gpu_stack_problems(manifest["gpu_packages"], pins)
+    problems += _compiler_folder_mismatches(pins, ocloc)
     loader = manifest.get("ur_loader") if isinstance(manifest.get("ur_loader"), Mapping) else {}
     if pins.get("ur_source") == "pypi" and pins.get("ur") and loader.get("release") != pins["ur"]:
         problems.append(f"UR pinned {pins['ur']}, the loader found is {loader.get('release') or 'absent'}")
@@ -218,6 +236,35 @@ def mismatches(manifest: Mapping[str, Any]) -> list[str]:
         name, _, version = req.partition("==")
         if name in installed and installed[name] != version:
             problems.append(f"{name} pinned {version}, installed {installed[name] or 'nothing'}")
+    return problems
+
+
+def _numbers(version: str, count: int) -> tuple[int, ...]:
+    """The first ``count`` numbers of a version, the Debian epoch and revision left out."""
+    upstream = version.partition(":")[2] if ":" in version else version
+    return tuple(int(n) for n in re.findall(r"\d+", upstream.rsplit("-", 1)[0])[:count])
+
+
+def _compiler_folder_mismatches(pins: Mapping[str, Any], ocloc: Mapping[str, Any]) -> list[str]:
+    """The debian-folder source: every pinned .deb is the one the folder records, and what runs agrees
+    with it (ocloc's own version answer, the version in libigc's file name)."""
+    if pins.get("ocloc_source") != "debian-folder":
+        return []
+    problems = []
+    recorded = ocloc.get("packages") or {}
+    pinned = dict(spec.partition("=")[::2] for spec in str(pins.get("ocloc_debs", "")).split())
+    for name, rest in pinned.items():
+        version = rest.rpartition("/")[0]
+        if recorded.get(name) != version:
+            problems.append(
+                f"compiler folder: {name} pinned {version}, the folder has {recorded.get(name) or 'nothing'}"
+            )
+    ocloc_pin = pins.get("ocloc") or ""
+    if ocloc_pin and _numbers(ocloc_pin, 3) != _numbers(str(ocloc.get("version", "")), 3):
+        problems.append(f"ocloc pinned {ocloc_pin}, the ocloc found reports {ocloc.get('version') or 'nothing'}")
+    igc_pin = pinned.get("libigc2", "").rpartition("/")[0]
+    if igc_pin and _numbers(igc_pin, 3) != _numbers(str(ocloc.get("igc", "")), 3):
+        problems.append(f"IGC pinned {igc_pin}, the ocloc found loads {ocloc.get('igc') or 'no versioned libigc'}")
     return problems
 
 

@@ -1,9 +1,11 @@
 """The native-binary program cache: what ``urProgramGetInfo(BINARIES)`` returned for a SPIR-V
 program, reloaded with ``urProgramCreateWithBinary`` on the next run (keyed by device, driver, UR
-release, build options and SPIR-V hash). A stale, corrupt or forged entry is rebuilt from SPIR-V,
-never trusted: every entry carries an HMAC-SHA256 (``xpukit.runtime.cache_auth``) over its
-metadata, the binary's SHA-256 and its own name, made with the folder's private key, so a binary
-changed by anyone but this user's kit (checksum updated or not) is dropped before the device sees it.
+release, build options and SPIR-V hash; on a GPU also the IGC the driver compiles with, by version
+and build ID, ``compiler_id.driver_igc_key``: ocloc takes no part in these binaries). A stale,
+corrupt or forged entry is rebuilt from SPIR-V, never trusted: every entry carries an HMAC-SHA256
+(``xpukit.runtime.cache_auth``) over its metadata, the binary's SHA-256 and its own name, made with
+the folder's private key, so a binary changed by anyone but this user's kit (checksum updated or
+not) is dropped before the device sees it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime import cache_auth
+from xpukit.runtime.offline import compiler_id
 from xpukit.runtime.scratch import writable_cache_dir
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ProgramCacheCorrupt, UrError
@@ -85,6 +88,10 @@ class ProgramCache:
 
     def key(self, device: Any, spirv_sha256: str, options: str = "") -> str:
         text = f"{CACHE_FORMAT}|{device.cache_key()}|{device.ur_release}|{options}|{spirv_sha256}"
+        if getattr(device, "type", "") == "gpu":
+            # A GPU driver compiles with the system's IGC, a package of its own that can change under
+            # one driver version (CPU OpenCL's compiler is part of its driver, named by cache_key).
+            text += f"|{compiler_id.driver_igc_key()}"
         return hashlib.sha256(text.encode()).hexdigest()[:40]
 
     def _usable_directory(self) -> Path:

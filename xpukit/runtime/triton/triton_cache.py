@@ -27,7 +27,7 @@ from pathlib import Path
 
 from triton.runtime.cache import FileCacheManager, default_cache_dir
 
-from xpukit.runtime.offline import spirv
+from xpukit.runtime.offline import compiler_id, spirv
 from xpukit.runtime.scratch import writable_cache_dir
 from xpukit.runtime.triton import kernel_cache
 
@@ -52,6 +52,30 @@ def install() -> bool:
         return False
     os.environ["TRITON_CACHE_MANAGER"] = MANAGER
     return True
+
+
+_COMPILER_MARK = "_xpukit_compiler_key"
+
+
+def key_by_compiler(backend_cls: type) -> None:
+    """Put the compiler's identity (ocloc and IGC, ``xpukit.runtime.offline.compiler_id``) into Triton's
+    cache key of every kernel compiled to native code: Triton 3.3's key has the source, the backend's
+    properties and the options, not the ocloc that made the zebin, so switching ocloc under one cache
+    returned the other compiler's zebin. Through ``XPUOptions.hash`` (part of the key), and only with
+    ``generate_native_code``: SPIR-V does not depend on ocloc, and those builds pay no ocloc probe."""
+    options_cls = backend_cls.__init__.__globals__.get("XPUOptions")
+    if options_cls is None or getattr(options_cls.hash, _COMPILER_MARK, False):
+        return
+    original = options_cls.hash
+
+    def hash(self: object) -> str:
+        base = original(self)
+        if not getattr(self, "generate_native_code", False):
+            return base
+        return hashlib.sha256(f"{base}|{compiler_id.current_key()}".encode()).hexdigest()
+
+    setattr(hash, _COMPILER_MARK, True)
+    options_cls.hash = hash
 
 
 def check_file(name: str, data: bytes, *, metadata: bool = False) -> None:

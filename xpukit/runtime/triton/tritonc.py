@@ -54,6 +54,7 @@ def xpu_backend() -> type:
 
     triton_cache.install()  # Triton's cache checks its entries and survives a read-only folder
     backend = backends["intel"].compiler
+    triton_cache.key_by_compiler(backend)  # a zebin's key names the ocloc and IGC that made it
     init_globals = backend.__init__.__globals__
     original = init_globals["compile_module_from_src"]
     if not getattr(original, "_xpukit_wrapped", False):
