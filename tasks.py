@@ -318,7 +318,7 @@ def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_r
         target="targets, comma-separated or repeated (aliases as for compile)",
         config="NAME=VALUE,... (constexprs, num_warps, num_stages, grf_mode); repeatable; "
         "default: the kernel's triton.autotune configs",
-        format="md|json",
+        format="md|json|html (html: one self-contained page, e.g. > report.html)",
         signature="as for compile",
         constexpr="NAME=VALUE for every config, repeatable",
         diff="also show what changed since the previous report of this kernel",

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("kernel", help="path.py:function")
     report.add_argument("--target", action="append", default=[], help="target(s), comma-separated")
     report.add_argument("--config", action="append", default=[], help="NAME=VALUE,...; repeatable")
-    report.add_argument("--format", default="md", choices=["md", "json", "none"])
+    report.add_argument("--format", default="md", choices=["md", "json", "html", "none"])
     report.add_argument("--signature", default=None)
     report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
     report.add_argument("--save", default=None, help="also write the JSON report to this file")

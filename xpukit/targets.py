@@ -12,24 +12,61 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 
-# SYCL experimental architecture enum values (sycl::ext::oneapi::experimental::architecture).
-SYCL_ARCH = {
-    "pvc": 0x030F000700,
-    "acm-g10": 0x030DC00800,  # a.k.a. dg2-g10
-    "bmg": 0x0500400400,  # bmg-g21
-    "lnl": 0x0501000400,  # lnl-m
-    "mtl": 0x0311C00400,  # mtl-h
-}
-# Triton's backend names an architecture by a short name of its own: acm-g10 is "dg2" there.
-TRITON_ARCH_NAME = {
-    SYCL_ARCH["pvc"]: "pvc",
-    SYCL_ARCH["acm-g10"]: "dg2",
-    SYCL_ARCH["bmg"]: "bmg",
-    SYCL_ARCH["lnl"]: "lnl",
-    SYCL_ARCH["mtl"]: "mtl",
-}
-# Other names users (and ocloc) give the same parts; --target accepts them and means the preset.
-ALIASES = {"dg2": "acm-g10", "dg2-g10": "acm-g10", "bmg-g21": "bmg", "lnl-m": "lnl", "mtl-h": "mtl"}
+# The targets table: one row per Intel GPU family the kit names. Sources, per column:
+# - architecture: SYCL's experimental architecture enum (intel/llvm, sycl/include/sycl/ext/oneapi/
+#   experimental/architectures.def: intel_gpu_pvc 0x030f000700, intel_gpu_acm_g10 0x030dc00800,
+#   intel_gpu_mtl_h 0x0311c00400, intel_gpu_arl_h 0x0312800400, intel_gpu_bmg_g21 0x0500400400,
+#   intel_gpu_lnl_m 0x0501000400). intel_gpu_ptl_h's value was not readable in any source at hand:
+#   None, so Triton's arch parser gives "" for ptl and the backend uses this table's properties as
+#   they are (no ``ocloc query``); the zebin stage takes ptl's ocloc device from the table.
+# - triton_arch: the name upstream's arch_parser.c gives that enum value (acm-g10 is "dg2" there).
+# - product_family: PRODUCT_FAMILY in a zebin's .note.intelgt.compat (read off ocloc 26.27's zebins).
+# - dpas / block_io_2d / tf32 / fp64 / bf16: ``ocloc query CL_DEVICE_EXTENSIONS -device D`` of ocloc
+#   26.27 (cl_intel_subgroup_matrix_multiply_accumulate, cl_intel_subgroup_2d_block_io,
+#   cl_intel_subgroup_matrix_multiply_accumulate_tf32, cl_khr_fp64, cl_intel_bfloat16_conversions).
+# - sub_group_sizes: SIMD widths the compiler builds (Xe-HPG/Xe-LPG: 8/16/32; Xe-HPC and later: 16/32).
+# - limits: see LIMITS below; "unknown" where no public source gives them.
+UNKNOWN = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One Intel GPU family: its names, how ocloc and Triton see it, and what the hardware has."""
+
+    name: str  # the kit's name (--target)
+    aliases: tuple[str, ...]  # other names users and ocloc give it
+    ocloc_device: str  # the -device name ocloc takes
+    product_family: int  # PRODUCT_FAMILY in the zebin's .note.intelgt.compat
+    architecture: int | None  # SYCL architecture enum; None where no source gave it
+    triton_arch: str  # upstream arch_parser's name for ``architecture``
+    dpas: bool
+    block_io_2d: bool
+    tf32: bool
+    fp64: bool
+    bf16_conversions: bool
+    sub_group_sizes: tuple[int, ...]
+    max_work_group_size: int = 1024
+    max_num_sub_groups: int = 64
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("pvc", ("xe-hpc",), "pvc", 1271, 0x030F000700, "pvc", True, True, True, True, True, (16, 32)),
+    Family("bmg", ("bmg-g21",), "bmg", 1274, 0x0500400400, "bmg", True, True, True, True, True, (16, 32)),
+    Family(
+        "acm-g10", ("dg2", "dg2-g10"), "acm-g10", 1270, 0x030DC00800, "dg2",
+        True, False, False, False, True, (8, 16, 32), max_num_sub_groups=128,
+    ),
+    Family("arl-h", (), "arl-h", 1273, 0x0312800400, "arl_h", True, False, False, True, True, (8, 16, 32)),
+    Family("mtl", ("mtl-h",), "mtl-h", 1272, 0x0311C00400, "mtl", False, False, False, True, False, (8, 16, 32)),
+    Family("lnl", ("lnl-m",), "lnl-m", 1275, 0x0501000400, "lnl", True, True, True, True, True, (16, 32)),
+    Family("ptl", ("ptl-h",), "ptl-h", 1300, None, "", True, True, True, True, True, (16, 32)),
+)  # fmt: skip
+FAMILY = {f.name: f for f in FAMILIES}
+# Kept for callers that read the enum by name (launch.py maps a device's IP version through it).
+SYCL_ARCH = {f.name: f.architecture for f in FAMILIES if f.architecture is not None}
+TRITON_ARCH_NAME = {f.architecture: f.triton_arch for f in FAMILIES if f.architecture is not None}
+ALIASES = {alias: f.name for f in FAMILIES for alias in f.aliases}
+PRODUCT_FAMILY = {f.product_family: f.name for f in FAMILIES}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,27 +83,69 @@ class TargetPreset:
     has_subgroup_matrix_multiply_accumulate: bool
     has_subgroup_2d_block_io: bool
     has_bfloat16_conversions: bool
+    has_subgroup_matrix_multiply_accumulate_tensor_float32: bool = False
 
     def props(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        data.pop("ocloc_device")
         data["sub_group_sizes"] = list(self.sub_group_sizes)
         return data
+
+    def codegen_key(self) -> tuple[Any, ...]:
+        """What Triton's Intel backend (triton-xpu 3.3, make_ttgir and min_dot_size) reads of the
+        properties to generate code: targets with the same key get the same SPIR-V, so the kit
+        compiles it once and runs ocloc per target (tests/image/test_targets.py checks it)."""
+        return (
+            min(self.sub_group_sizes),
+            self.has_subgroup_2d_block_io,
+            self.has_subgroup_matrix_multiply_accumulate,
+            self.has_subgroup_matrix_multiply_accumulate_tensor_float32,
+            self.has_bfloat16_conversions,
+        )
+
+
+def family_preset(f: Family) -> TargetPreset:
+    return TargetPreset(
+        f.name,
+        f.ocloc_device,
+        f.architecture or 0,
+        f.max_work_group_size,
+        f.max_num_sub_groups,
+        f.sub_group_sizes,
+        f.fp64,
+        f.dpas,
+        f.block_io_2d,
+        f.bf16_conversions,
+        f.tf32,
+    )
+
+
+def device_preset(device: str, extensions: Iterable[str]) -> TargetPreset:
+    """A preset for an ocloc device name outside the table (``tgllp``, ``bmg-g31``, ``nvl-s``...):
+    its properties from the extensions ``ocloc query CL_DEVICE_EXTENSIONS -device D`` lists, no
+    architecture (unknown), and the sub-group sizes every Intel GPU compiler builds (8 is left out:
+    Xe-HPC and later have none, and Triton's code is built for the smallest size given)."""
+    exts = set(extensions)
+    return TargetPreset(
+        device,
+        device,
+        0,
+        1024,
+        64,
+        (16, 32),
+        "cl_khr_fp64" in exts,
+        "cl_intel_subgroup_matrix_multiply_accumulate" in exts,
+        "cl_intel_subgroup_2d_block_io" in exts,
+        "cl_intel_bfloat16_conversions" in exts,
+        "cl_intel_subgroup_matrix_multiply_accumulate_tf32" in exts,
+    )
 
 
 # Presets for compiling without the device present. On a real device the session's properties
 # come from UR device info instead. The "cpu" preset has no matrix engine and no 2D block IO, so
 # tl.dot lowers to plain FMAs that Intel's CPU OpenCL runtime can run.
 PRESETS: dict[str, TargetPreset] = {
-    p.name: p
-    for p in (
-        TargetPreset("pvc", "pvc", SYCL_ARCH["pvc"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("acm-g10", "acm-g10", SYCL_ARCH["acm-g10"], 1024, 128, (8, 16, 32), False, True, False, True),
-        TargetPreset("bmg", "bmg", SYCL_ARCH["bmg"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("lnl", "lnl", SYCL_ARCH["lnl"], 1024, 64, (16, 32), True, True, True, True),
-        TargetPreset("mtl", "mtl", SYCL_ARCH["mtl"], 1024, 64, (8, 16, 32), False, False, False, True),
-        TargetPreset("cpu", "", 0, 8192, 1024, (8, 16, 32, 64), True, False, False, False),
-    )
+    **{f.name: family_preset(f) for f in FAMILIES},
+    "cpu": TargetPreset("cpu", "", 0, 8192, 1024, (8, 16, 32, 64), True, False, False, False),
 }
 GPU_PRESETS = tuple(name for name, p in PRESETS.items() if p.ocloc_device)
 
@@ -85,6 +164,8 @@ def preset(name: str) -> TargetPreset:
 
 
 def preset_for_architecture(architecture: int | None) -> TargetPreset | None:
+    if not architecture:
+        return None
     return next((p for p in PRESETS.values() if p.ocloc_device and p.architecture == architecture), None)
 
 

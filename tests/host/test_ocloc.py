@@ -23,28 +23,45 @@ from xpukit.runtime.offline.ocloc import (
     parse_device_list,
 )
 
-HELP_22_43 = (
-    "Usage: ocloc [compile] -file <filename> -device <device_type> [-output <filename>]\n"
-    "  -device <device_type>         Target device.\n"
-    "                                <device_type> can be: bdw, skl, tgllp, dg1, acm-g10, dg2-g10, "
-    "pvc-sdv, pvc, xe-hpc, version  or hexadecimal value with 0x prefix\n"
-    "                                - can be single or multiple target devices.\n"
+# The device lines of ocloc 26.27's ``compile --help`` (Debian forky's intel-ocloc 26.27.39122.14-1),
+# shortened: the main list, then the deprecated names ocloc still accepts.
+HELP_26_27 = (
+    "  -device <device_type>                     Target device.\n"
+    "                                            <device_type> can be: tgl, tgllp, acm-g10, dg2-g10, dg2, "
+    "pvc, mtl-u, mtl, mtl-h, arl-h, bmg-g21, bmg,\n"
+    "                                            lnl-m, ptl-h, ptl, xe2, xe-hpc, ip version  or hexadecimal value "
+    "with 0x prefix\n"
+    "                                            - can be single or multiple target devices.\n"
+    "                                            Deprecated notation that is still supported:\n"
+    "                                            <device_type> can be: arl, lnl\n"
+    "                                            - can be single target device.\n"
+    "\n"
+    "  -device_options <device_type> <options>   Optional OpenCL C compilation options\n"
+    "                                            <device_type> can be product acronym or version passed in -device\n"
 )
 
 FAKE = r"""#!/bin/sh
-# Fake ocloc for tests. Records each call, acts like ocloc @VER@.
+# Fake ocloc for tests. Records each call, acts like ocloc @VER@ (writes exactly the -o file).
 echo "$@" >> "$(dirname "$0")/calls.log"
-if [ "$1" = "query" ]; then echo "@VER@ " > OCL_DRIVER_VERSION; exit 0; fi
+if [ "$1" = "query" ] && [ "$2" = "OCL_DRIVER_VERSION" ]; then echo "@VER@ " > OCL_DRIVER_VERSION; exit 0; fi
+if [ "$1" = "query" ] && [ "$2" = "CL_DEVICE_EXTENSIONS" ]; then
+  case "$4" in
+    xe9) echo "cl_khr_fp64 cl_intel_subgroup_matrix_multiply_accumulate " > CL_DEVICE_EXTENSIONS; exit 0;;
+    *) echo "Could not determine device target: $4"; exit 1;;
+  esac
+fi
 if [ "$2" = "--help" ]; then
   echo "  -device <device_type>  Target device."
-  echo "                         <device_type> can be: pvc, acm-g10, bmg, version  or hexadecimal value"
+  echo "                         <device_type> can be: pvc, acm-g10, bmg, mtl-h, xe9, ip version  or hexadecimal value"
+  echo "                         - can be single or multiple target devices."
+  echo "                         Deprecated notation that is still supported:"
+  echo "                         <device_type> can be: lnl"
+  echo "                         - can be single target device."
   exit 0
 fi
-out=""; outdir="."; opts=""; prev=""
+out=""; opts=""; prev=""
 for a in "$@"; do
-  case "$prev" in
-    -output) out="$a";; -out_dir) outdir="$a";; -o) out="$a";; -options) opts="$a";;
-  esac
+  case "$prev" in -o) out="$a";; -options) opts="$a";; esac
   prev="$a"
 done
 if [ -n "$FAKE_OCLOC_FAIL" ]; then echo "error: fake failure for $out"; exit 3; fi
@@ -54,52 +71,44 @@ case "$opts" in
        echo "warning: kernel k compiled SIMD16 allocated 128 regs and spilled around 217"; fi
      echo "Build succeeded.";;
 esac
-case "$out" in
-  /*) target="$out";; *) target="$outdir/$out";;
-esac
-SUFFIX
+printf "ZEBIN-$opts" > "$out"
 exit 0
 """
 
 
-def make_fake(tmp_path: Path, version: str, modern: bool) -> Path:
-    # Modern ocloc appends ".bin" to the -o name; 22.x with -output_no_suffix writes the bare name.
-    write = 'printf "ZEBIN-$opts" > "$target.bin"' if modern else 'printf "ZEBIN-$opts" > "$target"'
+def make_fake(tmp_path: Path, version: str) -> Path:
     folder = tmp_path / f"fake-{version}"
     folder.mkdir()
     script = folder / "ocloc"
-    script.write_text(FAKE.replace("@VER@", version).replace("SUFFIX", write))
+    script.write_text(FAKE.replace("@VER@", version))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
 
 
 @pytest.mark.unit
-def test_parse_device_list_from_22_43_help():
-    devices = parse_device_list(HELP_22_43)
-    assert devices == ["bdw", "skl", "tgllp", "dg1", "acm-g10", "dg2-g10", "pvc-sdv", "pvc", "xe-hpc"]
+def test_parse_device_list_reads_the_deprecated_line():
+    devices = parse_device_list(HELP_26_27)
+    assert devices[:3] == ["tgl", "tgllp", "acm-g10"] and devices[-2:] == ["arl", "lnl"]
+    assert {"mtl-h", "arl-h", "bmg", "lnl-m", "ptl-h", "ptl", "xe2", "xe-hpc"} <= set(devices)
+    assert "ip version" not in devices and len(devices) == len(set(devices))
     assert parse_device_list("no device list here") == []
 
 
 @pytest.mark.unit
-def test_dialect_follows_version(tmp_path):
+def test_command_is_current_ocloc_dialect(tmp_path):
     spv = tmp_path / "k.spv"
-    old = Ocloc("/x/ocloc", "22.43.24595").command(spv, "pvc", "-cl-fast", tmp_path)
-    assert "-o" not in old
-    assert old[old.index("-output") + 1] == "k" and "-output_no_suffix" in old
-    assert old[old.index("--format") + 1] == "zebin"
-    assert old[old.index("-options") + 1] == "-cl-fast"
-    new = Ocloc("/x/ocloc", "25.18.33578").command(spv, "pvc", "", tmp_path)
-    assert "-output" not in new and "--format" not in new and "-options" not in new
-    assert new[new.index("-o") + 1] == str(tmp_path / "k.zebin")
+    cmd = Ocloc("/x/ocloc", "26.27.39122").command(spv, "pvc", "-cl-fast", tmp_path / "k.zebin")
+    assert cmd[cmd.index("-o") + 1] == str(tmp_path / "k.zebin")
+    assert cmd[cmd.index("-device") + 1] == "pvc" and cmd[cmd.index("-options") + 1] == "-cl-fast"
+    assert "-output" not in cmd and "--format" not in cmd
+    assert "-options" not in Ocloc("/x/ocloc", "26.27.39122").command(spv, "pvc", "", tmp_path / "k.zebin")
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("version", "modern"), [("22.43.24595", False), ("25.18.33578", True)])
-def test_fake_ocloc_compile_and_spill_retry(tmp_path, monkeypatch, version, modern):
-    tool = find_ocloc(str(make_fake(tmp_path, version, modern)))
-    assert tool.version == version
-    assert tool.legacy_flags is not modern
-    assert tool.devices == {"pvc", "acm-g10", "bmg"}
+def test_fake_ocloc_compile_and_spill_retry(tmp_path, monkeypatch):
+    tool = find_ocloc(str(make_fake(tmp_path, "26.27.39122")))
+    assert tool.version == "26.27.39122"
+    assert tool.devices == {"pvc", "acm-g10", "bmg", "mtl-h", "xe9", "lnl"}
     plain = tool.compile_spirv(b"\x03\x02\x23\x07", "pvc", "-cl-x")
     assert plain.zebin == b"ZEBIN--cl-x" and not plain.retried_large_grf
     monkeypatch.setenv("FAKE_OCLOC_SPILL", "1")
@@ -108,7 +117,7 @@ def test_fake_ocloc_compile_and_spill_retry(tmp_path, monkeypatch, version, mode
     assert spilled.build_flags == f"-cl-x {LARGE_GRF_FLAG}"
     assert spilled.zebin == f"ZEBIN--cl-x {LARGE_GRF_FLAG}".encode()
     assert "spilled" in spilled.log
-    calls = (tmp_path / f"fake-{version}" / "calls.log").read_text().splitlines()
+    calls = (tmp_path / "fake-26.27.39122" / "calls.log").read_text().splitlines()
     compiles = [c for c in calls if c.startswith("compile -file")]
     assert len(compiles) == 3  # one plain build, then exactly one retry (not a loop)
     # Already at 256 GRF: no retry even though the fake would not spill anyway.
@@ -117,8 +126,17 @@ def test_fake_ocloc_compile_and_spill_retry(tmp_path, monkeypatch, version, mode
 
 
 @pytest.mark.unit
+def test_ocloc_22_is_refused_in_one_line(tmp_path):
+    tool = find_ocloc(str(make_fake(tmp_path, "22.43.24595")))
+    for call in (lambda: tool.compile_spirv(b"\x03\x02\x23\x07", "pvc"), lambda: tool.target_preset("pvc")):
+        with pytest.raises(OclocError, match=r"ocloc 22\.43\.24595 .* too old") as info:
+            call()
+        assert "XPUKIT_OCLOC" in info.value.fix and "\n" not in info.value.one_line()
+
+
+@pytest.mark.unit
 def test_fake_ocloc_failure_carries_log_and_repro(tmp_path, monkeypatch):
-    tool = find_ocloc(str(make_fake(tmp_path, "22.43.24595", False)))
+    tool = find_ocloc(str(make_fake(tmp_path, "26.27.39122")))
     monkeypatch.setenv("FAKE_OCLOC_FAIL", "1")
     with pytest.raises(OclocError) as info:
         tool.compile_spirv(b"\x03\x02\x23\x07", "pvc")
@@ -133,16 +151,22 @@ def test_fake_ocloc_failure_carries_log_and_repro(tmp_path, monkeypatch):
 
 
 @pytest.mark.unit
-def test_fake_ocloc_unsupported_device_and_targets(tmp_path):
-    tool = find_ocloc(str(make_fake(tmp_path, "22.43.24595", False)))
-    assert tool.require_target("bmg") == "bmg"
-    with pytest.raises(UnsupportedDeviceError, match=r"ocloc 22\.43\.24595 .* cannot target 'lnl'") as info:
-        tool.require_target("lnl")
-    assert "intel-ocloc" in info.value.fix and "pvc" in info.value.fix
-    with pytest.raises(UnsupportedDeviceError):
-        tool.compile_spirv(b"", "mtl")
-    with pytest.raises(XpukitError, match="unknown target 'gpu9000'"):
+def test_fake_ocloc_targets_aliases_and_other_devices(tmp_path):
+    tool = find_ocloc(str(make_fake(tmp_path, "26.27.39122")))
+    assert tool.require_target("bmg") == tool.require_target("bmg-g21") == "bmg"
+    assert tool.require_target("mtl") == "mtl-h"  # the kit's mtl is mtl-h (SYCL's intel_gpu_mtl_h)
+    # A device outside the targets table: its properties from ocloc's extension query.
+    other = tool.target_preset("xe9")
+    assert (other.ocloc_device, other.architecture) == ("xe9", 0)
+    assert other.has_fp64 and other.has_subgroup_matrix_multiply_accumulate and not other.has_subgroup_2d_block_io
+    with pytest.raises(UnsupportedDeviceError, match=r"ocloc 26\.27\.39122 .* cannot target 'ptl'") as info:
+        tool.require_target("ptl")  # a kit target whose device this (fake) ocloc lacks
+    assert "pvc" in info.value.fix
+    with pytest.raises(UnsupportedDeviceError, match="cannot target device 'ptl-h'"):
+        tool.compile_spirv(b"", "ptl-h")
+    with pytest.raises(UnsupportedDeviceError, match="cannot target 'gpu9000'") as info:
         tool.require_target("gpu9000")
+    assert "ocloc compile --help" in info.value.fix
     with pytest.raises(XpukitError, match="no zebin"):
         tool.require_target("cpu")
 

@@ -458,7 +458,7 @@ def kernel_report(
     """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout.
     An unchanged kernel at unchanged options, image and kit code prints its stored report."""
     # JSON on stdout is data: progress and any build log go to stderr.
-    with ui.progress_on_stderr(output_format == "json"):
+    with ui.progress_on_stderr(output_format in ("json", "html")):
         return _kernel_report(
             ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache
         )
@@ -476,8 +476,8 @@ def _kernel_report(
     diff: bool,
     no_cache: bool,
 ) -> int:
-    if output_format not in ("md", "json"):
-        raise UsageError(f"unknown format {output_format!r}", "use --format md or --format json")
+    if output_format not in ("md", "json", "html"):
+        raise UsageError(f"unknown format {output_format!r}", "use --format md, json or html")
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
     args = ["kernel-report", f"{side.path(path)}:{function}", "--target", ",".join(targets)]
@@ -511,11 +511,13 @@ def _kernel_report(
             report = cache.store(key, json.loads(save.read_text()))
         finally:
             save.unlink(missing_ok=True)
-    print(json.dumps(report, indent=2) if output_format == "json" else report_format.format_markdown(report))
+    data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
+    formatter = {"json": lambda r: json.dumps(r, indent=2), "html": report_format.format_html}
+    print(formatter.get(output_format, report_format.format_markdown)(report))
     if diff:
-        print("", file=sys.stderr if output_format == "json" else sys.stdout)
+        print("", file=sys.stderr if data_out else sys.stdout)
         text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
-        print(text, file=sys.stderr if output_format == "json" else sys.stdout)
+        print(text, file=sys.stderr if data_out else sys.stdout)
     return 1 if any(row.get("error") for row in report["rows"]) else 0
 
 

@@ -20,15 +20,24 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.runtime.offline.isa import count_isa, disassemble
-from xpukit.runtime.offline.ocloc import find_ocloc
-from xpukit.runtime.offline.zebin import ZebinError, check_layout, read_zebin
+from xpukit.runtime.offline.isa import count_isa, disassemble, zebin_device
+from xpukit.runtime.offline.ocloc import CompileResult, Ocloc, find_ocloc
+from xpukit.runtime.offline.zebin import (
+    ZE_INFO_CHECKED,
+    ZebinError,
+    check_layout,
+    is_archive,
+    read_archive,
+    read_zebin,
+    ze_info_version,
+)
 from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
-from xpukit.targets import PRESETS, split_targets
+from xpukit.targets import FAMILIES, TargetPreset, split_targets
 
 DECLARATIONS = "XPUKIT_KERNELS"
 
@@ -49,6 +58,93 @@ def root_cause(exc: BaseException) -> str:
 
 class KernelCompileError(XpukitError):
     """Triton could not compile the kernel (front end or backend)."""
+
+
+@dataclasses.dataclass
+class TargetBuild:
+    """One target's SPIR-V (shared with the targets of the same codegen properties) and zebin."""
+
+    target: str
+    preset: TargetPreset
+    compiled: Any  # Triton's CompiledKernel of the SPIR-V (compiled for ``spirv_from``)
+    spirv_from: str  # the target whose properties Triton compiled the SPIR-V with
+    ocloc: CompileResult | None = None
+    isa: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def zebin(self) -> bytes:
+        assert self.ocloc is not None
+        return self.ocloc.zebin
+
+
+def resolve_targets(tool: Ocloc, targets: Sequence[str]) -> dict[str, TargetPreset]:
+    """Target names (``all`` = every family this ocloc builds) -> their presets, checked before any
+    compile: a name ocloc does not know fails here."""
+    names = list(targets)
+    if names == ["all"]:
+        tool.require_current()
+        names = [f.name for f in FAMILIES if tool.supports(f.ocloc_device)]
+    return {t: tool.target_preset(t) for t in names}
+
+
+def build_targets(
+    fn: Any,
+    signature: Mapping[str, str],
+    constexprs: Mapping[str, Any],
+    presets: Mapping[str, TargetPreset],
+    options: Mapping[str, Any],
+    tool: Ocloc,
+    asm: bool = False,
+) -> list[TargetBuild]:
+    """Triton -> SPIR-V once per distinct set of codegen properties (``TargetPreset.codegen_key``),
+    then ocloc (and ``ocloc disasm`` with ``asm``) per target, as many at once as there are cores.
+    A target that failed carries its exception in ``error``; the others are still built."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for target, preset in presets.items():
+        groups.setdefault(preset.codegen_key(), []).append(target)
+    spirv_options = {k: v for k, v in options.items() if k != "generate_native_code"}
+    builds: list[TargetBuild] = []
+    for group in groups.values():
+        first = group[0]
+        try:
+            compiled = compile_kernel(fn, signature, constexprs, presets[first].props(), spirv_options)
+        except BaseException as exc:  # Triton raises anything: each target of the group records it
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            builds += [TargetBuild(t, presets[t], None, first, error=exc) for t in group]
+            continue
+        builds += [TargetBuild(t, presets[t], compiled, first) for t in group]
+
+    def native(build: TargetBuild) -> None:
+        if build.error is not None:
+            return
+        try:
+            flags = build.compiled.metadata.build_flags or ""
+            build.ocloc = tool.compile_spirv(build.compiled.asm["spv"], build.preset.ocloc_device, flags)
+            if asm:
+                name = build.compiled.metadata.name
+                build.isa = disassemble(build.ocloc.zebin, build.preset.ocloc_device, ocloc=tool).kernels[name]
+        except XpukitError as exc:
+            build.error = exc
+
+    order = {t: i for i, t in enumerate(presets)}
+    builds.sort(key=lambda b: order[b.target])  # the order the user gave
+    workers = max(1, min(len(builds), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(native, builds))
+    return builds
+
+
+def shared_spirv_note(builds: Sequence[TargetBuild]) -> str:
+    """One line saying which targets shared one SPIR-V ("" when every target had its own)."""
+    shared: dict[str, list[str]] = {}
+    for b in builds:
+        shared.setdefault(b.spirv_from, []).append(b.target)
+    if len(shared) == len(builds):
+        return ""
+    groups = "; ".join(", ".join(ts) for ts in shared.values())
+    return f"SPIR-V compiled {len(shared)} time(s) for {len(builds)} targets (same code for: {groups})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,11 +257,8 @@ def run_compile(
         sig.pop(name, None)  # a constexpr given on the command line overrides a declared type
     full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
     tool = find_ocloc(ocloc)
-    names = split_targets(targets)
-    if names == ["all"]:  # every GPU preset this ocloc can build
-        names = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
-    devices = {t: tool.require_target(t) for t in names}  # fail before compiling anything
-    options: dict[str, Any] = {"generate_native_code": True}
+    presets = resolve_targets(tool, split_targets(targets))  # fail before compiling anything
+    options: dict[str, Any] = {}
     if num_warps is not None:
         # invoke hands untyped options over as strings
         try:
@@ -175,21 +268,23 @@ def run_compile(
     if grf_mode is not None:
         options["grf_mode"] = grf_mode
 
+    builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm)
     rows = []
     status = 0
     out_dir = Path(out_dir)
-    for target in names:
-        try:
-            compiled = compile_kernel(spec.fn, sig, cex, target, options)
-        except XpukitError:
-            raise
-        except Exception as exc:
+    for build in builds:
+        target = build.target
+        if build.error is not None:
+            exc = build.error
+            if isinstance(exc, XpukitError):
+                raise exc
             # Triton's own reason in one line; the whole text stays chained for --debug.
             raise KernelCompileError(
                 f"{spec.name} failed to compile for {target}: {root_cause(exc)[:120]}",
                 "fix the kernel or its signature/constexprs (--debug shows Triton's full message)",
             ) from exc
-        zebin_bytes = compiled.asm["zebin"]
+        compiled = build.compiled
+        zebin_bytes = build.zebin
         info = read_zebin(zebin_bytes).kernel(compiled.metadata.name)
         try:
             layout = [dataclasses.asdict(s) for s in check_layout(info, full_signature)]
@@ -201,18 +296,20 @@ def run_compile(
         write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
         write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
         counts = None
-        if asm:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
-            isa_text = disassemble(zebin_bytes, devices[target]).kernels[info.name]
-            write_whole(target_dir / f"{spec.name}.isa", isa_text.encode())
-            counts = count_isa(isa_text)
+        if build.isa is not None:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
+            write_whole(target_dir / f"{spec.name}.isa", build.isa.encode())
+            counts = count_isa(build.isa)
         meta = compiled.metadata._asdict()
+        meta["target"] = build.preset.props()  # the SPIR-V may come from a target of the same codegen
+        meta["build_flags"] = build.ocloc.build_flags if build.ocloc else meta.get("build_flags")
         record = {
             "kernel": spec.name,
             "source": str(spec.path),
             "target": target,
             "signature": full_signature,
             "constexprs": cex,
-            "ocloc": {"path": tool.path, "version": tool.version, "device": devices[target]},
+            "ocloc": {"path": tool.path, "version": tool.version, "device": build.preset.ocloc_device},
+            "spirv_from": build.spirv_from,
             "zebin": {k: v for k, v in dataclasses.asdict(info).items() if k != "payload_args"},
             "arguments": layout,
             "layout_error": layout_error,
@@ -231,6 +328,8 @@ def run_compile(
 
     exts = "spv,zebin,json" + (",isa" if asm else "")
     print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{{exts}}}  ({tool.describe()})")
+    if note := shared_spirv_note(builds):
+        print(note)
     # scratch B/thr is the zebin's per-thread spill space; spill traffic (sends) needs the ISA (--asm).
     header = ["target", "size B", "SIMD", "GRF", "scratch B/thr"]
     print(_table(header + (["instr", "spill st/ld", "DPAS", "FMA"] if asm else []), rows))
@@ -244,21 +343,72 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target: str | None = None) -> int:
-    """Print what the reader finds in a zebin (and its ISA with ``asm``). Returns 0; unreadable input
-    raises ``ZebinError``, a zebin for another device than ``target`` an ``IsaError``."""
-    zebin = read_zebin(Path(path))
-    isa = None
-    if asm:
-        isa = disassemble(Path(path), target)
+    """Print what the reader finds in a zebin, or in each zebin of ocloc's multi-device archive (and
+    the ISA with ``asm``). Returns 0; unreadable input raises ``ZebinError``, a zebin for another
+    device than ``target`` an ``IsaError``."""
+    data = _read_input(Path(path))
+    if is_archive(data):
+        return _archive_info(Path(path), data, as_json, asm)
+    zebin = read_zebin(data)
+    isa = disassemble(data, target) if asm else None
     if as_json:
-        data = zebin.to_dict()
+        out = {**zebin.to_dict(), "device": zebin_device(data)}
         if isa is not None:
-            data["isa"] = {"device": isa.device, "tool": isa.tool, "kernels": isa.kernels}
-        print(json.dumps(data, indent=2))
+            out["isa"] = {"device": isa.device, "tool": isa.tool, "kernels": isa.kernels}
+        print(json.dumps(out, indent=2))
         return 0
+    _print_zebin(str(path), zebin, zebin_device(data), isa)
+    return 0
+
+
+def _read_input(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ZebinError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
+        ) from None
+
+
+def _archive_info(path: Path, data: bytes, as_json: bool, asm: bool) -> int:
+    members = read_archive(data)
+    if as_json:
+        out = []
+        for m in members:
+            entry: dict[str, Any] = {"member": m.name, "size": m.size, "kind": m.kind}
+            if m.zebin is not None:
+                entry.update(m.zebin.to_dict(), device=zebin_device(m.data))
+                if asm:
+                    isa = disassemble(m.data)
+                    entry["isa"] = {"device": isa.device, "tool": isa.tool, "kernels": isa.kernels}
+            out.append(entry)
+        print(json.dumps({"archive": str(path), "members": out}, indent=2))
+        return 0
+    zebins = [m for m in members if m.zebin is not None]
     print(
-        f"{path}: {zebin.size} bytes, ELF64 EM_INTELGT {zebin.elf_type}, "
-        f".ze_info version {zebin.ze_info_version or '?'}, {len(zebin.kernels)} kernel(s)"
+        f"{path}: multi-device ar archive (ocloc -device a,b,...), {len(zebins)} zebin(s) in {len(members)} member(s)"
+    )
+    print(
+        _indent(
+            _table(
+                ["member", "kind", "size B", "device"],
+                [(m.name, m.kind, m.size, zebin_device(m.data) if m.zebin else "-") for m in members],
+            )
+        )
+    )
+    for m in zebins:
+        assert m.zebin is not None
+        print()
+        _print_zebin(f"member {m.name}", m.zebin, zebin_device(m.data), disassemble(m.data) if asm else None)
+    return 0
+
+
+def _print_zebin(where: str, zebin: Any, device: str | None, isa: Any) -> None:
+    print(
+        f"{where}: {zebin.size} bytes, ELF64 EM_INTELGT {zebin.elf_type}, device {device or '?'}, "
+        f".ze_info version {zebin.ze_info_version or '?'}{_version_note(zebin.ze_info_version)}, "
+        f"{len(zebin.kernels)} kernel(s)"
     )
     for k in zebin.kernels:
         print(
@@ -266,6 +416,7 @@ def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target:
             f"sub-group {k.required_sub_group_size or '-'}, GRF {k.grf_count}, "
             f"scratch {k.spill_size} B/thread, private {k.private_size} B/thread"
         )
+        bindless = k.bindless_args()
         rows = [
             (
                 i,
@@ -275,15 +426,22 @@ def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target:
                 a.addrmode,
                 a.addrspace,
                 a.access_type,
+                f"{bindless[i].offset}+{bindless[i].size}" if i in bindless and bindless[i] is not a else "-",
             )
             for i, a in k.explicit_args().items()
         ]
-        header = ["arg", "kind", "offset", "size", "addrmode", "addrspace", "access"]
+        header = ["arg", "kind", "offset", "size", "addrmode", "addrspace", "access", "bindless slot"]
         print(_indent(_table(header, rows)))
         if isa is not None:
             print(f"--- ISA of {k.name} for {isa.device} ({isa.tool}) ---")
             print(isa.kernels[k.name].rstrip())
-    return 0
+
+
+def _version_note(version: str | None) -> str:
+    parsed = ze_info_version(version)
+    if parsed is not None and parsed > ZE_INFO_CHECKED:
+        return f" (newer than the {ZE_INFO_CHECKED[0]}.{ZE_INFO_CHECKED[1]} this reader was checked against)"
+    return ""
 
 
 def _indent(text: str) -> str:

@@ -1,10 +1,9 @@
 """Xe ISA from a zebin, with no GPU: disassemble with ``ocloc disasm`` and count what matters.
 
-ocloc disassembles through Intel's IGA library, which it loads by the unversioned name
-``libiga64.so``. Debian's ``libigc1`` ships only ``libiga64.so.1``; without the plain name ocloc
-prints "couldn't load iga", exits 0 and writes nothing. So at disassembly time we find the library
-ourselves, link it under the plain name in a private temporary folder and put that folder first on
-the subprocess's ``LD_LIBRARY_PATH``. Where IGA cannot be found the caller gets one line with the fix.
+ocloc disassembles through Intel's IGA library: ocloc 26.27 loads ``libiga64.so.2`` (IGC 2.40) by
+itself. An explicit ``$XPUKIT_IGA_LIBRARY`` (or a libiga64 found on the library path) is linked under
+the plain name ``libiga64.so`` in a private temporary folder first on the subprocess's
+``LD_LIBRARY_PATH``. Where ocloc says "couldn't load iga" the caller gets one line with the fix.
 
 ``count_isa`` turns the text into counts: instructions, sends by kind (global, SLM, 2D block,
 atomics, scratch spill/fill, ...) and the bytes the scratch sends move, DPAS, FMAs (``mad``: where
@@ -31,7 +30,7 @@ from elftools.elf.elffile import ELFFile
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.targets import DEFAULT_TARGET
+from xpukit.targets import DEFAULT_TARGET, FAMILY, PRODUCT_FAMILY, canonical
 
 IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
 IGA_NAME = "libiga64.so"
@@ -39,9 +38,6 @@ TEMP_PREFIX = "xpukit-isa-"  # distinct from ocloc.py's xpukit-ocloc-* work fold
 _TIMEOUT_S = 300
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib")
 
-# PRODUCT_FAMILY values (Intel's igfxfmid.h) stored in a zebin's .note.intelgt.compat, for the
-# devices whose presets the kit has; anything else is reported by number.
-_PRODUCT_FAMILY = {1270: "acm-g10", 1271: "pvc", 1272: "mtl", 1274: "bmg", 1275: "lnl"}
 _NOTE_PRODUCT_FAMILY = 1
 
 
@@ -53,7 +49,7 @@ class IgaMissingError(IsaError):
     """ocloc cannot disassemble: the IGA library is missing or unloadable."""
 
 
-_IGA_FIX = f"apt-get install libigc1 (it ships libiga64.so.1; the kit links it) or set {IGA_ENV}=/path/to/libiga64.so"
+_IGA_FIX = f"use the kit's image (its ocloc 26.27 carries libiga64.so.2) or set {IGA_ENV}=/path/to/libiga64.so"
 
 
 def find_iga_library(search_dirs: list[str] | None = None) -> Path | None:
@@ -109,9 +105,17 @@ def zebin_device(zebin: bytes) -> str | None:
         desc_at = offset + 12 + (namesz + 3) // 4 * 4
         if note_type == _NOTE_PRODUCT_FAMILY and descsz >= 4 and desc_at + 4 <= len(data):
             (family,) = struct.unpack_from("<I", data, desc_at)
-            return _PRODUCT_FAMILY.get(family, f"product family {family}")
+            return PRODUCT_FAMILY.get(family, f"product family {family}")
         offset = desc_at + (descsz + 3) // 4 * 4
     return None
+
+
+def _family_of(device: str) -> str | None:
+    """The kit family a target or ocloc device name means (None: a device outside the table)."""
+    name = canonical(device)
+    if name in FAMILY:
+        return name
+    return next((f.name for f in FAMILY.values() if f.ocloc_device == device), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,23 +140,25 @@ def disassemble(
     where = str(zebin) if isinstance(zebin, Path) else "zebin"
     info = read_zebin(data)  # a ZebinError for anything that is not a zebin
     built_for = zebin_device(data)
+    family = FAMILY.get(built_for or "")
     if device is None:
-        device = built_for or DEFAULT_TARGET
-    elif built_for and built_for != device:
+        device = family.ocloc_device if family else DEFAULT_TARGET
+    elif family and _family_of(device) not in (None, family.name):
         raise IsaError(
             f"{where} was built for {built_for}, not {device}: its ISA would be decoded wrongly",
             f"disassemble it for {built_for} (--target {built_for}) or recompile for {device}",
         )
     tool = ocloc or find_ocloc()
+    # ocloc 26.27 loads libiga64.so.2 by itself; a library found here (or given) is linked under
+    # the plain name first on the library path, for an ocloc whose IGA is elsewhere.
     library = iga_library or find_iga_library()
-    if library is None:
-        raise IgaMissingError(f"ocloc cannot disassemble: no {IGA_NAME}[.N] found", _IGA_FIX)
     work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
     try:
         libdir, dump = work / "lib", work / "dump"
         libdir.mkdir()
-        dump.mkdir()  # ocloc 22.43 writes nothing into a folder that does not exist
-        (libdir / IGA_NAME).symlink_to(Path(library).resolve())
+        dump.mkdir()
+        if library is not None:
+            (libdir / IGA_NAME).symlink_to(Path(library).resolve())
         (work / "k.zebin").write_bytes(data)
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libdir), env.get("LD_LIBRARY_PATH", "")]))
@@ -165,7 +171,7 @@ def disassemble(
             raise IsaError(f"could not run {tool.describe()} disasm: {exc}") from None
         log = (proc.stdout + proc.stderr).strip()
         if "couldn't load iga" in log.lower():
-            raise IgaMissingError(f"ocloc could not load IGA from {library}", _IGA_FIX)
+            raise IgaMissingError(f"ocloc could not load IGA ({library or 'its own libiga64.so.2'})", _IGA_FIX)
         if proc.returncode != 0 or "error while disassembling" in log.lower():
             detail = " | ".join(line.strip() for line in log.splitlines()[:3] if line.strip())
             raise IsaError(
@@ -180,7 +186,8 @@ def disassemble(
             kernels[kernel.name] = asm.read_text(errors="replace")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return Disassembly(device=device, kernels=kernels, tool=f"{tool.describe()}, IGA {Path(library).resolve()}")
+    iga = Path(library).resolve() if library is not None else "ocloc's own"
+    return Disassembly(device=device, kernels=kernels, tool=f"{tool.describe()}, IGA {iga}")
 
 
 # --------------------------------------------------------------------------- counting
@@ -222,7 +229,7 @@ _LABEL = re.compile(r"^\s*[A-Za-z_][\w]*:\s*$")
 
 @dataclasses.dataclass(frozen=True)
 class IsaCounts:
-    instructions: int  # excluding labels and the "illegal" padding IGA decodes after the last one
+    instructions: int  # the work: no labels, no "illegal" tail, no padding (``padding``)
     sends: dict[str, int]  # by kind (SEND_KINDS)
     dpas: int
     math: int
@@ -233,6 +240,7 @@ class IsaCounts:
     alu: int = 0  # other arithmetic and logic (ALU)
     scratch_fill_bytes: int = 0  # bytes per thread the scratch reads move (register fills)
     scratch_spill_bytes: int = 0  # bytes per thread the scratch writes move (register spills)
+    padding: int = 0  # ``mov`` to null, sync.nop/allrd/allwr and nop: scheduling, not work
 
     @property
     def send_total(self) -> int:
@@ -247,8 +255,10 @@ def send_kind(sfid: str, message: str) -> str:
     msg = message.strip().lower()
     reads = msg.startswith("load") or " read" in msg
     writes = msg.startswith("store") or " write" in msg
-    # Scratch: the legacy dataport says so; LSC reaches scratch through a surface-state address.
-    if "scratch" in msg or re.search(r"\.b?ss\[", msg):
+    # Scratch: the legacy dataport says so ("hword scratch block"); LSC reaches scratch through the
+    # scratch surface's state (``.ss[aN.M]``). ``.bss[...]`` is a bindless surface: a global buffer
+    # (acm-g10, mtl and arl-h address kernel arguments that way), never spill traffic.
+    if "scratch" in msg or re.search(r"\.ss\[", msg):
         return "scratch_spill" if writes else "scratch_fill"
     if "barrier" in msg:
         return "barrier"
@@ -282,12 +292,22 @@ def send_bytes(exec_size: int, message: str) -> int:
 
 
 _EXEC_SIZE = re.compile(r"\((\d+)\|")
+_SYNC_PADDING = frozenset(("sync.nop", "sync.allrd", "sync.allwr"))
+_NULL_DESTINATION = re.compile(r"^\(\d+\|[^)]*\)\s+null\b")
+
+
+def is_padding(op: str, rest: str) -> bool:
+    """Instructions that do no work: a ``mov`` whose destination is ``null`` (IGC 2.x puts one after
+    each send on pvc, for the software scoreboard), ``sync.nop/allrd/allwr`` waits and ``nop``."""
+    if op in _SYNC_PADDING or op == "nop":
+        return True
+    return op.partition(".")[0] == "mov" and _NULL_DESTINATION.match(rest.strip()) is not None
 
 
 def count_isa(text: str) -> IsaCounts:
     """Count one kernel's ISA text as ``ocloc disasm`` writes it."""
     sends = dict.fromkeys(SEND_KINDS, 0)
-    total = dpas = math = moves = control = barriers = fma = alu = fill_bytes = spill_bytes = 0
+    total = dpas = math = moves = control = barriers = fma = alu = fill_bytes = spill_bytes = padding = 0
     for line in text.splitlines():
         code, _, comment = line.partition("//")
         if not code.strip() or _LABEL.match(code):
@@ -298,6 +318,9 @@ def count_isa(text: str) -> IsaCounts:
         op = match.group("op")
         base, _, modifier = op.partition(".")
         if base == "illegal":
+            continue
+        if is_padding(op, match.group("rest")):
+            padding += 1
             continue
         total += 1
         if base in ("send", "sendc", "sends", "sendsc"):
@@ -325,4 +348,4 @@ def count_isa(text: str) -> IsaCounts:
             control += 1
         elif op == "sync.bar" or base == "wait":
             barriers += 1
-    return IsaCounts(total, sends, dpas, math, moves, control, barriers, fma, alu, fill_bytes, spill_bytes)
+    return IsaCounts(total, sends, dpas, math, moves, control, barriers, fma, alu, fill_bytes, spill_bytes, padding)

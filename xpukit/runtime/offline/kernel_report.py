@@ -18,13 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.compile import load_kernel, parse_constexprs, root_cause, write_whole
-from xpukit.runtime.offline.isa import IsaCounts, IsaError, count_isa, disassemble
+from xpukit.runtime.offline.compile import (
+    TargetBuild,
+    build_targets,
+    load_kernel,
+    parse_constexprs,
+    resolve_targets,
+    root_cause,
+    write_whole,
+)
+from xpukit.runtime.offline.isa import IsaCounts, count_isa
 from xpukit.runtime.offline.ocloc import LARGE_GRF_FLAG, find_ocloc
-from xpukit.runtime.offline.report_format import format_markdown
+from xpukit.runtime.offline.report_format import format_html, format_markdown
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
-from xpukit.targets import check_limits
+from xpukit.runtime.triton.tritonc import parse_signature
+from xpukit.targets import FAMILIES, check_limits, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")
@@ -118,15 +126,29 @@ def build_report(
     chosen = [parse_config(c, constexpr_names) for c in configs] or autotune_configs(spec.fn)
     if not chosen:
         chosen = [KernelConfig("declared", {}, {})]
-    names = list(dict.fromkeys(t.strip() for item in targets for t in item.split(",") if t.strip()))
-    if not names:
-        raise XpukitError("no target given", "pass --target pvc,acm-g10")
+    items = [t for item in targets for t in item.split(",") if t.strip()]
+    if not items:
+        raise XpukitError(
+            "no target given", f"pass --target pvc,acm-g10 (or all: {', '.join(f.name for f in FAMILIES)})"
+        )
     tool = find_ocloc()
-    devices = {t: tool.require_target(t) for t in names}  # an unknown target fails before any compile
-    rows = []
-    for target in names:
-        for cfg in chosen:
-            rows.append(_report_cell(jit, spec.name, sig, {**base, **cfg.constexprs}, cfg, target, devices[target]))
+    presets = resolve_targets(tool, split_targets(items))  # an unknown target fails before any compile
+    names = list(presets)
+    cells: dict[tuple[str, str], ReportRow] = {}
+    for cfg in chosen:
+        options = {"generate_native_code": True, **cfg.options}
+        builds = build_targets(
+            jit,
+            {k: v for k, v in sig.items() if k not in {**base, **cfg.constexprs}},
+            {**base, **cfg.constexprs},
+            presets,
+            options,
+            tool,
+            asm=True,
+        )
+        for build in builds:
+            cells[(build.target, cfg.label)] = _report_cell(build, cfg)
+    rows = [cells[(t, c.label)] for t in names for c in chosen]
     return {
         "kernel": spec.name,
         "source": str(spec.path),
@@ -137,36 +159,31 @@ def build_report(
     }
 
 
-def _report_cell(
-    jit: Any, name: str, sig: dict[str, str], cex: dict[str, Any], cfg: KernelConfig, target: str, device: str
-) -> ReportRow:
-    row = ReportRow(target, cfg.label)
-    signature = {k: v for k, v in sig.items() if k not in cex}
-    try:
-        compiled = compile_kernel(jit, signature, cex, target, {"generate_native_code": True, **cfg.options})
-    except XpukitError as exc:
-        row.error = exc.one_line()
-        return row
-    except Exception as exc:
-        row.error = f"failed to compile: {root_cause(exc)[:100]} (fix: change this config or the kernel)"
-        return row
-    zebin = compiled.asm["zebin"]
-    info = read_zebin(zebin).kernel(compiled.metadata.name)
-    meta = compiled.metadata
+def _report_cell(build: TargetBuild, cfg: KernelConfig) -> ReportRow:
+    row = ReportRow(build.target, cfg.label)
+    if build.error is not None:
+        exc = build.error
+        if isinstance(exc, XpukitError):
+            row.error = exc.one_line()
+        else:
+            row.error = f"failed to compile: {root_cause(exc)[:100]} (fix: change this config or the kernel)"
+        if build.ocloc is None:
+            return row
+    assert build.ocloc is not None
+    meta = build.compiled.metadata
+    info = read_zebin(build.zebin).kernel(meta.name)
     row.simd, row.grf = info.simd_size, info.grf_count
     row.scratch_bytes, row.private_bytes = info.spill_size, info.private_size
     row.slm_bytes = meta.shared
-    row.build_flags = meta.build_flags or ""
+    row.build_flags = build.ocloc.build_flags
     mode = cfg.options.get("grf_mode", getattr(meta, "grf_mode", None))
     row.grf_mode = mode if isinstance(mode, str) and mode else "default"  # 3.3 defaults to a tuple of all modes
     row.grf_retry = LARGE_GRF_FLAG in row.build_flags and row.grf_mode != "large"
     row.sub_group = meta.threads_per_warp
     row.work_group = meta.num_warps * meta.threads_per_warp
-    row.limits = check_limits(target, row.slm_bytes, row.grf, row.simd, row.work_group)
-    try:
-        row.counts = count_isa(disassemble(zebin, device).kernels[info.name])
-    except IsaError as exc:
-        row.error = exc.one_line()
+    row.limits = check_limits(build.target, row.slm_bytes, row.grf, row.simd, row.work_group)
+    if build.isa is not None:
+        row.counts = count_isa(build.isa)
     return row
 
 
@@ -183,13 +200,14 @@ def run_kernel_report(
 
     ``save``: also write the JSON report there (whole or not at all), for the host's report cache;
     ``output_format`` "none" then prints no table (the host prints it)."""
-    if output_format not in ("md", "json", "none"):
-        raise XpukitError(f"unknown format {output_format!r}", "use --format md or --format json")
+    if output_format not in ("md", "json", "html", "none"):
+        raise XpukitError(f"unknown format {output_format!r}", "use --format md, json or html")
     report = build_report(kernel, targets, configs, signature, constexprs)
     if save is not None:
         write_whole(Path(save), (json.dumps(report, indent=2) + "\n").encode())
     if output_format != "none":
-        print(json.dumps(report, indent=2) if output_format == "json" else format_markdown(report))
+        formatter = {"json": lambda r: json.dumps(r, indent=2), "html": format_html, "md": format_markdown}
+        print(formatter[output_format](report))
     failed = [r for r in report["rows"] if r["error"]]
     for row in failed:
         print(f"xpukit: error: {row['target']} {row['config']}: {row['error']}", file=sys.stderr)

@@ -1,14 +1,14 @@
-"""Intel's offline compiler (ocloc): find it, learn its version and flag dialect, turn SPIR-V into zebin.
+"""Intel's offline compiler (ocloc): find it, learn its version, turn SPIR-V into zebin.
 
-Two dialects matter:
+The kit speaks current ocloc's dialect (Debian forky's ``intel-ocloc`` 26.27 in the cpu image,
+Intel's ``intel-ocloc`` in the xpu profile): ``-o FILE``, zebin by default. ocloc 22.x (bookworm's
+intel-opencl-icd) rejected ``-o`` and could not target bmg, lnl, ptl, mtl or arl-h; it is refused
+with one line.
 
-* ocloc 22.x (Debian bookworm's intel-opencl-icd) rejects ``-o``; it wants ``-output NAME -out_dir DIR
-  -output_no_suffix`` and writes the old "patchtokens" format unless given ``--format zebin``.
-* Current ocloc (Intel's ``intel-ocloc``) takes ``-o FILE``, writes zebin by default and may append
-  ``.bin`` to the name it was given.
-
-Which devices an ocloc can target is read from its own ``compile --help`` text, never from a table of
-ours: a device list baked in here would go stale with every ocloc release.
+Which devices an ocloc can target is read from its own ``compile --help`` text (the device list and
+the "Deprecated notation that is still supported" line), never from a table of ours: a device list
+baked in here would go stale with every ocloc release. A device outside the kit's targets table gets
+its Triton properties from ``ocloc query CL_DEVICE_EXTENSIONS -device D``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
-from xpukit.targets import GPU_PRESETS, PRESETS, canonical
+from xpukit.targets import FAMILIES, PRESETS, TargetPreset, canonical, device_preset
 
 # Upstream (make_spv in triton-xpu 3.3, make_zebin at 9e23713) retries once with this flag when
 # IGC's log says the kernel spilled registers.
 LARGE_GRF_FLAG = "-cl-intel-256-GRF-per-thread"
 _TIMEOUT_S = 600
 SCRATCH_PREFIX = "xpukit-ocloc-"
+MIN_VERSION = (23,)  # the first releases with ``-o`` and zebin by default
+_FAMILY_NAMES = ", ".join(f.name for f in FAMILIES)
 
 
 class OclocError(XpukitError):
@@ -75,14 +77,6 @@ class Ocloc:
         return tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
 
     @property
-    def legacy_flags(self) -> bool:
-        """True for the 22.x dialect (-output/-out_dir/-output_no_suffix, --format zebin)."""
-        if self.version_tuple:
-            return self.version_tuple < (23,)
-        # Unknown version: trust the help text; the 22.x help has no ``-o`` entry.
-        return not re.search(r"^\s*-o\s", _help_text(self.path), re.MULTILINE)
-
-    @property
     def devices(self) -> frozenset[str]:
         """Device names this ocloc accepts for ``-device``, as its own help text lists them."""
         return frozenset(parse_device_list(_help_text(self.path)))
@@ -93,31 +87,51 @@ class Ocloc:
     def describe(self) -> str:
         return f"ocloc {self.version or '(unknown version)'} at {self.path}"
 
-    def require_target(self, target: str) -> str:
-        """The ocloc device name for an xpukit target, or an error saying what to use instead."""
-        preset = PRESETS.get(canonical(target))
-        if preset is None:
-            raise XpukitError(f"unknown target {target!r}", f"use one of: {', '.join(GPU_PRESETS)}")
-        if not preset.ocloc_device:
+    def require_current(self) -> None:
+        """Refuse ocloc 22.x in one line: its flags and its device list are not the kit's."""
+        if self.version_tuple and self.version_tuple < MIN_VERSION:
+            raise OclocError(
+                f"{self.describe()} is too old: the kit needs ocloc 23 or later (-o, zebin by default, "
+                "bmg/lnl/ptl/mtl/arl-h)",
+                "run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc",
+            )
+
+    def extensions(self, device: str) -> frozenset[str]:
+        """The OpenCL extensions ocloc reports for ``device`` (``ocloc query CL_DEVICE_EXTENSIONS``)."""
+        return _query_extensions(self.path, device)
+
+    def target_preset(self, target: str) -> TargetPreset:
+        """The Triton properties for a kit target, an alias, or any other device name this ocloc
+        accepts; an error saying what to use instead for anything else."""
+        self.require_current()
+        name = canonical(target)
+        preset = PRESETS.get(name)
+        if preset is not None and not preset.ocloc_device:
             raise XpukitError(
                 f"target {target!r} is Intel's CPU OpenCL device, which runs SPIR-V and has no zebin",
-                "pick a GPU target (pvc, acm-g10, bmg, lnl, mtl) for a zebin",
+                f"pick a GPU target ({_FAMILY_NAMES}) for a zebin",
             )
+        if preset is None:
+            if target not in self.devices:
+                raise UnsupportedDeviceError(
+                    f"{self.describe()} cannot target {target!r}",
+                    f"use a kit target ({_FAMILY_NAMES}) or a device name from `ocloc compile --help`",
+                )
+            return device_preset(target, self.extensions(target))
         if not self.supports(preset.ocloc_device):
             usable = [n for n, p in PRESETS.items() if p.ocloc_device and self.supports(p.ocloc_device)]
             raise UnsupportedDeviceError(
                 f"{self.describe()} cannot target {target!r} (ocloc device {preset.ocloc_device!r})",
-                "install Intel's current intel-ocloc (the xpu profile has it)"
-                + (f", or use one of: {', '.join(usable)}" if usable else ""),
+                "use the kit's image (ocloc 26.27)" + (f", or one of: {', '.join(usable)}" if usable else ""),
             )
-        return preset.ocloc_device
+        return preset
 
-    def command(self, spv: Path, device: str, options: str, out_dir: Path) -> list[str]:
-        cmd = [self.path, "compile", "-file", str(spv), "-spirv_input", "-device", device]
-        if self.legacy_flags:
-            cmd += ["-output", spv.stem, "-out_dir", str(out_dir), "-output_no_suffix", "--format", "zebin"]
-        else:
-            cmd += ["-o", str(out_dir / f"{spv.stem}.zebin")]
+    def require_target(self, target: str) -> str:
+        """The ocloc device name for a target (see ``target_preset``)."""
+        return self.target_preset(target).ocloc_device
+
+    def command(self, spv: Path, device: str, options: str, out: Path) -> list[str]:
+        cmd = [self.path, "compile", "-file", str(spv), "-spirv_input", "-device", device, "-o", str(out)]
         if options.strip():
             cmd += ["-options", options.strip()]
         return cmd
@@ -126,10 +140,11 @@ class Ocloc:
         self, spirv: bytes, device: str, options: str = "", *, retry_on_spill: bool = True
     ) -> CompileResult:
         """SPIR-V -> zebin for one ocloc device; retries once with 256 GRF on spills, as upstream."""
+        self.require_current()
         if device not in self.devices:
             raise UnsupportedDeviceError(
                 f"{self.describe()} cannot target device {device!r}",
-                "install Intel's current intel-ocloc (the xpu profile has it)",
+                f"use a kit target ({_FAMILY_NAMES}) or a device name from `ocloc compile --help`",
             )
         # <tmp>/xpukit-ocloc-<pid>-*: removed on success and on interrupt; a later run removes those
         # of killed runs. A failed build keeps its folder (marked) so the repro command has its input.
@@ -159,7 +174,7 @@ class Ocloc:
         out_dir = work / "out"
         shutil.rmtree(out_dir, ignore_errors=True)
         out_dir.mkdir()
-        cmd = self.command(spv, device, flags, out_dir)
+        cmd = self.command(spv, device, flags, out_dir / f"{spv.stem}.zebin")
         try:
             proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -173,7 +188,6 @@ class Ocloc:
                 repro=f"cd {shlex.quote(str(work))} && {shlex.join(cmd)}",
             )
         produced = sorted(p for p in out_dir.iterdir() if p.is_file())
-        # Current ocloc may append ".bin"; 22.x with -output_no_suffix writes the bare stem.
         if len(produced) != 1:
             raise OclocError(
                 f"{self.describe()} reported success but wrote {len(produced)} files, expected one zebin",
@@ -184,12 +198,35 @@ class Ocloc:
 
 
 def parse_device_list(help_text: str) -> list[str]:
-    """Device names from ocloc's ``compile --help`` ("<device_type> can be: a, b, ... or hexadecimal")."""
-    match = re.search(r"<device_type> can be:(.*?)(?:or hexadecimal|\n\s*\n|\n\s*-)", help_text, re.S)
-    if not match:
-        return []
-    names = (n.strip() for n in match.group(1).replace("\n", " ").split(","))
-    return [n for n in names if n and n != "version" and re.fullmatch(r"[\w.\-]+", n)]
+    """Device names from ocloc's ``compile --help``: the "<device_type> can be: a, b, ... or
+    hexadecimal" list and the "Deprecated notation that is still supported: <device_type> can be:
+    arl, lnl" line (ocloc accepts those names too)."""
+    names: list[str] = []
+    for match in re.finditer(r"<device_type> can be:(.*?)(?:or hexadecimal|\n\s*\n|\n\s*-)", help_text, re.S):
+        for name in (n.strip() for n in match.group(1).replace("\n", " ").split(",")):
+            if name and name != "version" and re.fullmatch(r"[\w.\-]+", name) and name not in names:
+                names.append(name)
+    return names
+
+
+@functools.cache
+def _query_extensions(path: str, device: str) -> frozenset[str]:
+    # ``ocloc query`` writes a file named after the query into the cwd: run it in a scratch folder.
+    with scratch_dir(SCRATCH_PREFIX) as tmp:
+        cmd = [path, "query", "CL_DEVICE_EXTENSIONS", "-device", device]
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, errors="replace", timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise OclocError(f"could not run {shlex.join(cmd)}: {exc}") from None
+        written = Path(tmp, "CL_DEVICE_EXTENSIONS")
+        if proc.returncode != 0 or not written.is_file():
+            raise OclocError(
+                f"ocloc at {path} could not list the extensions of device {device!r} (exit {proc.returncode})",
+                "use a kit target, or a device this ocloc builds for",
+                log=proc.stdout + proc.stderr,
+                repro=shlex.join(cmd),
+            )
+        return frozenset(written.read_text(errors="replace").split())
 
 
 @functools.cache
@@ -231,7 +268,6 @@ def find_ocloc(explicit: str | None = None) -> Ocloc:
     if path is None:
         raise OclocError(
             f"ocloc not found ({wanted!r} is not an executable on PATH)",
-            "run inside the kit's image (it installs ocloc), or apt-get install intel-opencl-icd, "
-            "or set XPUKIT_OCLOC to its path",
+            "run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc",
         )
     return _find(os.path.realpath(path))

@@ -143,3 +143,102 @@ def format_diff(before: dict[str, Any], after: dict[str, Any]) -> str:
         delta = f"{y - x:+d}" if isinstance(x, int) and isinstance(y, int) and not isinstance(x, bool) else ""
         lines.append(f"| {target} | {config} | {metric} | {x} | {y} | {delta} |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- one HTML page
+
+_HTML = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>kernel-report: __TITLE__</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #bbb; padding: .35em .6em; vertical-align: top; }
+th { background: #f2f2f2; text-align: left; }
+td.cell.ok { background: #eef8ee; }
+td.cell.spill { background: #fde8e6; }
+td.cell.over { outline: 3px solid #c00; outline-offset: -3px; }
+td.cell.error { background: #eee; color: #600; }
+.tag { display: inline-block; margin-right: .4em; padding: 0 .3em; border-radius: 3px; font-size: 12px; }
+.tag.dpas { background: #d6e6ff; } .tag.fma { background: #fff1c2; } .tag.spill { background: #f7b7ae; }
+.legend { margin-top: 1em; color: #555; max-width: 60em; }
+</style>
+</head>
+<body>
+<h1>__TITLE__</h1>
+<p id="compiler"></p>
+<table id="grid"><thead></thead><tbody></tbody></table>
+<p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
+space). Red outline: over a target limit (SLM, GRF, sub-group, work-group; xpukit/targets.py). DPAS: matrix
+instructions; FMA: mad/mac where tl.dot has no DPAS. GRF: registers per thread. Grey: the cell failed to compile.</p>
+<script type="application/json" id="report-data">__DATA__</script>
+<script>
+(function () {
+  "use strict";
+  var report = JSON.parse(document.getElementById("report-data").textContent);
+  document.getElementById("compiler").textContent = report.ocloc;
+  var configs = report.configs.map(function (c) { return c.label; });
+  var head = document.querySelector("#grid thead"), body = document.querySelector("#grid tbody");
+  var tr = document.createElement("tr"), th = document.createElement("th");
+  th.textContent = "target \\\\ config"; tr.appendChild(th);
+  configs.forEach(function (c) { var h = document.createElement("th"); h.textContent = c; tr.appendChild(h); });
+  head.appendChild(tr);
+  var rows = {};
+  report.rows.forEach(function (r) { rows[r.target + "\\u0000" + r.config] = r; });
+  function tag(cls, text) {
+    var s = document.createElement("span");
+    s.className = "tag " + cls;
+    s.textContent = text;
+    return s;
+  }
+  report.targets.forEach(function (t) {
+    var line = document.createElement("tr"), name = document.createElement("th");
+    name.textContent = t; line.appendChild(name);
+    configs.forEach(function (c) {
+      var r = rows[t + "\\u0000" + c], td = document.createElement("td");
+      td.className = "cell"; td.dataset.target = t; td.dataset.config = c;
+      if (!r || !r.counts) {
+        td.classList.add("error"); td.dataset.error = r ? (r.error || "") : "missing";
+        td.textContent = r ? (r.error || "failed") : "missing";
+      } else {
+        var k = r.counts, st = k.sends.scratch_spill, ld = k.sends.scratch_fill;
+        var spills = st + ld > 0 || (r.scratch_bytes || 0) > 0, limits = r.limits || [];
+        td.classList.add(spills ? "spill" : "ok");
+        if (limits.length) { td.classList.add("over"); }
+        td.dataset.spill = st + "/" + ld; td.dataset.scratch = r.scratch_bytes;
+        td.dataset.grf = r.grf; td.dataset.slm = r.slm_bytes;
+        td.dataset.dpas = k.dpas; td.dataset.fma = k.fma; td.dataset.limits = limits.join("; ");
+        var summary = "GRF " + r.grf + " \\u00b7 SLM " + r.slm_bytes + " B \\u00b7 " + k.instructions + " instr ";
+        td.appendChild(document.createTextNode(summary));
+        td.appendChild(document.createElement("br"));
+        td.appendChild(k.dpas > 0 ? tag("dpas", "DPAS " + k.dpas) : tag("fma", "FMA " + k.fma));
+        if (spills) { td.appendChild(tag("spill", "spill " + st + "/" + ld + ", " + r.scratch_bytes + " B/thr")); }
+        if (limits.length) {
+          var over = document.createElement("div");
+          over.textContent = "over: " + limits.join("; ");
+          td.appendChild(over);
+        }
+      }
+      line.appendChild(td);
+    });
+    body.appendChild(line);
+  });
+  document.body.dataset.rendered = String(report.rows.length);
+})();
+</script>
+</body>
+</html>
+"""
+
+
+def format_html(report: dict[str, Any]) -> str:
+    """One self-contained page: a target-by-config grid built in the browser by a small inline script
+    from the report's JSON (embedded in the page); nothing is fetched when it is viewed."""
+    import html
+    import json
+
+    data = json.dumps(report, separators=(",", ":")).replace("</", "<\\/")  # no early </script>
+    title = html.escape(f"{report['kernel']} ({len(report['targets'])} targets x {len(report['configs'])} configs)")
+    return _HTML.replace("__TITLE__", title).replace("__DATA__", data)

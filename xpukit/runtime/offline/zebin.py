@@ -2,7 +2,10 @@
 
 A zebin holds one ``.text.<kernel>`` section per kernel and a ``.ze_info`` section: YAML that lists,
 per kernel, the execution environment (SIMD size, GRF count, spill/private sizes) and the payload
-arguments, i.e. where each kernel argument sits in the cross-thread data the runtime fills.
+arguments, i.e. where each kernel argument sits in the cross-thread data the runtime fills. The
+reader is checked against ocloc 26.27 / IGC 2.40 (``.ze_info`` version 1.73); a major version other
+than 1 is refused. ``ocloc -device a,b,...`` writes an ar archive of zebins instead: ``read_archive``
+reads its members.
 
 Every failure to read (not an ELF, wrong machine, truncated, corrupt YAML...) is a ``ZebinError``:
 the reader is fed files from disk and must never crash with some other exception.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +28,10 @@ from xpukit.errors import XpukitError
 
 EM_INTELGT = 205
 _ELF_MAGIC = b"\x7fELF"
+_AR_MAGIC = b"!<arch>\n"
+_SPIRV_MAGIC = (b"\x03\x02\x23\x07", b"\x07\x23\x02\x03")
+ZE_INFO_MAJOR = 1  # the .ze_info major version the reader knows
+ZE_INFO_CHECKED = (1, 73)  # the newest .ze_info version the reader was checked against (ocloc 26.27)
 _ELF64_HEADER_SIZE = 64
 
 # Triton scalar types -> bytes in the kernel's argument payload. Pointers are 8 bytes (64-bit).
@@ -81,21 +89,24 @@ class KernelInfo:
     def explicit_args(self) -> dict[int, PayloadArg]:
         """arg_index -> one merged entry per kernel argument, with the offset and size of its value.
 
-        A pointer appears as a stateful binding-table entry of size 0, plus either a stateless
-        8-byte ``arg_bypointer`` (pvc) or an 8-byte ``buffer_address`` (acm-g10, whose pointers are
-        stateful by default). The merged entry keeps the ``arg_bypointer`` attributes and the
-        offset/size of whichever entry carries the address.
+        A pointer's address is a stateless 8-byte ``arg_bypointer`` (ocloc 26.27, every family).
+        acm-g10, mtl and arl-h also list a 4-byte ``arg_bypointer`` with ``addrmode: bindless`` for
+        the same argument (its surface-state slot, ``bindless_args``): never the argument's value.
+        Older IGC wrote a stateful entry of size 0 plus an 8-byte ``buffer_address``; the merged
+        entry then takes that entry's offset and size.
         """
         primary: dict[int, PayloadArg] = {}
         address: dict[int, PayloadArg] = {}
         for arg in self.payload_args:
-            if arg.arg_index is None:
+            if arg.arg_index is None or arg.addrmode == "bindless":
                 continue
             if arg.arg_type in ("arg_bypointer", "arg_byvalue"):
                 if arg.size > 0 or arg.arg_index not in primary:
                     primary[arg.arg_index] = arg
             elif arg.arg_type == "buffer_address" and arg.size > 0:
                 address[arg.arg_index] = arg
+        for index, arg in self.bindless_args().items():
+            primary.setdefault(index, arg)  # a pointer with only a bindless slot: shown as it is
         merged = {}
         for index, arg in sorted(primary.items()):
             carrier = address.get(index)
@@ -103,6 +114,14 @@ class KernelInfo:
                 arg = dataclasses.replace(arg, offset=carrier.offset, size=carrier.size)
             merged[index] = arg
         return merged
+
+    def bindless_args(self) -> dict[int, PayloadArg]:
+        """arg_index -> the argument's bindless surface slot (``addrmode: bindless``), where it has one."""
+        return {
+            a.arg_index: a
+            for a in self.payload_args
+            if a.arg_index is not None and a.arg_type == "arg_bypointer" and a.addrmode == "bindless"
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,26 +159,13 @@ class ArgSlot:
 
 def read_zebin(source: bytes | bytearray | str | Path) -> Zebin:
     """Parse a zebin from bytes or a file path. Raises ``ZebinError`` for anything unreadable."""
-    if isinstance(source, (str, Path)):
-        try:
-            data = Path(source).read_bytes()
-        except OSError as exc:
-            raise ZebinError(
-                f"cannot read {source}: {exc.strerror or exc}",
-                "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
-            ) from None
-        where = str(source)
-    else:
-        data = bytes(source)
-        where = "input"
-    try:
-        return _parse(data, where)
-    except ZebinError:
-        raise
-    except Exception as exc:
-        # pyelftools raises ELFError, construct errors, struct.error, UnicodeDecodeError... on corrupt
-        # input; the contract of this reader is one error type.
-        raise ZebinError(f"{where}: corrupt zebin ({type(exc).__name__}: {exc})") from None
+    data, where = _load(source)
+    if is_archive(data):
+        raise ZebinError(
+            f"{where}: a multi-device ar archive (ocloc -device a,b,...), not one zebin",
+            "read its members with read_archive (invoke zebin-info lists them)",
+        )
+    return _parse_checked(data, where)
 
 
 def _parse(data: bytes, where: str) -> Zebin:
@@ -207,6 +213,7 @@ def _parse(data: bytes, where: str) -> Zebin:
     if missing:
         raise ZebinError(f"{where}: .text sections without .ze_info entries: {', '.join(sorted(missing))}")
     version = info.get("version")
+    _check_version(version, where)
     return Zebin(
         size=len(data),
         elf_type=str(elf.header["e_type"]),
@@ -214,6 +221,24 @@ def _parse(data: bytes, where: str) -> Zebin:
         sections=tuple(names),
         kernels=kernels,
     )
+
+
+def ze_info_version(version: Any) -> tuple[int, int] | None:
+    """``'1.73'`` -> (1, 73); None when the field is missing or not a version."""
+    match = re.fullmatch(r"(\d+)\.(\d+)", str(version).strip()) if version is not None else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _check_version(version: Any, where: str) -> None:
+    parsed = ze_info_version(version)
+    if version is not None and parsed is None:
+        raise ZebinError(f"{where}: .ze_info version {version!r} is not MAJOR.MINOR")
+    if parsed is not None and parsed[0] != ZE_INFO_MAJOR:
+        raise ZebinError(
+            f"{where}: .ze_info version {version} is not one this reader knows (major {ZE_INFO_MAJOR}, "
+            f"checked up to {ZE_INFO_CHECKED[0]}.{ZE_INFO_CHECKED[1]})",
+            "read it with the kit release that matches its compiler",
+        )
 
 
 def _int(value: Any, what: str, where: str) -> int:
@@ -342,3 +367,86 @@ def check_layout(kernel: KernelInfo, signature: Mapping[str, str]) -> list[ArgSl
             "compile with the same signature the zebin was built from",
         )
     return slots
+
+
+# --------------------------------------------------------------------------- multi-device archives
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchiveMember:
+    """One member of ocloc's multi-device ar archive: a zebin (``zebin``) or something else."""
+
+    name: str  # e.g. "64.12.60.7" (pointer size, then the device's IP version) or "64.bmg"
+    size: int
+    kind: str  # "zebin", "generic_ir" (the SPIR-V ocloc keeps beside them) or "other"
+    data: bytes
+    zebin: Zebin | None = None
+
+
+def is_archive(data: bytes) -> bool:
+    return data[: len(_AR_MAGIC)] == _AR_MAGIC
+
+
+def read_archive(source: bytes | bytearray | str | Path) -> list[ArchiveMember]:
+    """The members of an ar archive ``ocloc compile -device a,b,...`` writes, padding left out.
+    Raises ``ZebinError`` for anything that is not such an archive or whose zebins are unreadable."""
+    data, where = _load(source)
+    if not is_archive(data):
+        raise ZebinError(f"{where}: not an ar archive (no !<arch> magic)", "pass ocloc's multi-device output")
+    members: list[ArchiveMember] = []
+    long_names = b""
+    pos = len(_AR_MAGIC)
+    while pos < len(data):
+        if pos + 60 > len(data):
+            raise ZebinError(f"{where}: truncated ar member header at byte {pos}")
+        header = data[pos : pos + 60]
+        if header[58:60] != b"`\n":
+            raise ZebinError(f"{where}: corrupt ar member header at byte {pos}")
+        raw_name = header[:16].decode("ascii", "replace").rstrip()
+        try:
+            size = int(header[48:58].decode("ascii").strip())
+        except ValueError:
+            raise ZebinError(f"{where}: corrupt ar member size at byte {pos}") from None
+        start, end = pos + 60, pos + 60 + size
+        if end > len(data):
+            raise ZebinError(f"{where}: ar member {raw_name!r} runs past the end of the file")
+        body = data[start:end]
+        pos = end + (size & 1)  # members start on even offsets
+        if raw_name == "//":  # GNU long-name table
+            long_names = body
+            continue
+        if raw_name.startswith("/") and raw_name[1:].isdigit():
+            offset = int(raw_name[1:])
+            name = long_names[offset:].split(b"/\n", 1)[0].decode("ascii", "replace")
+        else:
+            name = raw_name.rstrip("/")
+        if name.startswith("pad_"):  # ocloc aligns members with padding entries
+            continue
+        if body[:4] == _ELF_MAGIC and len(body) >= 20 and struct.unpack_from("<H", body, 18)[0] == EM_INTELGT:
+            members.append(ArchiveMember(name, size, "zebin", body, _parse_checked(body, f"{where}({name})")))
+        elif body[:4] in _SPIRV_MAGIC or name == "generic_ir":  # the input SPIR-V, as ocloc keeps it
+            members.append(ArchiveMember(name, size, "generic_ir", body))
+        else:
+            members.append(ArchiveMember(name, size, "other", body))
+    return members
+
+
+def _parse_checked(data: bytes, where: str) -> Zebin:
+    try:
+        return _parse(data, where)
+    except ZebinError:
+        raise
+    except Exception as exc:
+        raise ZebinError(f"{where}: corrupt zebin ({type(exc).__name__}: {exc})") from None
+
+
+def _load(source: bytes | bytearray | str | Path) -> tuple[bytes, str]:
+    if isinstance(source, (str, Path)):
+        try:
+            return Path(source).read_bytes(), str(source)
+        except OSError as exc:
+            raise ZebinError(
+                f"cannot read {source}: {exc.strerror or exc}",
+                "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
+            ) from None
+    return bytes(source), "input"

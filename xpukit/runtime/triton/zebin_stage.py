@@ -179,10 +179,15 @@ class IsaOnDemand(dict):
 
 
 def ocloc_device_for(backend: Any) -> str:
-    """The ocloc -device name for a backend instance: our preset's name for its architecture id,
-    else the backend's own short name (upstream passes ``device_arch`` straight to ocloc)."""
+    """The ocloc -device name for a backend instance: the one the kit's preset carries
+    (``ocloc_device``: targets whose SYCL architecture is unknown, ptl, have only that), else our
+    preset's for its architecture id, else the backend's own short name (upstream passes
+    ``device_arch`` straight to ocloc)."""
     arch = getattr(getattr(backend, "target", None), "arch", None) or {}
-    architecture = arch.get("architecture") if isinstance(arch, dict) else None
+    arch = arch if isinstance(arch, dict) else {}
+    if arch.get("ocloc_device"):
+        return str(arch["ocloc_device"])
+    architecture = arch.get("architecture")
     known = preset_for_architecture(architecture)
     if known:
         return known.ocloc_device
@@ -190,7 +195,7 @@ def ocloc_device_for(backend: Any) -> str:
     if not device:
         raise XpukitError(
             f"no GPU device for a zebin: target architecture {architecture!r} is not a known Intel GPU",
-            "compile for a GPU preset (pvc, acm-g10, bmg, lnl, mtl) to get a zebin",
+            "compile for a GPU target (pvc, bmg, acm-g10, arl-h, mtl, lnl, ptl) to get a zebin",
         )
     return device
 
