@@ -17,19 +17,25 @@ from xpukit.errors import UsageError, XpukitError
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_DEVICE_NAME = re.compile(r"[a-z0-9][a-z0-9.\-]*")
+
+
 def target_names(values: str | Iterable[str] | None) -> list[str]:
-    """--target values as preset names; unknown names are refused here, not in the container."""
+    """--target values as target names. The kit's targets and aliases resolve here; any other name
+    that looks like an ocloc device (``tgllp``, ``bmg-g31``) goes on to where ocloc runs, which
+    knows its devices; anything else is refused here, not in the container."""
     try:
         names = targets_mod.split_targets(values)
     except XpukitError as exc:  # an empty value: what the user typed
         raise UsageError(exc.message, exc.fix) from None
-    if names == ["all"]:  # every GPU preset this ocloc can build (decided where ocloc runs)
+    if names == ["all"]:  # every family this ocloc can build (decided where ocloc runs)
         return names
-    unknown = [n for n in names if n not in targets_mod.PRESETS]
+    unknown = [n for n in names if n not in targets_mod.PRESETS and not _DEVICE_NAME.fullmatch(n)]
     if unknown:
         raise UsageError(
             f"unknown --target {', '.join(map(repr, unknown))}",
-            f"use one of: {', '.join(targets_mod.PRESETS)} (or all; aliases: {', '.join(targets_mod.ALIASES)})",
+            f"use one of: {', '.join(targets_mod.PRESETS)}, all, or an ocloc device name "
+            f"(aliases: {', '.join(targets_mod.ALIASES)})",
         )
     return names
 

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.offline.zebin import is_archive, read_archive
 from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
 from xpukit.targets import FAMILIES, PRESETS, TargetPreset, canonical, device_preset
 
@@ -168,6 +169,15 @@ class Ocloc:
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
+        if is_archive(zebin):
+            # Family and release names (xe2, xe-hpg, gen12lp...) stand for several devices: ocloc
+            # builds each and writes an ar archive. The kit's targets are single devices.
+            members = [m.name for m in read_archive(zebin) if m.kind == "zebin"]
+            raise UnsupportedDeviceError(
+                f"{device!r} names a group of {len(members)} devices to ocloc (it wrote an archive: "
+                f"{', '.join(members[:6])}{', ...' if len(members) > 6 else ''})",
+                f"pass single devices as --target (e.g. one of: {_FAMILY_NAMES})",
+            )
         return CompileResult(zebin, log, flags, retried, shlex.join(cmd))
 
     def _run(self, spv: Path, device: str, flags: str, work: Path) -> tuple[str, bytes, list[str]]:
