@@ -50,7 +50,7 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("pvc", ("xe-hpc",), "pvc", 1271, 0x030F000700, "pvc", True, True, True, True, True, (16, 32)),
+    Family("pvc", (), "pvc", 1271, 0x030F000700, "pvc", True, True, True, True, True, (16, 32)),
     Family("bmg", ("bmg-g21",), "bmg", 1274, 0x0500400400, "bmg", True, True, True, True, True, (16, 32)),
     Family(
         "acm-g10", ("dg2", "dg2-g10"), "acm-g10", 1270, 0x030DC00800, "dg2",

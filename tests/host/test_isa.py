@@ -79,17 +79,6 @@ def test_fma_alu_and_spill_bytes():
 
 
 @pytest.mark.unit
-def test_iga_search_finds_versioned_library(tmp_path, monkeypatch):
-    monkeypatch.delenv(isa.IGA_ENV, raising=False)
-    assert isa.find_iga_library([str(tmp_path)]) is None
-    (tmp_path / "libiga64.so.1").write_bytes(b"\x7fELF")
-    (tmp_path / "libiga64.so.1.txt").write_text("not a library")
-    assert isa.find_iga_library([str(tmp_path)]) == tmp_path / "libiga64.so.1"
-    monkeypatch.setenv(isa.IGA_ENV, str(tmp_path / "missing.so"))
-    assert isa.find_iga_library([str(tmp_path)]) is None
-
-
-@pytest.mark.unit
 def test_not_a_zebin_is_one_line(tmp_path):
     from xpukit.runtime.offline.zebin import ZebinError
 

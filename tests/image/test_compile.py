@@ -13,7 +13,7 @@ from tests.support import ROOT
 from tests.support.runtime_required import skip_unless_in_image
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.compile import KernelCompileError, run_compile, run_zebin_info
-from xpukit.runtime.offline.ocloc import OclocError, UnsupportedDeviceError, find_ocloc
+from xpukit.runtime.offline.ocloc import OclocError, find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
@@ -82,20 +82,9 @@ def test_zebin_info(env, capsys):
 
 @pytest.mark.container
 def test_unknown_target(env):
-    with pytest.raises(XpukitError, match="unknown target 'pvc2'"):
+    with pytest.raises(XpukitError, match="cannot target 'pvc2'"):
         run_compile(f"{EXAMPLES}:scale_kernel", ["pvc,pvc2"], env / "o", None, [])
     assert not (env / "o").exists()  # nothing written before the targets were validated
-
-
-@pytest.mark.container
-def test_target_the_installed_ocloc_cannot_build(env):
-    tool = find_ocloc()
-    missing = [t for t in ("bmg", "lnl", "mtl") if not tool.supports(t)]
-    if not missing:
-        pytest.skip(f"{tool.describe()} builds bmg, lnl and mtl")
-    with pytest.raises(UnsupportedDeviceError, match=f"ocloc {tool.version}") as info:
-        run_compile(f"{EXAMPLES}:scale_kernel", ["pvc", missing[0]], env / "o", None, [])
-    assert "intel-ocloc" in info.value.one_line()
 
 
 @pytest.mark.container
@@ -157,7 +146,7 @@ def test_ocloc_failure_carries_log_and_repro(env, monkeypatch):
     fake.parent.mkdir()
     fake.write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = "query" ]; then echo "22.43.1 " > OCL_DRIVER_VERSION; exit 0; fi\n'
+        'if [ "$1" = "query" ]; then echo "26.27.1 " > OCL_DRIVER_VERSION; exit 0; fi\n'
         'if [ "$2" = "--help" ]; then\n'
         '  echo "  <device_type> can be: pvc, acm-g10 or hexadecimal"; exit 0\n'
         "fi\n"
@@ -182,7 +171,7 @@ def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
 
     tool = find_ocloc()
     expected = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
-    assert {"pvc", "acm-g10"} <= set(expected)
+    assert expected == ["pvc", "bmg", "acm-g10", "arl-h", "mtl", "lnl", "ptl"]  # ocloc 26.27 builds all seven
     out = env / "all"
     assert run_compile(f"{EXAMPLES}:scale_kernel", ["all"], out, None, []) == 0
     assert sorted(d.name for d in out.iterdir()) == sorted(expected)

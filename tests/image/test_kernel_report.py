@@ -200,7 +200,7 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     for extra, needle in (
         (["--config", "BLOCKX=1"], "unknown config key 'BLOCKX'"),
-        (["--target", "nosuch"], "unknown target 'nosuch'"),
+        (["--target", "nosuch"], "cannot target 'nosuch'"),
     ):
         proc = subprocess.run([*base, *extra], capture_output=True, text=True, env=environ, timeout=300)
         assert proc.returncode != 0, proc.stdout

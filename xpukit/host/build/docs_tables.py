@@ -15,7 +15,7 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 from xpukit.host.build import pins as pins_mod
-from xpukit.targets import PRESETS
+from xpukit.targets import FAMILIES, LIMITS, UNKNOWN
 
 # A marker counts only on a line of its own, so prose can mention one in backticks.
 REGION_RE = re.compile(r"^(<!-- generated:([a-z0-9-]+) -->\n)(.*?)^(<!-- end -->)$", re.DOTALL | re.MULTILINE)
@@ -163,22 +163,28 @@ def packages_table(pins: pins_mod.Pins) -> str:
 
 
 def targets_table(_pins: pins_mod.Pins) -> str:
-    """The kit's target presets (`invoke compile --target`); `all` is those the installed ocloc builds."""
+    """The targets table (xpukit/targets.py): `invoke compile --target` names and what each family has."""
     rows = []
-    for name, preset in PRESETS.items():
-        if not preset.ocloc_device:
-            continue
+    for f in FAMILIES:
+        limits = LIMITS.get(f.name)
         rows.append(
             [
-                _code(name),
-                _code(preset.ocloc_device),
-                f"0x{preset.architecture:010X}",
-                ", ".join(str(s) for s in preset.sub_group_sizes),
-                "yes" if preset.has_subgroup_matrix_multiply_accumulate else "no",
-                "yes" if preset.has_subgroup_2d_block_io else "no",
+                _code(f.name),
+                ", ".join(_code(a) for a in f.aliases) or "-",
+                _code(f.ocloc_device),
+                str(f.product_family),
+                f"0x{f.architecture:010X}" if f.architecture is not None else UNKNOWN,
+                ", ".join(str(s) for s in f.sub_group_sizes),
+                "yes" if f.dpas else "no",
+                "yes" if f.block_io_2d else "no",
+                "yes" if f.fp64 else "no",
+                f"{limits.slm_per_work_group // 1024} KiB" if limits else UNKNOWN,
+                "/".join(map(str, limits.grf_counts)) if limits else UNKNOWN,
             ]
         )
-    return _table(["--target", "ocloc -device", "SYCL architecture", "sub-group sizes", "DPAS", "2D block IO"], rows)
+    header = ["--target", "aliases", "ocloc -device", "product family", "SYCL architecture", "SIMD widths",
+              "DPAS", "2D block IO", "fp64", "SLM/WG", "GRF"]  # fmt: skip
+    return _table(header, rows)
 
 
 GENERATORS: dict[str, Callable[[pins_mod.Pins], str]] = {

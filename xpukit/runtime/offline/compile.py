@@ -302,6 +302,7 @@ def run_compile(
         meta = compiled.metadata._asdict()
         meta["target"] = build.preset.props()  # the SPIR-V may come from a target of the same codegen
         meta["build_flags"] = build.ocloc.build_flags if build.ocloc else meta.get("build_flags")
+        meta["binary_ext"] = "zebin"  # as Triton's zebin stage records it
         record = {
             "kernel": spec.name,
             "source": str(spec.path),

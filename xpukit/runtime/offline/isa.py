@@ -1,9 +1,8 @@
 """Xe ISA from a zebin, with no GPU: disassemble with ``ocloc disasm`` and count what matters.
 
-ocloc disassembles through Intel's IGA library: ocloc 26.27 loads ``libiga64.so.2`` (IGC 2.40) by
-itself. An explicit ``$XPUKIT_IGA_LIBRARY`` (or a libiga64 found on the library path) is linked under
-the plain name ``libiga64.so`` in a private temporary folder first on the subprocess's
-``LD_LIBRARY_PATH``. Where ocloc says "couldn't load iga" the caller gets one line with the fix.
+ocloc disassembles through Intel's IGA library: ocloc 26.27 loads IGC 2.40's ``libiga64.so.2`` by
+itself. Where ocloc says "couldn't load iga" (it then exits 0 and writes nothing) the caller gets one
+line with the fix instead of an empty result.
 
 ``count_isa`` turns the text into counts: instructions, sends by kind (global, SLM, 2D block,
 atomics, scratch spill/fill, ...) and the bytes the scratch sends move, DPAS, FMAs (``mad``: where
@@ -32,11 +31,8 @@ from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.targets import DEFAULT_TARGET, FAMILY, PRODUCT_FAMILY, canonical
 
-IGA_ENV = "XPUKIT_IGA_LIBRARY"  # an explicit libiga64.so[.N] to use
-IGA_NAME = "libiga64.so"
 TEMP_PREFIX = "xpukit-isa-"  # distinct from ocloc.py's xpukit-ocloc-* work folders
 _TIMEOUT_S = 300
-_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/lib", "/usr/lib")
 
 _NOTE_PRODUCT_FAMILY = 1
 
@@ -49,44 +45,7 @@ class IgaMissingError(IsaError):
     """ocloc cannot disassemble: the IGA library is missing or unloadable."""
 
 
-_IGA_FIX = f"use the kit's image (its ocloc 26.27 carries libiga64.so.2) or set {IGA_ENV}=/path/to/libiga64.so"
-
-
-def find_iga_library(search_dirs: list[str] | None = None) -> Path | None:
-    """``$XPUKIT_IGA_LIBRARY``, else libiga64.so[.N] from ldconfig, LD_LIBRARY_PATH, known library
-    folders, or next to ocloc's own libraries. None when there is none."""
-    explicit = os.environ.get(IGA_ENV)
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    dirs = list(search_dirs) if search_dirs is not None else _default_search_dirs()
-    for folder in dict.fromkeys(dirs):
-        base = Path(folder)
-        if not base.is_dir():
-            continue
-        # The unversioned name first, then the highest soname version.
-        candidates = sorted(base.glob(f"{IGA_NAME}*"), key=lambda p: (p.name != IGA_NAME, p.name))
-        for candidate in candidates:
-            if candidate.is_file() and re.fullmatch(rf"{re.escape(IGA_NAME)}(\.\d+)*", candidate.name):
-                return candidate
-    return None
-
-
-def _default_search_dirs() -> list[str]:
-    dirs: list[str] = []
-    try:
-        proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30)
-        for line in proc.stdout.splitlines():
-            if IGA_NAME in line and "=>" in line:
-                dirs.append(str(Path(line.split("=>", 1)[1].strip()).parent))
-    except (OSError, subprocess.TimeoutExpired):
-        pass  # no ldconfig (a minimal image): the folders below still apply
-    dirs += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-    dirs += _LIB_DIRS
-    ocloc = shutil.which(os.environ.get("XPUKIT_OCLOC") or "ocloc")
-    if ocloc:
-        real = Path(os.path.realpath(ocloc))
-        dirs += [str(real.parent), str(real.parent.parent / "lib"), str(real.parent.parent / "lib64")]
-    return dirs
+_IGA_FIX = "use the kit's image (its ocloc 26.27 carries IGC's libiga64.so.2), or an ocloc installed with its IGC"
 
 
 def zebin_device(zebin: bytes) -> str | None:
@@ -130,7 +89,6 @@ def disassemble(
     device: str | None = None,
     *,
     ocloc: Ocloc | None = None,
-    iga_library: Path | None = None,
 ) -> Disassembly:
     """ISA text per kernel of a zebin. ``device`` defaults to the one the zebin names.
 
@@ -149,29 +107,19 @@ def disassemble(
             f"disassemble it for {built_for} (--target {built_for}) or recompile for {device}",
         )
     tool = ocloc or find_ocloc()
-    # ocloc 26.27 loads libiga64.so.2 by itself; a library found here (or given) is linked under
-    # the plain name first on the library path, for an ocloc whose IGA is elsewhere.
-    library = iga_library or find_iga_library()
     work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
     try:
-        libdir, dump = work / "lib", work / "dump"
-        libdir.mkdir()
+        dump = work / "dump"
         dump.mkdir()
-        if library is not None:
-            (libdir / IGA_NAME).symlink_to(Path(library).resolve())
         (work / "k.zebin").write_bytes(data)
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libdir), env.get("LD_LIBRARY_PATH", "")]))
         cmd = [tool.path, "disasm", "-file", str(work / "k.zebin"), "-device", device, "-dump", f"{dump}/"]
         try:
-            proc = subprocess.run(
-                cmd, cwd=work, env=env, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S
-            )
+            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise IsaError(f"could not run {tool.describe()} disasm: {exc}") from None
         log = (proc.stdout + proc.stderr).strip()
         if "couldn't load iga" in log.lower():
-            raise IgaMissingError(f"ocloc could not load IGA ({library or 'its own libiga64.so.2'})", _IGA_FIX)
+            raise IgaMissingError(f"{tool.describe()} could not load IGA (libiga64), so cannot disassemble", _IGA_FIX)
         if proc.returncode != 0 or "error while disassembling" in log.lower():
             detail = " | ".join(line.strip() for line in log.splitlines()[:3] if line.strip())
             raise IsaError(
@@ -186,8 +134,7 @@ def disassemble(
             kernels[kernel.name] = asm.read_text(errors="replace")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    iga = Path(library).resolve() if library is not None else "ocloc's own"
-    return Disassembly(device=device, kernels=kernels, tool=f"{tool.describe()}, IGA {iga}")
+    return Disassembly(device=device, kernels=kernels, tool=f"{tool.describe()} disasm (IGA)")
 
 
 # --------------------------------------------------------------------------- counting

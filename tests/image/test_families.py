@@ -1,0 +1,175 @@
+"""Seven Intel GPU families through today's compiler (ocloc 26.27 / IGC 2.40): compile, zebin-info,
+--asm, kernel-report and the SPIR-V shared between targets, on real zebins compiled at test time.
+
+Needs ocloc 26.27: the image carries it; on a host these tests skip unless XPUKIT_OCLOC names one.
+Expected values come from the targets table and from what the tests read in the zebins and ISA
+themselves (plain string rules), never from numbers of an earlier run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.families import DOT_SOURCE, current_ocloc_or_skip
+from tests.support.isa import assert_counts_match
+
+EXAMPLES = ROOT / "examples" / "kernels.py"
+SEVEN = ["pvc", "bmg", "acm-g10", "arl-h", "mtl", "lnl", "ptl"]
+
+
+@pytest.fixture
+def tool(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    return current_ocloc_or_skip()
+
+
+@pytest.mark.container
+def test_table_agrees_with_ocloc(tool):
+    """Every family's device and aliases are ocloc devices, and the table's DPAS, 2D block IO, tf32,
+    fp64 and bf16 columns are what ocloc 26.27 reports for that device."""
+    from xpukit.targets import FAMILIES, PRESETS
+
+    assert [f.name for f in FAMILIES] == SEVEN
+    for family in FAMILIES:
+        assert tool.supports(family.ocloc_device), family.name
+        assert all(tool.supports(alias) for alias in family.aliases), family.aliases
+        exts = tool.extensions(family.ocloc_device)
+        preset = PRESETS[family.name]
+        assert (
+            preset.has_subgroup_matrix_multiply_accumulate
+            == family.dpas
+            == ("cl_intel_subgroup_matrix_multiply_accumulate" in exts)
+        ), family.name
+        assert family.block_io_2d == ("cl_intel_subgroup_2d_block_io" in exts), family.name
+        assert family.tf32 == ("cl_intel_subgroup_matrix_multiply_accumulate_tf32" in exts), family.name
+        assert family.fp64 == ("cl_khr_fp64" in exts), family.name
+        assert family.bf16_conversions == ("cl_intel_bfloat16_conversions" in exts), family.name
+
+
+@pytest.mark.container
+def test_seven_families_compile_read_and_disassemble(tool, tmp_path, capsys):
+    """One `compile --asm` for the seven families: exit 0 (no false payload mismatch on the bindless
+    families), each zebin names its family, pointers are the stateless 8-byte entries, no scratch
+    sends where the zebin has no spill space, and the counts leave padding out."""
+    from xpukit.runtime.offline.compile import run_compile, run_zebin_info
+    from xpukit.runtime.offline.isa import count_isa, zebin_device
+    from xpukit.runtime.offline.zebin import read_zebin
+
+    out = tmp_path / "out"
+    assert run_compile(f"{EXAMPLES}:scale_kernel", [",".join(SEVEN)], out, None, [], asm=True) == 0
+    printed = capsys.readouterr().out
+    # SPIR-V once per codegen property set: pvc/bmg/lnl/ptl, acm-g10/arl-h, mtl.
+    assert "SPIR-V compiled 3 time(s) for 7 targets" in printed
+    bindless_seen = 0
+    for name in SEVEN:
+        zebin = (out / name / "scale_kernel.zebin").read_bytes()
+        assert zebin_device(zebin) == name
+        record = json.loads((out / name / "scale_kernel.json").read_text())
+        assert record["layout_error"] is None
+        pointers = [(a["offset"], a["size"]) for a in record["arguments"] if a["kind"] == "pointer"]
+        assert pointers == [(0, 8), (8, 8)], name
+        kernel = read_zebin(zebin).kernel("scale_kernel")
+        bindless = kernel.bindless_args()
+        bindless_seen += bool(bindless)
+        assert all(a.size == 4 for a in bindless.values())  # the surface slot, not the address
+        text = (out / name / "scale_kernel.isa").read_text()
+        counts = assert_counts_match(text)
+        assert count_isa(text) == counts
+        assert counts.sends["global_load"] > 0 and counts.sends["global_store"] > 0
+        if kernel.spill_size == 0:  # .bss[...] sends are global buffers, not spills
+            assert counts.sends["scratch_spill"] == counts.sends["scratch_fill"] == 0, name
+        if name in ("acm-g10", "arl-h", "mtl"):
+            assert ".bss[" in text and bindless, name
+        if name == "pvc":
+            assert counts.padding > 0  # a mov to null after each send, not counted as work
+        capsys.readouterr()
+        assert run_zebin_info(out / name / "scale_kernel.zebin", as_json=True, asm=True) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["device"] == name and info["ze_info_version"] == "1.73"
+        assert info["isa"]["kernels"]["scale_kernel"] == text
+    assert bindless_seen == 3
+
+
+@pytest.mark.container
+def test_tl_dot_uses_dpas_where_the_table_says_and_shares_spirv(tool, tmp_path):
+    """tl.dot lowers to DPAS where the table gives DPAS and 2D block IO (triton-xpu 3.3 needs both),
+    to FMAs elsewhere; and each target's SPIR-V, compiled on its own, is the one the kit shared."""
+    from xpukit.runtime.offline.compile import build_targets, load_kernel, resolve_targets
+    from xpukit.runtime.offline.isa import count_isa
+    from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
+    from xpukit.targets import FAMILY
+
+    (tmp_path / "dot.py").write_text(DOT_SOURCE)
+    spec = load_kernel(f"{tmp_path / 'dot.py'}:dot_kernel")
+    sig = parse_signature(spec.signature)
+    presets = resolve_targets(tool, SEVEN)
+    builds = build_targets(spec.fn, sig, spec.constexprs, presets, {}, tool, asm=True)
+    for build in builds:
+        assert build.error is None, build.error
+        family = FAMILY[build.target]
+        counts = count_isa(build.isa)
+        if family.dpas and family.block_io_2d:
+            assert counts.dpas > 0 and build.compiled.metadata.threads_per_warp == 16, build.target
+        else:
+            assert counts.dpas == 0 and counts.fma > 0, build.target
+        alone = compile_kernel(spec.fn, sig, spec.constexprs, presets[build.target].props(), {})
+        assert alone.asm["spv"] == build.compiled.asm["spv"], f"{build.target} shares {build.spirv_from}'s SPIR-V"
+
+
+@pytest.mark.container
+def test_other_device_names_and_aliases(tool, tmp_path, capsys):
+    """Aliases mean their family; other names ocloc accepts (its deprecated 'arl' and 'lnl', older and
+    newer parts) compile with properties from ocloc's extension query; a family name is one line."""
+    from xpukit.runtime.offline.compile import run_compile
+    from xpukit.runtime.offline.ocloc import UnsupportedDeviceError
+
+    names = ["lnl-m", "dg2", "bmg-g21", "mtl-h", "ptl-h", "lnl", "arl", "tgllp", "acm-g11", "bmg-g31", "nvl-s"]
+    out = tmp_path / "out"
+    assert run_compile(f"{EXAMPLES}:scale_kernel", [",".join(names)], out, None, [], asm=True) == 0
+    folders = sorted(p.name for p in out.iterdir())
+    assert folders == sorted(["lnl", "acm-g10", "bmg", "mtl", "ptl", "arl", "tgllp", "acm-g11", "bmg-g31", "nvl-s"])
+    for folder in folders:
+        record = json.loads((out / folder / "scale_kernel.json").read_text())
+        assert record["layout_error"] is None and (out / folder / "scale_kernel.isa").stat().st_size > 0
+    with pytest.raises(UnsupportedDeviceError, match="'xe2' names a group of") as info:
+        run_compile(f"{EXAMPLES}:scale_kernel", ["xe2"], tmp_path / "group", None, [])
+    assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.container
+def test_zebin_info_lists_a_multi_device_archive(tool, tmp_path, capsys):
+    """ocloc -device pvc,bmg,dg2,arl-h,mtl-h (PyTorch's arch list, one call) writes an ar archive:
+    zebin-info lists its members and reads each zebin."""
+    from xpukit.runtime.offline.compile import run_compile, run_zebin_info
+
+    run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], tmp_path / "one", None, [])
+    spv = tmp_path / "one" / "pvc" / "scale_kernel.spv"
+    archive = tmp_path / "multi.ar"
+    cmd = [tool.path, "compile", "-file", str(spv), "-spirv_input", "-device", "pvc,bmg,dg2,arl-h,mtl-h"]
+    subprocess.run([*cmd, "-o", str(archive)], check=True, capture_output=True, timeout=300)
+    capsys.readouterr()
+    assert run_zebin_info(archive, as_json=True) == 0
+    members = json.loads(capsys.readouterr().out)["members"]
+    zebins = [m for m in members if m["kind"] == "zebin"]
+    assert [m["device"] for m in zebins] == ["pvc", "bmg", "acm-g10", "arl-h", "mtl"]
+    assert all(m["kernels"][0]["name"] == "scale_kernel" for m in zebins)
+    assert run_zebin_info(archive) == 0
+    text = capsys.readouterr().out
+    assert "multi-device ar archive" in text and text.count("kernel scale_kernel:") == 5
+
+
+@pytest.mark.container
+def test_kernel_report_covers_seven_families_by_two_configs(tool, tmp_path):
+    from xpukit.runtime.offline.kernel_report import build_report
+
+    (tmp_path / "dot.py").write_text(DOT_SOURCE)
+    report = build_report(f"{tmp_path / 'dot.py'}:dot_kernel", ["all"], ["num_warps=4", "num_warps=2"])
+    assert report["targets"] == SEVEN and len(report["rows"]) == 14
+    assert all(r["error"] is None and r["counts"] for r in report["rows"])
+    dpas = {r["target"] for r in report["rows"] if r["counts"]["dpas"] > 0}
+    assert dpas == {"pvc", "bmg", "lnl", "ptl"}
