@@ -11,7 +11,7 @@ the container when one runs), timed from outside with a fresh process each time:
 
 The kit's cache goes to a temporary ``XPUKIT_CACHE_DIR`` so the checkout's own ``.xpukit`` is left alone.
 
-    python benchmarks/bench_kernel_report.py [--repeat 5] [--where container] [--json out.json]
+    python benchmarks/bench_kernel_report.py [--repeat 5] [--where container] [--case 7x2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS_S = {"1x1": 1.0, "2x2": 2.0}  # warm, through invoke (issue: one kernel/target/config, and 2x2)
+TARGETS_S = {"1x1": 1.0, "2x2": 2.0, "7x2": 1.0}  # warm, through invoke
 CASES = {
     "1x1": ["examples/kernels.py:scale_kernel", "--target", "pvc", "--config", "BLOCK=1024,num_warps=4"],
     "2x2": [
@@ -39,6 +39,16 @@ CASES = {
         "BLOCK=256,num_warps=4",
         "--config",
         "BLOCK=1024,num_warps=8",
+    ],
+    # The tl.dot matmul over the seven families and two configs (issue: warm under 1 s).
+    "7x2": [
+        "examples/matmul.py:matmul_kernel",
+        "--target",
+        "all",
+        "--config",
+        "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,num_warps=8",
+        "--config",
+        "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,num_warps=4",
     ],
 }
 
@@ -59,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--where", default="container", choices=["container", "host"])
     parser.add_argument("--json", default=None, help="also write the figures here")
+    parser.add_argument("--case", action="append", choices=list(CASES), help="only these cases (repeatable)")
     args = parser.parse_args(argv)
     figures: dict[str, dict[str, float]] = {}
     for name, case in CASES.items():
+        if args.case and name not in args.case:
+            continue
         cache = Path(tempfile.mkdtemp(prefix="xpukit-bench-report-"))
         try:
             cold, _ = _run(case, cache, args.where)

@@ -8,16 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
 from tests.support.invoke import invoke_with_cache
+from tests.support.report_page import check_cells, render_cells
 
 
 @pytest.mark.docker
@@ -37,35 +36,6 @@ def test_invoke_json_report_is_all_of_stdout(test_image, tmp_path):
     assert "compiling" not in again.stderr and f"the report of {report['stored_at']}" in again.stderr
     assert json.loads(again.stdout) == report
     assert "No previous report of this kernel." in again.stderr  # JSON on stdout: the diff goes to stderr
-
-
-class _Cells(HTMLParser):
-    """The grid cells of the rendered kernel-report page: each td.cell's classes and data-* values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.cells: list[dict[str, str]] = []
-        self.rendered: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        values = {k: v or "" for k, v in attrs}
-        if tag == "body":
-            self.rendered = values.get("data-rendered")
-        if tag == "td" and "cell" in values.get("class", "").split():
-            self.cells.append(values)
-
-
-def _render(page: Path, profile: Path) -> str:
-    """The DOM after the page's script ran, from Debian's chromium headless (no network, no profile)."""
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
-    command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-               "--dump-dom", page.as_uri()]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
 
 
 @pytest.mark.docker
@@ -93,21 +63,7 @@ def test_html_report_of_seven_families_renders_in_chromium(test_image, tmp_path)
     assert len(report["rows"]) == 14
     page = tmp_path / "report.html"
     page.write_text(html.stdout)
-    parser = _Cells()
-    parser.feed(_render(page, tmp_path / "chromium-profile"))
-    assert parser.rendered == "14" and len(parser.cells) == 14
-    rows = {(r["target"], r["config"]): r for r in report["rows"]}
-    for cell in parser.cells:
-        row = rows.pop((cell["data-target"], cell["data-config"]))
-        counts = row["counts"]
-        classes = set(cell["class"].split())
-        spills = counts["sends"]["scratch_spill"] + counts["sends"]["scratch_fill"] > 0 or row["scratch_bytes"] > 0
-        assert ("spill" in classes) == spills and ("ok" in classes) != spills
-        assert ("over" in classes) == bool(row["limits"])
-        assert cell["data-spill"] == f"{counts['sends']['scratch_spill']}/{counts['sends']['scratch_fill']}"
-        assert int(cell["data-grf"]) == row["grf"] and int(cell["data-slm"]) == row["slm_bytes"]
-        assert int(cell["data-dpas"]) == counts["dpas"] and int(cell["data-fma"]) == counts["fma"]
-        assert cell["data-limits"] == "; ".join(row["limits"])
-    assert not rows
-    dpas = {c["data-target"] for c in parser.cells if int(c["data-dpas"]) > 0}
+    cells = render_cells(page, tmp_path / "chromium-profile")
+    check_cells(cells, report)
+    dpas = {c["data-target"] for c in cells if int(c.get("data-dpas", "0")) > 0}
     assert dpas == {"pvc", "bmg", "lnl", "ptl"}  # DPAS and 2D block IO in the targets table

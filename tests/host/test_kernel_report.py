@@ -133,3 +133,37 @@ def test_invoke_bad_format_and_missing_file_are_one_line():
         assert result.returncode == EXIT_USAGE and "Traceback" not in result.stderr
         errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
         assert len(errors) == 1 and needle in errors[0] and "fix:" in errors[0], result.stderr
+
+
+@pytest.mark.unit
+def test_html_page_renders_its_grid_in_chromium(tmp_path):
+    """The page alone in Debian's headless chromium, nothing fetched: the inline script builds the
+    grid from the JSON embedded in the page, one cell per row, marked by the row's values; a config
+    label with markup in it stays text (it cannot end the script or add elements)."""
+    from tests.support.report_page import check_cells, render_cells
+
+    tricky = "ACT='</script><b id=x>'"
+    rows = [
+        _row(config="BLOCK=256", counts=_counts(dpas=4, fma=1)),
+        _row(config=tricky, grf=256, counts=_counts(fma=513)),
+        _row(
+            target="acm-g10",
+            config="BLOCK=256",
+            grf=256,
+            scratch_bytes=8192,
+            slm_bytes=70000,
+            counts=_counts(sends=_counts()["sends"] | {"scratch_spill": 3, "scratch_fill": 9}),
+            limits=["SLM 70000 B > 65536 B per work-group", "GRF 256 not in 128"],
+        ),  # fmt: skip
+        {"target": "acm-g10", "config": tricky, "error": "failed to compile: x (fix: y)", "counts": None},
+    ]
+    report = {"kernel": "k", "ocloc": "ocloc 26.27", "targets": ["pvc", "acm-g10"], "rows": rows,
+              "configs": [{"label": "BLOCK=256"}, {"label": tricky}]}  # fmt: skip
+    page = tmp_path / "report.html"
+    page.write_text(report_format.format_html(report))
+    assert "<script src" not in page.read_text() and "<link" not in page.read_text()
+    cells = render_cells(page, tmp_path / "profile")
+    check_cells(cells, report)
+    marks = {(c["data-target"], c["data-config"]): set(c["class"].split()) for c in cells}
+    assert marks[("acm-g10", "BLOCK=256")] == {"cell", "spill", "over"}
+    assert marks[("pvc", tricky)] == {"cell", "ok"} and marks[("acm-g10", tricky)] == {"cell", "error"}

@@ -11,6 +11,7 @@ def normalise(line: str) -> str:
     """A printed line modulo what differs per machine and run: timings, counts, hashes, paths, the CPU."""
     line = re.sub(r"xpukit:(cpu|xpu)-[0-9a-f]{12}", r"xpukit:\1-<tag>", line)
     line = re.sub(r"/tmp/[\w.-]+", "<tmp>", line)
+    line = re.sub(r" at /\S*ocloc\)", " at <ocloc>)", line)  # where ocloc lives: the image's or XPUKIT_OCLOC's
     line = re.sub(r"^device: .*? \[", "device: <device> [", line)
     line = re.sub(r"\d+(\.\d+)*", "<n>", line)
     return " ".join(line.split())
