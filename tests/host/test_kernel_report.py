@@ -154,7 +154,7 @@ def test_html_page_renders_its_grid_in_chromium(tmp_path):
             slm_bytes=70000,
             counts=_counts(sends=_counts()["sends"] | {"scratch_spill": 3, "scratch_fill": 9}),
             limits=["SLM 70000 B > 65536 B per work-group", "GRF 256 not in 128"],
-        ),  # fmt: skip
+        ),
         {"target": "acm-g10", "config": tricky, "error": "failed to compile: x (fix: y)", "counts": None},
     ]
     report = {"kernel": "k", "ocloc": "ocloc 26.27", "targets": ["pvc", "acm-g10"], "rows": rows,
