@@ -26,7 +26,7 @@ from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.runtime.offline.isa import count_isa, disassemble, zebin_device
-from xpukit.runtime.offline.ocloc import CompileResult, Ocloc, find_ocloc
+from xpukit.runtime.offline.ocloc import CompileResult, Ocloc, builds_may_run, find_ocloc, stop_builds
 from xpukit.runtime.offline.zebin import (
     ZE_INFO_CHECKED,
     ZebinError,
@@ -131,8 +131,19 @@ def build_targets(
     order = {t: i for i, t in enumerate(presets)}
     builds.sort(key=lambda b: order[b.target])  # the order the user gave
     workers = max(1, min(len(builds), os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    if workers == 1:  # in this thread: Ctrl-C stops the build where it runs
+        for build in builds:
+            native(build)
+        return builds
+    builds_may_run()
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         list(pool.map(native, builds))
+    except BaseException:
+        stop_builds()  # an interrupt reaches this thread only: kill the workers' ocloc runs
+        raise
+    finally:
+        pool.shutdown(wait=True)
     return builds
 
 

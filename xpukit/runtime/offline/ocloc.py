@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 from xpukit.errors import XpukitError
@@ -57,6 +58,49 @@ class OclocError(XpukitError):
 
 class UnsupportedDeviceError(OclocError):
     """The installed ocloc does not know the requested device."""
+
+
+class BuildStopped(OclocError):
+    """A build in a worker thread was stopped because the run was interrupted (``stop_builds``)."""
+
+
+# Builds of several targets run in worker threads (compile.build_targets). Ctrl-C reaches the main
+# thread only: it calls ``stop_builds``, which kills the ocloc processes still running, so the
+# threads return at once and each build's scratch folder is removed.
+_STOPPING = threading.Event()
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _run_stoppable(cmd: list[str], work: Path) -> subprocess.CompletedProcess:
+    with subprocess.Popen(
+        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+    ) as proc:
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=_TIMEOUT_S)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def stop_builds() -> None:
+    """Kill every ocloc build still running in this process (an interrupt in the main thread)."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        for proc in list(_LIVE):
+            proc.kill()
+
+
+def builds_may_run() -> None:
+    """Clear ``stop_builds``'s mark before new builds start."""
+    _STOPPING.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +206,8 @@ class Ocloc:
                 retried = True
                 log2, zebin, cmd = self._run(spv, device, flags, work)
                 log = f"{log}\n--- retry with {LARGE_GRF_FLAG} ---\n{log2}"
+        except BuildStopped:
+            raise  # nothing to repro: the folder goes
         except OclocError:
             keep = True
             (work / KEEP_MARKER).touch()
@@ -186,9 +232,11 @@ class Ocloc:
         out_dir.mkdir()
         cmd = self.command(spv, device, flags, out_dir / f"{spv.stem}.zebin")
         try:
-            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, errors="replace", timeout=_TIMEOUT_S)
+            proc = _run_stoppable(cmd, work)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise OclocError(f"could not run {self.describe()}: {exc}", repro=shlex.join(cmd)) from None
+        if _STOPPING.is_set():  # the run was interrupted while this build went on in a worker thread
+            raise BuildStopped(f"{self.describe()} stopped for device {device}")
         log = (proc.stdout + proc.stderr).strip()
         if proc.returncode != 0:
             raise OclocError(
