@@ -181,7 +181,7 @@ def test_host_run_check_names_what_is_missing(monkeypatch):
     assert none.status == "skip" and "triton (python), numpy (python), ocloc" in none.found
     no_ocloc = doctor_host.check_host_run(find_module=lambda name: object())
     assert no_ocloc.status == "warn" and no_ocloc.found.startswith("--where host lacks ocloc")
-    assert "intel-opencl-icd" in no_ocloc.line()
+    assert "XPUKIT_OCLOC" in no_ocloc.line()
 
 
 def test_no_image_is_a_skip_line(tmp_path):
@@ -229,7 +229,7 @@ def xpu_report(**over):
         "ocloc": {
             "path": "/usr/bin/ocloc",
             "version": "25.18.33578",
-            "targets": ["bmg", "dg2", "lnl", "pvc"],
+            "targets": ["acm-g10", "arl-h", "bmg", "dg2", "lnl", "lnl-m", "mtl-h", "ptl-h", "pvc"],
         },
         "installed": {"python": "3.12.3", "triton": "3.5.0+git9e237132", "torch": "", "numpy": "2.4.6"},
         "manifest": {
@@ -306,7 +306,8 @@ def test_xpu_image_on_pvc_host_all_ok(tmp_path):
     assert "Data Center GPU Max 1550 via level_zero" in lines_for(lines, "ur-gpu")[0]
     assert "level_zero, opencl" in lines_for(lines, "ur-adapters")[0]
     assert "(2025.2, launch: setarg+launch(9))" in lines_for(lines, "ur")[0]
-    assert "ocloc 25.18.33578: 4 targets (pvc, dg2, bmg, lnl)" in lines_for(lines, "ocloc")[0]
+    assert "ocloc 25.18.33578: 9 targets (pvc, bmg, acm-g10, arl-h, mtl, lnl, ptl)" in lines_for(lines, "ocloc")[0]
+    assert not [line for line in lines_for(lines, "ocloc") if line.startswith("WARN")]
     assert "1.21.9" in lines_for(lines, "level-zero")[0]
     assert "oneAPI 2025.2" in lines_for(lines, "oneapi")[0]
     assert lines_for(lines, "manifest")[0].startswith("OK")
@@ -340,9 +341,10 @@ def test_missing_level_zero_and_adapter_fail_on_xpu(tmp_path):
 
 
 def test_old_ocloc_warns_on_xpu(tmp_path):
-    report = xpu_report(ocloc={"path": "/usr/bin/ocloc", "version": "22.43.24595", "targets": ["pvc", "dg2"]})
+    report = xpu_report(ocloc={"path": "/usr/bin/ocloc", "version": "22.43.24595", "targets": ["pvc", "acm-g10"]})
     _, lines = run(make_host(tmp_path, [Node()]), "img", runner=FakeRunner(report))
-    assert any(line.startswith("WARN") and "bmg/lnl" in line for line in lines_for(lines, "ocloc"))
+    warn = [line for line in lines_for(lines, "ocloc") if line.startswith("WARN")]
+    assert len(warn) == 1 and "cannot target bmg/arl-h/mtl/lnl/ptl" in warn[0]
 
 
 def test_ur_module_absent_is_a_skip(tmp_path):

@@ -161,7 +161,8 @@ def compile_env(tmp_path: Path, scratch: Path, ocloc: Path | None = None) -> dic
 
 
 def compile_cmd(out: Path, targets: str = "pvc") -> list[str]:
-    return [sys.executable, "-m", "xpukit", "compile", f"{KERNELS}:scale_kernel", "--target", targets, "--out", str(out)]
+    kernel = f"{KERNELS}:scale_kernel"
+    return [sys.executable, "-m", "xpukit", "compile", kernel, "--target", targets, "--out", str(out)]
 
 
 def wait_for_build(scratch: Path, p: subprocess.Popen, timeout: float = 300) -> Path:

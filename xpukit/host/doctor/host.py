@@ -211,7 +211,7 @@ def check_host_run(
         "host-run",
         f"--where host lacks {', '.join(lacks)}; the image has them",
         "run in the image (the default where an engine answers), or pip install -r env/lock/cpu.txt "
-        "and apt-get install intel-opencl-icd (ocloc)",
+        "and set XPUKIT_OCLOC to ocloc 26.27 or later",
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import manifest as manifest_mod
+from xpukit.targets import FAMILIES
 
 PROBE_COMMAND = ["python", "-m", "xpukit.runtime.image.doctor_probe"]
 
@@ -174,22 +175,24 @@ def container_findings(
     oc = report.get("ocloc") or {}
     if oc.get("path"):
         targets = oc.get("targets") or []
-        known = ", ".join(t for t in ("pvc", "dg2", "bmg", "lnl", "mtl") if t in targets)
+        known = [f.name for f in FAMILIES if f.ocloc_device in targets]
         out.append(
             Finding(
                 "ok",
                 "ocloc",
                 f"ocloc {oc.get('version') or '(version unknown)'}: {len(targets)} targets "
-                f"({known or 'none of pvc/dg2/bmg/lnl/mtl'})",
+                f"({', '.join(known) or 'none of the seven families'})",
             )
         )
-        if xpu and not {"bmg", "lnl"} <= set(targets):
+        lacking = [f.name for f in FAMILIES if f.ocloc_device not in targets]
+        if lacking:
             out.append(
                 Finding(
                     "warn",
                     "ocloc",
-                    "this ocloc cannot target bmg/lnl",
-                    "install Intel's current intel-ocloc (matching the image's compute runtime)",
+                    f"this ocloc cannot target {'/'.join(lacking)}",
+                    "cpu: rebuild the image (its compiler stage carries ocloc 26.27); "
+                    "xpu: install Intel's current intel-ocloc (matching the image's compute runtime)",
                 )
             )
     else:
@@ -198,7 +201,7 @@ def container_findings(
                 "fail",
                 "ocloc",
                 oc.get("error") or "ocloc not found",
-                "xpu: install intel-ocloc from Intel's GPU repository; cpu: apt-get install intel-opencl-icd",
+                "xpu: install intel-ocloc from Intel's GPU repository; cpu: rebuild the image (ocloc 26.27)",
             )
         )
 
