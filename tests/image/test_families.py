@@ -177,3 +177,20 @@ def test_kernel_report_covers_seven_families_by_two_configs(tool):
     }
     for row in report["rows"]:  # no false spills: the scale kernel has no scratch space anywhere
         assert row["scratch_bytes"] == 0 and row["counts"]["sends"]["scratch_spill"] == 0, row["target"]
+
+
+@pytest.mark.container
+def test_zebin_stage_builds_each_family(tool):
+    """Triton's own path (generate_native_code, the kit's zebin stage on triton-xpu 3.3) for each
+    family, ptl included, whose SYCL architecture the kit does not know: the stage takes the ocloc
+    device from the kit's properties."""
+    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.offline.isa import zebin_device
+    from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
+
+    spec = load_kernel(f"{EXAMPLES}:scale_kernel")
+    for name in SEVEN:
+        compiled = compile_kernel(
+            spec.fn, parse_signature(spec.signature), spec.constexprs, name, {"generate_native_code": True}
+        )
+        assert compiled.metadata.binary_ext == "zebin" and zebin_device(compiled.asm["zebin"]) == name
