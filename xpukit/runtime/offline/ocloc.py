@@ -24,7 +24,6 @@ import threading
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.zebin import is_archive, read_archive
 from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
 from xpukit.targets import FAMILIES, PRESETS, TargetPreset, canonical, device_preset
 
@@ -215,9 +214,12 @@ class Ocloc:
         finally:
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
-        if is_archive(zebin):
+        if zebin.startswith(b"!<arch>\n"):
             # Family and release names (xe2, xe-hpg, gen12lp...) stand for several devices: ocloc
-            # builds each and writes an ar archive. The kit's targets are single devices.
+            # builds each and writes an ar archive. The kit's targets are single devices. (Imported
+            # here: the host kit imports this module and has no pyelftools.)
+            from xpukit.runtime.offline.zebin import read_archive
+
             members = [m.name for m in read_archive(zebin) if m.kind == "zebin"]
             raise UnsupportedDeviceError(
                 f"{device!r} names a group of {len(members)} devices to ocloc (it wrote an archive: "
