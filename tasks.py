@@ -441,7 +441,8 @@ def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run
         sbatch_args="more sbatch options, quoted (e.g. '--partition=pvc --time=30')",
         out="kubernetes: write the Indexed Job manifest to this file",
         apply="kubernetes: kubectl apply the manifest",
-        image="kubernetes: REPOSITORY@sha256:... (default: env/lock/images.toml)",
+        image="kubernetes: REPOSITORY@sha256:... (default: env/lock/images.toml); slurm: each node pulls it by digest",
+        node_engine="slurm with --image: docker|podman on the nodes (default: the kit's engine)",
         gpu_resource="kubernetes, xpu: gpu.intel.com/i915 or gpu.intel.com/xe",
         timeout="seconds to wait for every cell (default: no limit)",
     )
@@ -463,6 +464,7 @@ def matrix(
     out="",
     apply=False,
     image="",
+    node_engine="",
     gpu_resource="gpu.intel.com/i915",
     timeout=0.0,
     sif="",
@@ -475,8 +477,10 @@ def matrix(
     cell, on this engine, Slurm (sbatch --array) or Kubernetes (an Indexed Job); ends with one table."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     opts = matrix_cmd.Options(
-        scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
-        sbatch_args, out, apply, image, gpu_resource, sif, inputs.seconds("timeout", timeout),
+        scheduler=scheduler, runtime=runtime, matrix_file=file, suites=suite, targets=target, urs=ur,
+        tritons=triton, out_dir=out_dir, only_failed=only_failed, jobs=int(jobs), throttle=int(throttle),
+        sbatch_args=sbatch_args, manifest_out=out, apply=apply, image=image, node_engine=node_engine,
+        gpu_resource=gpu_resource, sif=sif, timeout=inputs.seconds("timeout", timeout),
     )  # fmt: skip
     _finish(matrix_cmd.run(s, opts))
 

@@ -3,8 +3,10 @@ signals), the sbatch script, and the Kubernetes Indexed Job validated with kuber
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -278,3 +280,91 @@ def test_apptainer_cells_use_level_zero_gpus_and_a_rank_affinity(tmp_path):
     assert args[0] == "mask=3" and args[1:4] == ["exec", "--cleanenv", "--bind"]
     assert "/data:/workspace:ro" in args and "xpukit-cache:/c:rw" not in args  # a named volume has no path
     assert "--env=ONEAPI_DEVICE_SELECTOR=level_zero:gpu" in args and args[-3:] == ["/s/x.sif", "python", "demo.py"]
+
+
+# ---------------------------------------------------------------- Slurm's records, --image on the nodes
+
+SCONTROL = """JobId=12 ArrayJobId=11 ArrayTaskId=0 JobName=m JobState=COMPLETED NodeList=xpk-n2 BatchHost=xpk-n2
+JobId=13 ArrayJobId=11 ArrayTaskId=1 JobName=m JobState=NODE_FAIL Reason=None NodeList=xpk-n1 BatchHost=xpk-n1
+JobId=11 ArrayJobId=11 ArrayTaskId=2-3%2 JobName=m JobState=PENDING Reason=Resources NodeList=(null)
+JobId=99 ArrayJobId=98 ArrayTaskId=0 JobName=other JobState=RUNNING NodeList=xpk-n1
+"""
+
+
+def test_scontrol_lines_become_one_record_per_task():
+    records = matrix_sched.parse_scontrol(SCONTROL, "11")
+    assert records == {
+        0: mx.SchedulerRecord("COMPLETED", "xpk-n2"),
+        1: mx.SchedulerRecord("NODE_FAIL", "xpk-n1"),
+        2: mx.SchedulerRecord("PENDING", ""),
+        3: mx.SchedulerRecord("PENDING", ""),
+    }  # job 98's task is another job's
+
+
+def test_a_cell_whose_node_failed_is_lost_never_passed(tmp_path):
+    cell = mx.Cell("compile", ("x",), target="pvc")
+    folder = mx.cell_dir(tmp_path, cell)
+    folder.mkdir(parents=True)
+    (folder / "started").write_text("xpk-n1\n")
+    lost = mx.read_outcome(tmp_path, cell, mx.SchedulerRecord("NODE_FAIL", "xpk-n1"))
+    assert (lost.result, lost.detail, lost.passed) == ("lost", "Slurm: NODE_FAIL on xpk-n1", False)
+    cancelled = mx.read_outcome(tmp_path, cell, mx.SchedulerRecord("CANCELLED", "xpk-n1"))
+    assert cancelled.result == "no result" and cancelled.detail.endswith("; Slurm: CANCELLED on xpk-n1")
+    # the cell's own file wins over the scheduler's record
+    (folder / "result.json").write_text(json.dumps({"cell": cell.name, "result": "failed", "exit_code": 125,
+                                                    "seconds": 0.5, "detail": "xpk-n1: cannot pull x"}))  # fmt: skip
+    failed = mx.read_outcome(tmp_path, cell, mx.SchedulerRecord("NODE_FAIL", "xpk-n1"))
+    assert (failed.result, failed.detail) == ("failed", "xpk-n1: cannot pull x")
+    assert "| failed (exit 125): xpk-n1: cannot pull x |" in mx.table([failed]).replace("  ", "")
+
+
+def test_the_cell_script_puts_its_why_line_in_the_result(tmp_path):
+    cell = mx.Cell("compile", ("x",), target="pvc")
+    line = ["bash", "-c", 'echo "xpukit: no registry \\"r\\" here" | tee why >&2; exit 125']
+    script = tmp_path / "run.sh"
+    script.write_text(mx.cell_script(cell, tmp_path, line, {}))
+    assert subprocess.run(["bash", str(script)], check=False).returncode == 125
+    data = json.loads((tmp_path / "result.json").read_text())
+    assert (data["result"], data["exit_code"], data["detail"]) == ("failed", 125, "xpukit: no registry r here")
+    assert (tmp_path / "log").read_text() == 'xpukit: no registry "r" here\n'
+
+
+def test_sbatch_script_asks_slurm_not_to_requeue(tmp_path):
+    cells = [mx.Cell("demo", ("x",), ur="1")]
+    prepared = matrix_sched.Prepared(tmp_path, tmp_path, cells, {cells[0].name: tmp_path / "run.sh"})
+    assert "#SBATCH --no-requeue\n" in matrix_sched.sbatch_script(prepared, 0, [])
+
+
+DIGEST_REF = "r.example:5000/xpukit/cpu@sha256:" + "d" * 64
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"scheduler": "local", "image": DIGEST_REF}, "--image is for --scheduler slurm"),
+        ({"scheduler": "slurm", "runtime": "charliecloud", "image": DIGEST_REF}, "with --runtime charliecloud"),
+        ({"scheduler": "slurm", "image": "r.example/xpukit/cpu:latest"}, "is not pinned by digest"),
+        ({"scheduler": "slurm", "node_engine": "podman"}, "--node-engine needs --image"),
+        ({"scheduler": "slurm", "image": DIGEST_REF, "node_engine": "crun"}, "node-engine"),
+    ],
+)
+def test_image_for_the_nodes_is_checked(fields, message):
+    with pytest.raises(XpukitError, match=re.escape(message)):
+        matrix_sched.check_pulled(matrix_sched.Options(**fields), ["default"])
+    matrix_sched.check_pulled(matrix_sched.Options(scheduler="slurm", image=DIGEST_REF), ["default"])
+    with pytest.raises(XpukitError, match="one per Triton variant"):
+        matrix_sched.check_pulled(matrix_sched.Options(scheduler="slurm", image=DIGEST_REF), ["default", "x"])
+
+
+def test_options_are_built_by_name_and_every_flag_reaches_one():
+    with pytest.raises(TypeError):
+        matrix_sched.Options("slurm")  # type: ignore[misc]  # positional: refused
+    import inspect
+
+    import tasks
+
+    flags = set(inspect.signature(tasks.matrix.body).parameters)
+    renamed = {"matrix_file": "file", "suites": "suite", "targets": "target", "urs": "ur", "tritons": "triton",
+               "manifest_out": "out"}  # fmt: skip
+    fields = {renamed.get(f.name, f.name) for f in dataclasses.fields(matrix_sched.Options)}
+    assert fields <= flags, fields - flags

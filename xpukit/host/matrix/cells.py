@@ -273,10 +273,22 @@ def read_cells(run: Path) -> tuple[list[Cell], dict[str, Any]]:
     return [Cell.from_json(c) for c in data.pop("cells")], data
 
 
+@dataclasses.dataclass(frozen=True)
+class SchedulerRecord:
+    """What the scheduler itself says of a cell's task (Slurm: ``scontrol show job``)."""
+
+    state: str  # Slurm's JobState: COMPLETED, FAILED, CANCELLED, NODE_FAIL, PENDING, ...
+    node: str = ""  # where it ran (Slurm's NodeList), "" when it never started
+
+
+# Slurm's states for a task whose node died under it: the cell is lost, never passed or failed.
+LOST_STATES = ("NODE_FAIL", "BOOT_FAIL")
+
+
 @dataclasses.dataclass
 class Outcome:
     cell: Cell
-    result: str  # passed | failed | cancelled | no result
+    result: str  # passed | failed | cancelled | lost | no result
     seconds: float | None
     log: Path
     exit_code: int | None = None
@@ -287,15 +299,22 @@ class Outcome:
         return self.result == "passed"
 
 
-def read_outcome(run: Path, cell: Cell) -> Outcome:
-    """What the cell's own result file says; no file (cancelled, node lost, never started) is no result."""
+def read_outcome(run: Path, cell: Cell, record: SchedulerRecord | None = None) -> Outcome:
+    """What the cell's own result file says. No file (cancelled, node lost, never started) is no
+    result, or ``lost`` when the scheduler's ``record`` says the task's node failed."""
     folder = cell_dir(run, cell)
     log = folder / "log"
     try:
         data = json.loads((folder / "result.json").read_text())
     except FileNotFoundError:
-        started = (folder / "started").exists()
-        why = "started, never finished (cancelled or its node died)" if started else "never started"
+        started = (folder / "started").read_text().strip() if (folder / "started").exists() else ""
+        where = f" on {started}" if started else ""
+        why = f"started{where}, never finished (cancelled or its node died)" if started else "never started"
+        if record is not None:
+            on = f" on {record.node}" if record.node else ""
+            if record.state in LOST_STATES:
+                return Outcome(cell, "lost", None, log, detail=f"Slurm: {record.state}{on}")
+            why = f"{why}; Slurm: {record.state}{on}"
         return Outcome(cell, "no result", None, log, detail=why)
     except (OSError, ValueError) as exc:
         return Outcome(cell, "no result", None, log, detail=f"unreadable result file ({exc})")
@@ -303,7 +322,8 @@ def read_outcome(run: Path, cell: Cell) -> Outcome:
     if data.get("cell") != cell.name or result not in ("passed", "failed", "cancelled"):
         return Outcome(cell, "no result", None, log, detail="result file names another cell or no result")
     seconds = data.get("seconds")
-    return Outcome(cell, result, float(seconds) if seconds is not None else None, log, data.get("exit_code"))
+    detail = str(data.get("detail") or "")  # the one line a cell gave for its failure (a pull, a refusal)
+    return Outcome(cell, result, float(seconds) if seconds is not None else None, log, data.get("exit_code"), detail)
 
 
 def table(outcomes: list[Outcome], relative_to: Path | None = None) -> str:
@@ -337,7 +357,8 @@ def cell_script(
 ) -> str:
     """The cell's bash script: runs ``command`` (the engine line) with its output in ``log``, then
     writes ``result.json`` (atomically). A TERM/INT (scancel, Ctrl-C) runs ``cleanup`` and writes
-    "cancelled", never "passed". ``prelude``: shell lines run first (the runtime's own settings)."""
+    "cancelled", never "passed". ``prelude``: shell lines run first (the runtime's own settings).
+    A command that writes one line to ``why`` in the cell's folder has it in result.json's detail."""
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     d = shlex.quote(str(folder))
     name = shlex.quote(cell.name)
@@ -346,14 +367,15 @@ def cell_script(
 set -u
 export LC_ALL=C USER="${{USER:-$(id -un)}}"  # ch-run wants USER
 {exports}{prelude}cd {d}
-rm -f result.json result.json.part
+rm -f result.json result.json.part why
 hostname -s >started
 t0=$EPOCHREALTIME
 finish() {{  # finish RESULT EXIT_CODE
-  local seconds
+  local seconds why=""
   seconds=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {{ printf "%.3f", b - a }}')
-  printf '{{"cell": "%s", "result": "%s", "exit_code": %d, "seconds": %s, "host": "%s"}}\\n' \\
-    {name} "$1" "$2" "$seconds" "$(hostname -s)" >result.json.part
+  [[ -s why ]] && why=$(head -n 1 why | tr -d '"\\\\' | tr -c '[:print:]\\n' ' ')
+  printf '{{"cell": "%s", "result": "%s", "exit_code": %d, "seconds": %s, "host": "%s", "detail": "%s"}}\\n' \\
+    {name} "$1" "$2" "$seconds" "$(hostname -s)" "$why" >result.json.part
   mv result.json.part result.json
 }}
 cancel() {{

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -35,8 +37,10 @@ GPU_RESOURCES = ("gpu.intel.com/i915", "gpu.intel.com/xe")
 POLL = 0.5  # seconds between looks at the cells' files
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Options:
+    """`invoke matrix`'s flags, built by name (tasks.py): 19 fields of which many are strings."""
+
     scheduler: str = "local"
     runtime: str = "engine"
     matrix_file: str = ""
@@ -51,7 +55,8 @@ class Options:
     sbatch_args: str = ""  # more sbatch options, quoted (a partition, an account, a time limit)
     manifest_out: str = ""  # kubernetes: write the manifest here
     apply: bool = False  # kubernetes: kubectl apply it
-    image: str = ""  # kubernetes: the image by digest (default: env/lock/images.toml's entry)
+    image: str = ""  # kubernetes, slurm: the image by digest (kubernetes' default: env/lock/images.toml's entry)
+    node_engine: str = ""  # slurm with --image: the engine on the nodes (default: the kit's engine's kind)
     gpu_resource: str = GPU_RESOURCES[0]
     sif: str = ""  # apptainer: the SIF built with `apptainer build --fakeroot`
     timeout: float = 0  # seconds to wait for all cells (0: no limit)
@@ -140,6 +145,41 @@ def ch_run_line(image_dir: Path, command: list[str], options: dict[str, Any]) ->
     return [*line, str(image_dir), "--", *command]
 
 
+# A cell that gets its image from the registry on the node it lands on (slurm with --image): the
+# node's own engine pulls REFERENCE (repository@digest) unless its store already holds it, and
+# refuses an image whose ID is not the one the run expects; then it runs it. A failure is one line
+# in the cell's `why` (result.json's detail) and its log, exit 125 (the engine's own "could not run").
+PULL_AND_RUN = r"""ref=$1 want=$2 registry=$3; shift 3
+node=$(hostname -s)
+say() { echo "$node: $1" >why; echo "xpukit: $node: $1" >&2; exit 125; }
+inspect() { "$1" image inspect --format '{{.Id}}' "$ref" 2>/dev/null; }
+have=$(inspect "$1") || {
+  out=$("$1" pull -q "$ref" 2>&1) ||
+    say "cannot pull $ref from the registry $registry: $(printf '%s' "$out" | tail -n 1)"
+  have=$(inspect "$1") || say "pulled $ref from the registry $registry, and $1 cannot find it"
+}
+[[ sha256:${have#sha256:} == "$want" ]] ||
+  say "$ref is image sha256:${have#sha256:} here, not $want (the image this run expects): refused"
+limits=()
+if [[ $(basename "$1") == podman ]]; then
+  # podman's container defaults (nofile 1048576, nproc 4194304) can exceed what podman itself may
+  # give: it raises its open files to the hard limit and caps its own processes at 32768 (podman
+  # 4.3, /proc/<podman>/limits), and a container gets no more than podman has.
+  nofile=$(ulimit -Hn) nproc=$(ulimit -Hu)
+  [[ $nproc =~ ^[0-9]+$ ]] && ((nproc < 32768)) || nproc=32768
+  [[ $nofile =~ ^[0-9]+$ ]] && limits+=(--ulimit "nofile=$nofile:$nofile")
+  limits+=(--ulimit "nproc=$nproc:$nproc")
+fi
+exec "$1" "$2" "${limits[@]}" "${@:3}"
+"""
+
+
+def registry_line(reference: str, image_id: str, run_line: list[str]) -> list[str]:
+    """``run_line`` (an engine's ``run`` of ``reference``) behind :data:`PULL_AND_RUN`."""
+    registry = reference.split("/", 1)[0]
+    return ["bash", "-c", PULL_AND_RUN, "xpukit-pull", reference, image_id, registry, *run_line]
+
+
 # The local rank's GPU (tile) for Level Zero: PBS/PALS (Aurora), else Slurm, else the first.
 AFFINITY = 'APPTAINERENV_ZE_AFFINITY_MASK="${ZE_AFFINITY_MASK:-${PALS_LOCAL_RANKID:-${SLURM_LOCALID:-0}}}"'
 
@@ -226,9 +266,36 @@ def select_cells(ctx: Context, opts: Options, out_dir: Path) -> list[mx.Cell]:
     return mx.expand(matrix, profile, opts.suites, opts.targets, opts.urs, opts.tritons)
 
 
+NODE_ENGINES = ("docker", "podman")
+
+
+def check_pulled(opts: Options, tritons: list[str]) -> None:
+    """--image for the Slurm nodes (and --node-engine with it): checked before anything is written."""
+    if opts.node_engine:
+        check_choice("node-engine", opts.node_engine, NODE_ENGINES)
+        if not opts.image:
+            raise XpukitError("--node-engine needs --image REPOSITORY@sha256:...", "pass the image the nodes pull")
+    if not opts.image:
+        return
+    if opts.scheduler != "slurm" or opts.runtime != "engine":
+        raise XpukitError(
+            f"--image is for --scheduler slurm (with --runtime engine) or kubernetes, not {opts.scheduler}"
+            + ("" if opts.scheduler != "slurm" else f" with --runtime {opts.runtime}"),
+            "leave --image out: this machine's engine runs the image it has",
+        )
+    if not DIGEST_REF.match(opts.image):
+        raise XpukitError(f"--image {opts.image} is not pinned by digest", "pass REPOSITORY@sha256:<64 hex>")
+    if len(tritons) > 1:
+        raise XpukitError("--image names one image; these cells need one per Triton variant", "pass one --triton")
+
+
+DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.:_/-]*@sha256:[0-9a-f]{64}$")
+
+
 def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) -> Prepared:
     """The run folder with one script per cell (a dry run writes them under a temp folder)."""
     tritons = list(dict.fromkeys(c.triton or mx.DEFAULT_TRITON for c in cells))
+    check_pulled(opts, tritons)
     images = resolve_images(ctx, tritons)
     # A dry run writes the same scripts under a temp folder, and submits nothing.
     run = mx.new_run_dir(Path(tempfile.mkdtemp(prefix="xpukit-dry-")) if ctx.dry_run else out_dir)
@@ -250,6 +317,9 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
     if ctx.engine.kind == "docker" and not ctx.dry_run:
         cli = ctx.engine.build_cli().path
     env = {"DOCKER_HOST": ctx.engine.api} if ctx.engine.kind == "docker" and ctx.engine.api else {}
+    pulled = opts.image and opts.runtime == "engine"  # each node pulls the image by digest, its own engine
+    if pulled:
+        cli, env = opts.node_engine or ctx.engine.cli_name, {}  # the node's engine, found on its PATH
     scripts: dict[str, Path] = {}
     for index, cell in enumerate(cells):
         folder = mx.cell_dir(run, cell)
@@ -270,13 +340,19 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
         else:
             name = f"xpukit-matrix-{run.name}-{index}"
             command = _in_image(cell, containers.WORKSPACE, pinned)
-            line = engine_line(cli, images[triton][1], command, options, name)
+            if pulled:
+                line = engine_line(cli, opts.image, command, options, name)
+                line = registry_line(opts.image, images[triton][1], line)
+            else:
+                line = engine_line(cli, images[triton][1], command, options, name)
             cleanup = f"{shlex.quote(cli)} rm -f {name} >/dev/null 2>&1"
         script = folder / "run.sh"
         script.write_text(mx.cell_script(cell, folder, line, env, cleanup, prelude))
         script.chmod(0o755)
         scripts[cell.name] = script
-    meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
+    meta: dict[str, Any] = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
+    if pulled:
+        meta["pulled"] = {"reference": opts.image, "engine": cli}
     meta["images"] = {t: {"tag": tag, "id": i} for t, (tag, i) in images.items()}
     mx.write_cells(run, cells, meta)
     return Prepared(run, out_dir, cells, scripts)
@@ -309,8 +385,11 @@ class Progress:
             print(f"xpukit: matrix: {queued} queued, {running} running, {done} done", file=sys.stderr, flush=True)
 
 
-def finish(prepared: Prepared) -> int:
-    outcomes = [mx.read_outcome(prepared.run, c) for c in prepared.cells]
+def finish(prepared: Prepared, records: dict[int, mx.SchedulerRecord] | None = None) -> int:
+    """The table, from the cells' own files; ``records`` (task index -> what the scheduler says)
+    name why a cell has none (Slurm's NODE_FAIL: lost)."""
+    records = records or {}
+    outcomes = [mx.read_outcome(prepared.run, c, records.get(i)) for i, c in enumerate(prepared.cells)]
     mx.mark_last(prepared.out_dir, prepared.run)
     print(mx.table(outcomes, Path.cwd()), flush=True)
     failed = [o for o in outcomes if not o.passed]
@@ -373,6 +452,9 @@ def sbatch_script(prepared: Prepared, throttle: int, extra: list[str]) -> str:
         f"#SBATCH --array={array}",
         f"#SBATCH --output={prepared.run}/slurm-%a.out",
         "#SBATCH --ntasks=1",
+        # A task whose node dies is reported lost (Slurm's NODE_FAIL), not rerun behind the table's
+        # back over its first attempt's files: `--only-failed` reruns it, as a new run.
+        "#SBATCH --no-requeue",
         *(f"#SBATCH {shlex.quote(arg)}" for arg in extra),
         "cells=(",
         *(f"  {shlex.quote(str(prepared.scripts[c.name]))}" for c in prepared.cells),
@@ -398,6 +480,38 @@ def _job_alive(squeue: str, job: str) -> bool | None:
     if proc.returncode != 0:
         return None if "Invalid job id" not in proc.stderr else False
     return bool(proc.stdout.strip())
+
+
+def slurm_records(scontrol: str, job: str) -> dict[int, mx.SchedulerRecord]:
+    """Array task index -> Slurm's own record of it (``scontrol show job``: no accounting storage
+    needed; slurmctld keeps finished jobs for MinJobAge, 300 s by default). {} when it has none."""
+    proc = subprocess.run([scontrol, "-o", "show", "job", job], capture_output=True, text=True, check=False)
+    return parse_scontrol(proc.stdout, job) if proc.returncode == 0 else {}
+
+
+def parse_scontrol(text: str, job: str) -> dict[int, mx.SchedulerRecord]:
+    """``scontrol -o show job``'s lines (one per task; pending tasks collapsed into one) by task index."""
+    records: dict[int, mx.SchedulerRecord] = {}
+    for line in text.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        task, state = fields.get("ArrayTaskId", ""), fields.get("JobState", "")
+        node = fields.get("NodeList", "")
+        node = "" if node in ("", "(null)") else node
+        if fields.get("ArrayJobId") != job or not state:
+            continue
+        for index in _task_indexes(task):
+            records[index] = mx.SchedulerRecord(state, node)
+    return records
+
+
+def _task_indexes(spec: str) -> list[int]:
+    """``3``, ``2-5`` or ``[2-5%2]``/``2,4`` (pending tasks, collapsed) as indexes."""
+    found: list[int] = []
+    for part in spec.strip("[]").split("%")[0].split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            found += range(int(low), int(high or low) + 1)
+    return found
 
 
 def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
@@ -440,9 +554,18 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
             time.sleep(POLL)
     except (KeyboardInterrupt, XpukitError):
         subprocess.run([_slurm_tool("scancel"), job], check=False)
-        finish(prepared)
+        finish(prepared, _records_kept(prepared, job))
         raise
-    return finish(prepared)
+    return finish(prepared, _records_kept(prepared, job))
+
+
+def _records_kept(prepared: Prepared, job: str) -> dict[int, mx.SchedulerRecord]:
+    """Slurm's records of the job's tasks, also written to the run folder (slurm-states.json)."""
+    scontrol = shutil.which("scontrol")
+    records = slurm_records(scontrol, job) if scontrol else {}
+    states = {prepared.cells[i].name: dataclasses.asdict(r) for i, r in records.items() if i < len(prepared.cells)}
+    (prepared.run / "slurm-states.json").write_text(json.dumps(states, indent=2, sort_keys=True) + "\n")
+    return records
 
 
 def print_cell_scripts(prepared: Prepared) -> None:
