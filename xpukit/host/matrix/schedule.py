@@ -79,7 +79,7 @@ def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, tuple[str, str
             raise XpukitError(
                 f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
             )
-        images[triton] = (plan.tag, ctx.engine.client().images.get(plan.tag).id)
+        images[triton] = (plan.tag, str(ctx.engine.client().images.get(plan.tag).id))
     return images
 
 
@@ -276,7 +276,7 @@ def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) ->
         script.write_text(mx.cell_script(cell, folder, line, env, cleanup, prelude))
         script.chmod(0o755)
         scripts[cell.name] = script
-    meta = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
+    meta: dict[str, Any] = {"profile": ctx.profile, "scheduler": opts.scheduler, "runtime": opts.runtime}
     meta["images"] = {t: {"tag": tag, "id": i} for t, (tag, i) in images.items()}
     mx.write_cells(run, cells, meta)
     return Prepared(run, out_dir, cells, scripts)

@@ -237,9 +237,9 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     finally:
         results.release()
 
-    for phase in phases:
-        if phase.note:
-            ui.say(phase.note)
+    for finished in phases:
+        if finished.note:
+            ui.say(finished.note)
     passed = sum(p.passed for p in phases)
     failed = sum(p.failed for p in phases)
     skipped = sum(p.skipped for p in phases)

@@ -279,7 +279,7 @@ def pull(sdk: DockerClient, entry: Mapping[str, str], auth: dict[str, str] | Non
         raise explain(str(exc.explanation or exc), entry["registry"], reference) from None
     if reference not in (image.attrs.get("RepoDigests") or []):
         raise RegistryError(
-            f"{reference} pulled as {image.id[:19]} without that digest (it has {image.attrs.get('RepoDigests')})",
+            f"{reference} pulled as {str(image.id)[:19]} without that digest (it has {image.attrs.get('RepoDigests')})",
             "the registry served other content: do not use it; push again from a trusted build",
         )
     return image

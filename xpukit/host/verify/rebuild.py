@@ -139,7 +139,7 @@ def _load_base(sdk: DockerClient, base: str, store: Store, work: Path, say: Call
     archive.unlink()
     if store.image_id(base) != image.id:
         raise XpukitError(
-            f"the base {base} changed its ID on the way to the empty store ({image.id[:19]})",
+            f"the base {base} changed its ID on the way to the empty store ({str(image.id)[:19]})",
             "report this: the engine re-encoded the image",
         )
     say(f"verify: base {base} = {image.id} (the rebuild starts FROM exactly this)")

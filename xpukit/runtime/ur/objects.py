@@ -33,6 +33,7 @@ class Resource:
     """One UR handle, released exactly once."""
 
     _kind = "resource"
+    _session: Session  # None only for a resource no session owns
 
     def __init__(self, session: Session | None, handle: int | None) -> None:
         self._session = session
@@ -357,7 +358,7 @@ class Event(Resource):
 
     _kind = "event"
 
-    def __init__(self, session: Session, handle: int) -> None:
+    def __init__(self, session: Session, handle: int | None) -> None:
         self._lib = session.lib
         super().__init__(session, handle)
 
