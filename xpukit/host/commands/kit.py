@@ -550,7 +550,7 @@ def push(ctx: Context) -> int:
 def pull(ctx: Context) -> int:
     """Pull the digest env/lock/images.toml records for the profile, checked."""
     if ctx.dry_run:
-        print(f"would pull the {ctx.profile} digest recorded in {sharing.LOCK_PATH.name}")
+        print(f"would pull the {ctx.profile} digest recorded in {registry.LOCK_PATH.name}")
         return 0
     sharing.pull(ctx, make_plan(ctx, base_required=False))
     return 0
@@ -573,7 +573,7 @@ def export(ctx: Context, fmt: str, out: str) -> int:
 def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> int:
     """Write the devcontainer for the profile: the recorded digest (else the profile's tag), the
     cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
-    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    entry = registry.locked_image(ctx.profile)
     image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it

@@ -77,10 +77,7 @@ def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tup
 
 def _shared_base(profile: pins_mod.Profile) -> str:
     """The base env/lock/images.toml records for the profile's shared image ("" when none)."""
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(profile.name)
-    except XpukitError:
-        return ""  # a broken lock is reported where it is used (pull, push, shared_image)
+    entry = registry.locked_image(profile.name)
     return entry["base"] if entry else ""
 
 
@@ -151,10 +148,7 @@ def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
     sdk = eng.client()
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name) or {}
-    except XpukitError:
-        entry = {}  # a broken lock is reported where it is used
+    entry = registry.locked_image(plan.profile.name) or {}
     if entry.get("base") == plan.base and entry.get("base_id"):
         note = lock_mod.base_difference(plan.base, entry["base_id"], lock_mod.base_content_id(sdk, plan.base))
         if note:
@@ -168,10 +162,7 @@ def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
     eng = ctx.engine
     if not eng.present or plan.base_missing or eng.image_exists(plan.tag):
         return
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name)
-    except XpukitError:
-        entry = None  # the real run reports a broken lock where it reads it
+    entry = registry.locked_image(plan.profile.name)
     if entry is not None and entry["tag"] == plan.tag.rsplit(":", 1)[1]:
         return  # the real run pulls the shared image by its digest
     print(plan.build.printable())

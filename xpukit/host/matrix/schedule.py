@@ -466,7 +466,7 @@ def k8s_image(ctx: Context, explicit: str) -> str:
         return explicit
     from xpukit.host.share import registry
 
-    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    entry = registry.locked_image(ctx.profile)
     if not entry:
         raise XpukitError(
             f"no pushed {ctx.profile} image in env/lock/images.toml for the cluster to pull",

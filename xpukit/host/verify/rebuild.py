@@ -234,9 +234,7 @@ def _reference(
     against: str, ctx: Context, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
     """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
-    entry = None
-    with contextlib.suppress(XpukitError):
-        entry = registry.read_lock(registry.LOCK_PATH).get(image_plan.profile.name)
+    entry = registry.locked_image(image_plan.profile.name)
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
         if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
