@@ -32,4 +32,3 @@ def test_stub_names_each_type_s_methods(name):
     assert {n for n in declared if not n.startswith("_")} == _public(obj) - _public(object)
     for dunder in (n for n in declared if n.startswith("__")):
         assert hasattr(obj, dunder), f"{name}.{dunder} is in the stub, not in the module"
-

@@ -24,8 +24,6 @@ from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 
-ROOT = pins_mod.REPO_ROOT
-
 
 @dataclasses.dataclass(frozen=True)
 class ImagePlan:
@@ -96,7 +94,7 @@ def make_plan(
     the base may be absent (a run that may find the image shared). ``cache``: given the content
     tag, what the build shares through a registry (:func:`xpukit.host.image.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
-    build_mod.ensure_lock_current(profile, ROOT)
+    build_mod.ensure_lock_current(profile, pins_mod.REPO_ROOT)
     profile = build_mod.with_base(profile, (variant or build_mod.Variant()).base)
     if ctx.dry_run:
         ctx.engine.connect_if_present()
@@ -112,7 +110,7 @@ def make_plan(
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
     ca = ctx.ca_bundle
     plan = build_mod.plan(
-        ROOT,
+        pins_mod.REPO_ROOT,
         profile,
         base,
         ctx.settings.image,
@@ -180,7 +178,7 @@ def ensure_image(plan: ImagePlan, eng: engine.Engine, shared: Callable[[], str |
     check_base(plan, eng)
     if plan.base_missing:
         raise XpukitError(
-            f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}"[:200],
+            f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}",
             "build a local base with `invoke base`, or pull the image a teammate pushed (invoke pull)",
         )
     ui.say(f"image {plan.tag} is missing; building it")

@@ -41,7 +41,8 @@ from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.build import build as build_mod
-from xpukit.host.image.plan import ROOT, ImagePlan
+from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
@@ -152,7 +153,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     :meth:`Store.wrap` points it at a store."""
     cli = engine.BuildCli(podman, "", kind="podman")
     plan = build_mod.plan(
-        ROOT,
+        REPO_ROOT,
         image_plan.profile,
         image_plan.base,
         ctx.settings.image,
@@ -166,7 +167,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     )
     if not any(part == "--timestamp" for part in plan.command):
         raise XpukitError(
-            f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(ROOT).origin})",
+            f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(REPO_ROOT).origin})",
             "verify a git checkout, or set SOURCE_DATE_EPOCH",
         )
     cmd, skip = [podman], False
@@ -238,7 +239,7 @@ def _reference(
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
         if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
-            why = local_is_whole(sdk, image_plan.tag, image_plan.base, build_mod.source_date(ROOT).epoch)
+            why = local_is_whole(sdk, image_plan.tag, image_plan.base, build_mod.source_date(REPO_ROOT).epoch)
             if why:
                 say(f"verify: not comparing with the local image {image_plan.tag}: {why}")
             else:
@@ -389,12 +390,12 @@ def _verify_in(
     say: Callable[[str], None],
 ) -> int:
     """verify's body: every store it makes goes into ``stores`` at once, for the caller to remove."""
-    say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
+    say(f"verify: {build_mod.source_date(REPO_ROOT).origin}; content tag {image_plan.tag}")
     described, export = _reference(against, ctx, image_plan, sdk, work, say)
     # The reference first: a missing image or a refused registry fails in seconds, not after a build.
     fetched = export() if export is not None else None
     say(f"verify: comparing a rebuild from nothing with {described}")
-    context = build_mod.copy_context(ROOT, work / "context")
+    context = build_mod.copy_context(REPO_ROOT, work / "context")
     tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
     command = rebuild_command(image_plan, podman, context, tag, ctx)
     images = []
