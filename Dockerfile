@@ -235,12 +235,10 @@ ARG XPUKIT_PINS
 RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.image.manifest "${XPUKIT_MANIFEST}"
 
 # Labels last: their values change per commit and must not invalidate any layer above.
-ARG XPUKIT_SOURCE
 ARG XPUKIT_REVISION
 ARG XPUKIT_CREATED
 LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       org.opencontainers.image.description="Triton XPU environment kit (${XPUKIT_PROFILE} profile)" \
-      org.opencontainers.image.source="${XPUKIT_SOURCE}" \
       org.opencontainers.image.revision="${XPUKIT_REVISION}" \
       org.opencontainers.image.created="${XPUKIT_CREATED}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \

@@ -182,13 +182,12 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
 @guarded
 def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int:
     s = ctx.settings
-    images = []
-    if not ctx.dry_run:  # a dry run asks no engine: it lists what would go
-        sdk = ctx.engine.client()
-        images = sdk.images.list(name=s.image)
-        for image in images:
-            for tag in image.tags:
-                ui.say(f"removing {tag}")
+    sdk = None if ctx.dry_run else ctx.engine.client()  # a dry run asks no engine: it lists what would go
+    images = [] if sdk is None else sdk.images.list(name=s.image)
+    for image in images:
+        for tag in image.tags:
+            ui.say(f"removing {tag}")
+            if sdk is not None:  # always, when there are images
                 sdk.images.remove(tag)
     if not images:
         ui.say(f"no {s.image} images to remove" if sdk else f"would remove every {s.image}:* image")

@@ -155,14 +155,14 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     plan = build_mod.plan(
         REPO_ROOT,
         image_plan.profile,
-        image_plan.base,
-        ctx.settings.image,
-        cli,
-        ctx.ca_bundle.path,
-        "",
-        build_mod.Variant(),
-        "plain",
-        ctx.settings.build_network,
+        base_image=image_plan.base,
+        image=ctx.settings.image,
+        cli=cli,
+        ca_bundle=ctx.ca_bundle.path,
+        progress="plain",
+        network=ctx.settings.build_network,
+        context=context,
+        only_tag=tag,
         ocloc_mirror=ctx.settings.ocloc_mirror,
     )
     if not any(part == "--timestamp" for part in plan.command):
@@ -170,22 +170,9 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
             f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(REPO_ROOT).origin})",
             "verify a git checkout, or set SOURCE_DATE_EPOCH",
         )
-    cmd, skip = [podman], False
-    for part in plan.command[1:-1]:
-        if skip:
-            skip = False
-            continue
-        if part == "-t":
-            skip = True
-            continue
-        if part == "-f":
-            cmd += ["-f", str(context / "Dockerfile")]
-            skip = True
-            continue
-        cmd.append(part)  # --layers stays: an empty store has nothing to reuse, and the layers must be
-        # made exactly as `invoke build` makes them (buildah leaves other mount points in a layer
-        # under --no-cache)
-    return [*cmd, "-t", tag, str(context)]
+    # --layers stays: an empty store has nothing to reuse, and the layers must be made exactly as
+    # `invoke build` makes them (buildah leaves other mount points in a layer under --no-cache).
+    return list(plan.command)
 
 
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
