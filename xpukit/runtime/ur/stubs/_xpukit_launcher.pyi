@@ -3,10 +3,11 @@
 # compiled module exports, so a name added or dropped in the C fails a test.
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, final
 
 ABI: Final[int]
 
+@final
 class AllocTable:
     @property
     def generation(self) -> int: ...
@@ -15,6 +16,7 @@ class AllocTable:
     def find(self, addr: Any, /) -> tuple[int, int] | None: ...
     def __len__(self) -> int: ...
 
+@final
 class Launcher:
     def __init__(
         self,
@@ -33,16 +35,19 @@ class Launcher:
     def forget(self) -> None: ...
     def hidden(self, entries: Sequence[tuple[str, int]], /) -> None: ...
 
-class GridCall:
+@final
+class _GridCall:  # what Dispatch[grid] returns; the module does not export it
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
+@final
 class Dispatch:
     def __init__(
         self, fn: Any, hits: dict[Any, Any], modes: bytes, current: ContextVar[Any], compiled_kernel: Any, /
     ) -> None: ...
-    def __getitem__(self, grid: Any, /) -> GridCall: ...
+    def __getitem__(self, grid: Any, /) -> _GridCall: ...
     def forget(self) -> None: ...
 
+@final
 class Direct:
     def __new__(cls, launcher: Launcher, queue: Any, fallback: Callable[..., Any], /) -> Direct: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
