@@ -298,7 +298,7 @@ class Queue(Resource):
         super().__init__(session, out.value)
 
     @classmethod
-    def adopt(cls, session: Session, handle: int) -> Queue:
+    def adopt(cls, session: Session, handle: int | None) -> Queue:
         """A UR queue handle made elsewhere (urQueueCreateWithNativeHandle), owned from now on."""
         queue = cls.__new__(cls)
         queue.profiling = False
