@@ -7,6 +7,7 @@ reading of XPUKIT_CACHE_DIR (layout.kit_cache_dir) and the error line's length
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from xpukit.host.matrix import schedule
 
 pytestmark = pytest.mark.unit
 SOURCES = sorted((REPO_ROOT / "xpukit").rglob("*.py"))
+CLIMB = re.compile(r"__file__.*\.(parents\[|parent\.parent)")
 
 
 def _where(path: Path, node: ast.AST) -> str:
@@ -40,10 +42,11 @@ def test_the_checkout_root_is_computed_once():
     assert TESTS_ROOT == REPO_ROOT  # the tests' name for it is the same folder
     computed, named_root = [], []
     for path in SOURCES:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and node.id == "__file__" and path.name != "pins.py":
-                computed.append(_where(path, node))
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        for number, line in enumerate(text.splitlines(), 1):  # climbing from a module to the checkout
+            if CLIMB.search(line) and path.name != "pins.py":
+                computed.append(f"{path.relative_to(REPO_ROOT)}:{number}")
         for node in tree.body:  # module level: ROOT meant the checkout here and /opt/xpukit in layout
             targets = node.targets if isinstance(node, ast.Assign) else []
             named_root += [_where(path, node) for t in targets if isinstance(t, ast.Name) and t.id == "ROOT"]
