@@ -129,7 +129,7 @@ def gpu_stack_problems(packages: Mapping[str, Mapping[str, Any]], pins: Mapping[
     ocloc_package = str(pins.get("ocloc_package", ""))
     if pins.get("ocloc_source") == "intel-gpu-repo" and ocloc_package:
         ocloc = packages.get(ocloc_package)
-        runtime = next((packages[n] | {"name": n} for n in RUNTIME_PACKAGES if n in packages), None)
+        runtime = next(({**packages[n], "name": n} for n in RUNTIME_PACKAGES if n in packages), None)
         if ocloc and runtime and ocloc["version"] != runtime["version"]:
             problems.append(
                 f"{ocloc_package} {ocloc['version']} does not match the compute runtime "
