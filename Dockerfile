@@ -1,7 +1,7 @@
 # xpukit's image, one Dockerfile for every profile. `invoke build` computes every build arg from
 # env/pins.toml (`invoke build --dry-run` prints them); nothing here names a version. The image's
 # layout (user, paths) comes from xpukit/layout.py as the XPUKIT_* build args: nothing here names a
-# path of the kit's either, but the ENTRYPOINT (exec form expands nothing; tests/test_dockerfile.py).
+# path of the kit's either, but the ENTRYPOINT (exec form expands nothing; tests/host/test_dockerfile.py).
 #
 # Stages: system (base + OS packages + ocloc from a package of the base + user) -> runtime (venv from
 # the hash-locked lock file, wheels from the triton-* and torch-* stages, the compiler folder from the
@@ -235,12 +235,10 @@ ARG XPUKIT_PINS
 RUN PYTHONDONTWRITEBYTECODE=1 python -m xpukit.runtime.image.manifest "${XPUKIT_MANIFEST}"
 
 # Labels last: their values change per commit and must not invalidate any layer above.
-ARG XPUKIT_SOURCE
 ARG XPUKIT_REVISION
 ARG XPUKIT_CREATED
 LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
       org.opencontainers.image.description="Triton XPU environment kit (${XPUKIT_PROFILE} profile)" \
-      org.opencontainers.image.source="${XPUKIT_SOURCE}" \
       org.opencontainers.image.revision="${XPUKIT_REVISION}" \
       org.opencontainers.image.created="${XPUKIT_CREATED}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
@@ -258,7 +256,7 @@ LABEL org.opencontainers.image.title="xpukit-${XPUKIT_PROFILE}" \
 # The xpukit user created in the system stage, by number so every runtime resolves it.
 USER ${XPUKIT_UID}:${XPUKIT_UID}
 WORKDIR ${XPUKIT_HOME}
-# Exec form expands no variable: layout.ENTRYPOINT, checked by tests/test_dockerfile.py.
+# Exec form expands no variable: layout.ENTRYPOINT, checked by tests/host/test_dockerfile.py.
 ENTRYPOINT ["/opt/xpukit/scripts/entrypoint.sh"]
 CMD ["bash"]
 

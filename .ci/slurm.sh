@@ -6,7 +6,7 @@
 #   .ci/slurm.sh start DIR   # prints SLURM_CONF=DIR/slurm.conf once the node answers
 #   .ci/slurm.sh stop DIR    # stops slurmd, slurmctld and munged by their pid files
 #
-# Used by .ci/run, by tests/test_matrix_slurm.py (when no SLURM_CONF is given) and by
+# Used by .ci/run, by tests/engine/test_matrix_run.py (when no SLURM_CONF is given) and by
 # benchmarks/bench_matrix.py; docs/cluster.md starts a Slurm to try the kit on the same way.
 set -euo pipefail
 

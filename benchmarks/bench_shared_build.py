@@ -49,7 +49,6 @@ from tests.support.services import MissingTool, registry, second_engine  # noqa:
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import engine  # noqa: E402
 from xpukit.host.build import build, pins  # noqa: E402
-from xpukit.host.image import sharing  # noqa: E402
 from xpukit.host.share import registry as reg  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-only-password"
@@ -245,8 +244,8 @@ def main() -> int:
     try:
         checkout = work / "checkout"
         shutil.copytree(ROOT, checkout, ignore=SKIP, symlinks=True)
-        if sharing.LOCK_PATH.exists():
-            print(f"note: the copy's {sharing.LOCK_PATH.name} is removed before each cold build", file=sys.stderr)
+        if reg.LOCK_PATH.exists():
+            print(f"note: the copy's {reg.LOCK_PATH.name} is removed before each cold build", file=sys.stderr)
         base_tar = work / "base.tar"
         base_from = save_base(base, base_tar, work, checkout, docker_cli) or "invoke base on engine A"
         for index in range(1, args.runs + 1):

@@ -52,8 +52,10 @@ def test_labels_equal_the_pins(image_labels, profile):
     assert image_labels["io.xpukit.pins.ur"] == f"{args['UR_SOURCE']}:{args['UR_VERSION']}"
     assert image_labels["io.xpukit.pins.pypi"] == args["PYPI_PINS"]
     assert image_labels["io.xpukit.pins.digest"] == profile.fingerprint()
-    for key in ("source", "revision", "created"):
+    for key in ("revision", "created"):
         assert image_labels[f"org.opencontainers.image.{key}"], key
+    # The checkout's origin remote, or no label at all where it has none (never a guessed address).
+    assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(pins.REPO_ROOT)
 
 
 def test_manifest_reports_what_is_installed_and_it_equals_the_pins(manifest, profile):

@@ -104,7 +104,7 @@ def test_the_image_layout_is_written_once_in_xpukit_layout():
     xpukit/layout.py gives; the one literal left is the exec-form ENTRYPOINT, which expands nothing."""
     from xpukit import layout
 
-    facts = [layout.ROOT, layout.HOME, str(layout.UID), layout.WORKSPACE]
+    facts = [layout.INSTALL_ROOT, layout.HOME, str(layout.UID), layout.WORKSPACE]
     entrypoint = re.search(r"^ENTRYPOINT \[\"([^\"]+)\"\]", DOCKERFILE, re.M)
     assert entrypoint and entrypoint.group(1) == layout.ENTRYPOINT
     rest = DOCKERFILE.replace(entrypoint.group(0), "")
@@ -142,7 +142,7 @@ def test_no_python_code_but_the_layout_module_writes_a_layout_path():
             if type(value) is int:
                 written = value == layout.UID
             elif isinstance(value, str):
-                paths = (layout.ROOT, layout.HOME, layout.WORKSPACE + "/")
+                paths = (layout.INSTALL_ROOT, layout.HOME, layout.WORKSPACE + "/")
                 written = value == layout.WORKSPACE or any(p in value for p in paths)
             else:
                 written = False

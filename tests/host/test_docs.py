@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import docs as docs_support
+from tests.support.docs import check_reference
 from xpukit.host import settings as config
 from xpukit.host.build import docs_tables, pins
 
@@ -427,6 +429,80 @@ def test_generated_table_follows_a_pin_change(tmp_path):
     changed.write_text(text)
     table = docs_tables.profiles_table(pins.load(changed))
     assert "`triton-xpu` 3.3.1 (PyPI)" in table and "3.3.0b1" not in table
+
+
+# ---------------------------------------------------------------- every name a doc gives exists
+
+REFERENCES = docs_support.doc_references()
+
+
+def test_every_path_module_function_and_member_a_doc_names_exists():
+    """Paths (``tests/host/test_x.py``, ``examples/kernels.py:scale_kernel``, pytest node ids), modules
+    and their names (``xpukit.runtime.ur.core.Session``), ``Class.member`` of the kit's classes,
+    ``function()`` calls and links between docs, in README.md and docs/ (tasks and flags: above)."""
+    failures = [f"{ref.where()}: `{ref.text}`: {problem}" for ref in REFERENCES if (problem := check_reference(ref))]
+    assert not failures, "\n".join(failures)
+
+
+def test_module_tables_name_what_each_module_defines():
+    problems = docs_support.module_table_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_test_paths_named_in_code_comments_exist():
+    """Comments and docstrings of the kit, its scripts and CI name tests by path: those paths exist."""
+    failures = []
+    for folder in (*CODE_DIRS, ".ci"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".sh", "") or not path.is_file() or "__pycache__" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            for number, line in enumerate(text.splitlines(), 1):
+                for named in re.findall(r"\btests/(?:host|engine|image|gpu|support)?/?[\w/]*?test_\w+\.py", line):
+                    if path.name != "test_docs.py" and not (ROOT / named).exists():
+                        failures.append(f"{path.relative_to(ROOT)}:{number}: {named} does not exist")
+    for name in ("Dockerfile", "tasks.py"):
+        for number, line in enumerate((ROOT / name).read_text(encoding="utf-8").splitlines(), 1):
+            for named in re.findall(r"\btests/[\w/]*\.py", line):
+                if not (ROOT / named).exists():
+                    failures.append(f"{name}:{number}: {named} does not exist")
+    assert not failures, "\n".join(failures)
+
+
+def test_the_reference_check_finds_what_does_not_exist():
+    """The check can fail: each invented name is refused, each real one of the same kind accepted."""
+    doc = ROOT / "docs" / "tasks.md"
+    wrong = {
+        "tests/test_plan_value.py": "does not exist",  # a test file that moved to tests/host/
+        "examples/kernels.py:no_such_kernel": "defines no 'no_such_kernel'",
+        "xpukit.runtime.ur.core.NoSession": "has no 'NoSession'",
+        "xpukit.runtime.ur.core.Session.no_method": "has no 'no_method'",
+        "xpukit.runtime.nothing": "has no 'nothing'",
+        "Queue.no_such_member": "class Queue has no 'no_such_member'",
+        "compile_everything()": "no function compile_everything",
+        "python -m pytest tests/host/test_nothing.py -q": "does not exist",
+        "link:nothere.md": "does not exist",
+    }
+    for text, problem in wrong.items():
+        found = check_reference(docs_support.Reference(doc, 1, text))
+        assert found and problem in found, (text, found)
+    right = [
+        "tests/host/test_plan_value.py",
+        "examples/kernels.py:scale_kernel",
+        "tests/host/test_docs.py::test_links_between_docs_reach_a_heading",
+        "xpukit.runtime.ur.core.Session",
+        "Queue.submit",
+        "USMAllocation.close()",  # inherited from Resource
+        "compile_kernel(fn, signature)",
+        "link:ur.md",
+        "env/lock/images.toml",  # written by `invoke push`: it may not exist yet
+        "NAME/PATH",  # a placeholder
+    ]
+    for text in right:
+        assert check_reference(docs_support.Reference(doc, 1, text)) is None, text
+    for path, owner in docs_support.WRITTEN_BY_THE_KIT.items():
+        assert path in (ROOT / owner).read_text(encoding="utf-8"), f"{owner} does not write {path}"
+    assert len(REFERENCES) > 1000  # the scan reads the docs (about 2,500 names)
 
 
 # ---------------------------------------------------------------- headings and links

@@ -66,3 +66,35 @@ def test_lock_round_trip_and_strict_reading(tmp_path):
     path.write_text("[cpu\n")
     with pytest.raises(reg.RegistryError, match="not readable TOML"):
         reg.read_lock(path)
+
+
+@pytest.mark.unit
+def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
+    """locked_image/record_image are the only ways into env/lock/images.toml: no other module reads or
+    writes it, and a broken lock is the same error through a reader that once ignored it (the plan's
+    shared base) as through locked_image itself."""
+    import ast
+
+    from xpukit.host.build.pins import REPO_ROOT
+    from xpukit.host.build.pins import load as load_pins
+    from xpukit.host.image import plan as plan_mod
+
+    direct = []
+    for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):
+        if path.name == "registry.py" and path.parent.name == "share":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("read_lock", "write_lock"):
+                direct.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.attr}")
+    assert not direct, "read the lock through registry.locked_image/record_image:\n" + "\n".join(direct)
+
+    lock = tmp_path / "images.toml"
+    entry = reg.lock_entry(reg.Registry.parse("127.0.0.1:5000/team"), "cpu-abc", "sha256:" + "a" * 64, "f" * 12, "b:1")
+    assert reg.record_image("cpu", entry, lock) == lock
+    assert reg.locked_image("cpu", lock) == entry and reg.locked_image("xpu", lock) is None
+    monkeypatch.setattr(reg, "LOCK_PATH", lock)
+    assert plan_mod._shared_base(load_pins().profile("cpu")) == "b:1"
+    lock.write_text("[cpu\n")
+    for read in (lambda: reg.locked_image("cpu"), lambda: plan_mod._shared_base(load_pins().profile("cpu"))):
+        with pytest.raises(reg.RegistryError, match=r"images.toml is not readable TOML .*restore it from git"):
+            read()

@@ -66,6 +66,24 @@ def test_ca_bundle_becomes_a_secret(tmp_path):
     assert not any(str(bundle) in a for a in cmd if a.startswith("BASE") or a == "--build-arg")
 
 
+def test_source_label_comes_from_the_origin_remote_or_is_left_out(tmp_path, monkeypatch):
+    """The image's org.opencontainers.image.source is the checkout's origin remote; a checkout
+    without one gets no source label, never a guessed address."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    assert build.source_url(repo) == ""
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "https://example.org/team/kit.git"], check=True)
+    assert build.source_url(repo) == "https://example.org/team/kit.git"
+    cpu = pins.load().profile("cpu")
+    for remote in ("", "https://example.org/team/kit.git"):
+        monkeypatch.setattr(build, "source_url", lambda root, remote=remote: remote)
+        cmd = build.plan(ROOT, cpu, "base:1", "xpukit", None).command
+        labels = [cmd[i + 1] for i, part in enumerate(cmd) if part == "--label"]
+        assert labels == ([f"org.opencontainers.image.source={remote}"] if remote else [])
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "image.source" not in dockerfile and "github.com/xpukit" not in dockerfile
+
+
 def test_content_tag_follows_the_build_inputs(tmp_path):
     cpu = pins.load().profile("cpu")
     args = build.build_args(cpu, "base:1")

@@ -126,6 +126,29 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     assert store.env == {"TMPDIR": f"{tmp_path}/store/tmp"}  # buildah's cache mounts live there
     # The compiler's mirror setting reaches the rebuild, as it reached the build it checks.
     assert f"OCLOC_MIRROR={SNAPSHOT}" in cmd
+    # Everything else is the build's own command, made from the plan by name, not edited.
+    built = build.plan(
+        ROOT,
+        profile,
+        "xpukit-base:bookworm-slim",
+        "xpukit",
+        podman,
+        network="host",
+        progress="plain",
+        ocloc_mirror=SNAPSHOT,
+    )
+
+    def without_place(command):  # the Dockerfile, the tags and the context differ on purpose
+        parts, out = list(command[:-1]), []
+        while parts:
+            part = parts.pop(0)
+            if part in ("-f", "-t"):
+                parts.pop(0)
+            else:
+                out.append(part)
+        return out
+
+    assert without_place(cmd[7:]) == without_place(built.command[1:])
 
 
 class _FakeImages:

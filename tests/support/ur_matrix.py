@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 
 
@@ -33,8 +34,7 @@ class URPrefixUnavailable(XpukitError):
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XPUKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xpukit")
-    return Path(base) / "ur"
+    return layout.kit_cache_dir() / "ur"
 
 
 def loader_in(prefix: Path) -> Path:

@@ -41,7 +41,7 @@ class EngineError(XpukitError):
 PING_TIMEOUT = 30
 # When set, every command a task executes (build CLI, host pytest, a container's `docker run`
 # equivalent) is appended to this file, one shell-quoted line each, as a dry run prints it: the
-# tests compare the two (tests/test_plan_value.py).
+# tests compare the two (tests/engine/test_plan_value.py).
 RECORD_ENV = "XPUKIT_RECORD_COMMANDS"
 
 

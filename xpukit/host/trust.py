@@ -91,7 +91,7 @@ def resolve_ca_bundle(
         (pip_cert(environ, pip_files), "pip's cert setting"),
         *((path, "the OS trust store") for path in os_bundles),
     ]
-    skipped = []
+    skipped: list[str] = []
     for value, source in candidates:
         if not value:
             continue

@@ -1,5 +1,7 @@
-"""The runtime library that runs in the image: Unified Runtime bindings (``ur``), kernel launch
-(``launch``), the Triton driver on UR (``triton``), compilation and zebin tooling.
+"""The runtime library that runs in the image: Unified Runtime bindings and their checked launch path
+(``ur``), the Triton driver on UR (``triton``), compilation and zebin tooling that needs no device
+(``offline``), what the image knows about itself (``image``), and the ground they share (``scratch``,
+``cache_auth``, ``interrupts``).
 
 It needs Triton, numpy, PyYAML and pyelftools, never invoke or the docker SDK, and never imports
 ``xpukit.host``.

@@ -54,7 +54,7 @@ def remove_stale(prefix: str, directory: str | None = None) -> list[Path]:
     """Remove ``<prefix><pid>-<host>-*`` folders of this host and user whose process is gone."""
     base = Path(directory or tempfile.gettempdir())
     pattern = re.compile(re.escape(prefix) + r"(\d+)-" + re.escape(host_tag()) + r"-[^/]+")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(base.iterdir())
     except OSError:

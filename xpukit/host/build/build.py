@@ -33,7 +33,7 @@ PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_prox
 NOT_CONTENT = ("env/lock/images.toml", "env/npm/node_modules")
 # Build args that describe the build rather than pin anything: labels, the source builds' job count, and
 # the mirror the compiler's .debs come from (each .deb is pinned by its SHA-256 whichever mirror serves it).
-META_ARGS = ("XPUKIT_SOURCE", "XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS", "OCLOC_MIRROR")
+META_ARGS = ("XPUKIT_REVISION", "XPUKIT_CREATED", "MAX_JOBS", "OCLOC_MIRROR")
 LOCAL_BASE_REPO = "xpukit-base"
 # What the Dockerfile reads from the checkout (.dockerignore keeps the rest out of the builder).
 BUILD_CONTEXT = CONTENT_PATHS
@@ -262,8 +262,14 @@ def git(root: Path, *args: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def source_url(root: Path) -> str:
+    """Where the checkout came from (its ``origin`` remote), for the image's
+    org.opencontainers.image.source label; "" where there is none, and then the image has no such label."""
+    return git(root, "config", "--get", "remote.origin.url")
+
+
 def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
-    """Source, revision and creation time for the OCI labels, from git where there is one."""
+    """Revision and creation time for the OCI labels, from git where there is one."""
 
     revision = git(root, "rev-parse", "HEAD")
     if revision and git(root, "status", "--porcelain", "--untracked-files=no"):
@@ -274,9 +280,7 @@ def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not created and epoch.isdigit():
         created = dt.datetime.fromtimestamp(int(epoch), dt.UTC).isoformat(timespec="seconds")
-    source = git(root, "config", "--get", "remote.origin.url") or "https://github.com/xpukit/xpukit"
     return {
-        "XPUKIT_SOURCE": source,
         "XPUKIT_REVISION": revision or "unknown",
         "XPUKIT_CREATED": created or "unknown",
         "MAX_JOBS": str(max_jobs or os.cpu_count() or 1),
@@ -434,13 +438,17 @@ def plan(
     engine_env: Mapping[str, str] | None = None,
     cache: Callable[[str], CacheSource] | None = None,
     ocloc_mirror: str = "",
+    context: Path | None = None,
+    only_tag: str = "",
 ) -> BuildPlan:
     """The exact BuildKit command for a profile, with its tags.
 
     ``engine_env``: what the CLI needs to build on the engine the SDK talks to (DOCKER_HOST).
     ``cache``: given the content tag, what the build shares through a registry (BuildKit only).
     ``ocloc_mirror``: the Debian mirror for the compiler's .debs instead of the pinned one (a
-    snapshot.debian.org URL once the pinned versions left the mirror; not part of the content tag)."""
+    snapshot.debian.org URL once the pinned versions left the mirror; not part of the content tag).
+    ``context``: build from this copy of ``root`` (its Dockerfile too), e.g. verify's snapshot;
+    ``only_tag``: the one tag to give the image instead of the content and profile tags."""
     args = build_args(profile, base_image, variant)
     warnings = list(profile.warnings)
     if variant.base == "omix" and not args["OMIX_APT_REPO"]:
@@ -458,15 +466,19 @@ def plan(
     name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
     if variant.layer:
         check_layer(root, profile, variant.layer)
-    tags = (f"{image}:{name}-{tag}", f"{image}:{name}")
+    tags = (only_tag,) if only_tag else (f"{image}:{name}-{tag}", f"{image}:{name}")
+    context = context or root
     shared = cache(tag) if cache is not None else NO_CACHE
     start: Sequence[str] = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
     cmd = [*start, "--target", variant.layer or "runtime"]
-    cmd += ["-f", str(root / "Dockerfile")]
+    cmd += ["-f", str(context / "Dockerfile")]
     if network:
         cmd += ["--network", network]
     for key, value in args.items():
         cmd += ["--build-arg", f"{key}={value}"]
+    source = source_url(root)
+    if source:  # no origin remote: no source label (never a guessed address)
+        cmd += ["--label", f"org.opencontainers.image.source={source}"]
     for name in PROXY_ARGS:
         if os.environ.get(name):
             cmd += ["--build-arg", name]
@@ -487,7 +499,7 @@ def plan(
         cmd += ["--timestamp", date.epoch]
     for t in tags:
         cmd += ["-t", t]
-    cmd.append(str(root))
+    cmd.append(str(context))
     env = cli.build_env() if cli else {"DOCKER_BUILDKIT": "1"}
     return BuildPlan(
         profile.name,

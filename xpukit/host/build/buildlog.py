@@ -80,9 +80,9 @@ def diagnose(lines: Iterable[str], ca_description: str = "") -> Diagnosis | None
         )
     for pattern in _MISSING:
         hit = first(pattern)
-        if hit:
-            match = pattern.search(hit)
-            name = "=".join(reversed(match.groups())) if match and len(match.groups()) == 2 else match.group(1)
+        match = pattern.search(hit) if hit else None
+        if hit and match:
+            name = "=".join(reversed(match.groups())) if len(match.groups()) == 2 else match.group(1)
             return Diagnosis(
                 f"package {name} is not available",
                 _short(hit),

@@ -2,7 +2,7 @@
 
 A table lives between ``<!-- generated:NAME -->`` and ``<!-- end -->``; everything between the two
 markers belongs to this module. ``invoke docs`` (or ``python -m xpukit.host.build.docs_tables``) rewrites
-the regions; ``--check`` only reports the ones that differ (tests/test_docs.py runs it).
+the regions; ``--check`` only reports the ones that differ (tests/host/test_docs.py runs it).
 """
 
 from __future__ import annotations

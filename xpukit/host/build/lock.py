@@ -59,7 +59,7 @@ def _uv() -> list[str]:
     if found:
         return [found]
     try:
-        import uv  # type: ignore[import-not-found]
+        import uv
 
         return [uv.find_uv_bin()]
     except ImportError:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xpukit.errors import XpukitError
+from xpukit.errors import MAX_ERROR_CHARS, XpukitError
 
 PROFILES = ("cpu", "xpu")
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -265,7 +265,6 @@ TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 IMAGE_RE = re.compile(
     r"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*$"
 )
-MAX_LINE = 200
 
 
 def _type_name(value: Any) -> str:
@@ -305,8 +304,8 @@ class _Checker:
     def fail(self, key: str, rule: str, fix: str = "") -> None:
         head = f"{self.shown}: {key}: {rule}"
         fix = fix or f"edit {key} there"
-        room = MAX_LINE - len(head) - len(" (fix: )")
-        if room < len(fix):  # keep the one line within MAX_LINE; the key and the rule come first
+        room = MAX_ERROR_CHARS - len(head) - len(" (fix: )")
+        if room < len(fix):  # keep the one line within MAX_ERROR_CHARS; the key and the rule come first
             fix = fix[: max(room - 3, 0)] + "..."
         raise PinsError(head, fix)
 
@@ -316,7 +315,7 @@ class _Checker:
         table = f"[{where}]" if where else "the top level"
         if close:
             self.fail(full, "unknown key", f"did you mean {close[0]!r}? rename it, or remove it")
-        budget = MAX_LINE - len(f"{self.shown}: {full}: unknown key (fix: remove it; {table} takes: )")
+        budget = MAX_ERROR_CHARS - len(f"{self.shown}: {full}: unknown key (fix: remove it; {table} takes: )")
         self.fail(full, "unknown key", f"remove it; {table} takes: {_listing(known, budget)}")
 
     def walk(self, spec: Value | ListOf | MapOf | Table, value: Any, key: str) -> None:

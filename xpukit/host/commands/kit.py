@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, report_cache, ui
 from xpukit.host.build import base as base_mod
@@ -45,8 +46,6 @@ from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
 from xpukit.host.share import export as export_mod
 from xpukit.host.share import registry
 from xpukit.runtime.offline import report_format
-
-ROOT = pins_mod.REPO_ROOT
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -143,7 +142,7 @@ def base(ctx: Context, reproducible: bool = False) -> int:
         cli = ctx.engine.build_cli().path
     s = ctx.settings
     if reproducible:
-        epoch = build_mod.source_date(ROOT).epoch
+        epoch = build_mod.source_date(pins_mod.REPO_ROOT).epoch
         return base_mod.build_reproducible_base(s.base_suite, s.base_mirror, tag, cli, epoch, ctx.dry_run, ui.say)
     return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
 
@@ -160,7 +159,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
                 registry = lambda ref: sdk.images.get_registry_data(ref).id  # noqa: E731
             except XpukitError as exc:
                 ui.warn(f"{exc.message}; digests cannot be looked up and stay empty")
-        return lock_mod.lock_all(loaded, ROOT, registry, ctx.dry_run, ui.say)
+        return lock_mod.lock_all(loaded, pins_mod.REPO_ROOT, registry, ctx.dry_run, ui.say)
     status = 0
     names = (profile,) if profile else pins_mod.PROFILES
     for name in names:
@@ -170,7 +169,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
             print(f"  {key}={value}")
         for message in chosen.warnings:
             print(f"  warning: {message}")
-        problems = lock_mod.check_lock_matches(chosen, pins_mod.lock_path(name, ROOT))
+        problems = lock_mod.check_lock_matches(chosen, pins_mod.lock_path(name, pins_mod.REPO_ROOT))
         for problem in problems:
             print(f"  lock out of date: {problem}")
         if check and problems:
@@ -188,7 +187,8 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
     for image in images:
         for tag in image.tags:
             ui.say(f"removing {tag}")
-            sdk.images.remove(tag)
+            if sdk is not None:  # always, when there are images
+                sdk.images.remove(tag)
     if not images:
         ui.say(f"no {s.image} images to remove" if sdk else f"would remove every {s.image}:* image")
     if volumes:
@@ -219,11 +219,11 @@ def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur")
     if where == "host":
         ui.say(f"running the UR demo on the host ({why})")
         require_host_runtime()
-        cmd = [sys.executable, str(ROOT / script), *demo_args]
+        cmd = [sys.executable, str(pins_mod.REPO_ROOT / script), *demo_args]
         if ctx.dry_run:
             print(shlex.join(cmd))
             return 0
-        return engine.stream_process(cmd, {"PYTHONPATH": str(ROOT)})
+        return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
     command = ["python", f"{containers.WORKSPACE}/{script}", *demo_args]
     return _run_in_image(ctx, command, containers.container_options(ctx), "running the UR demo")
 
@@ -322,7 +322,7 @@ def _run_on_host(ctx: Context, module_args: list[str]) -> int:
     if ctx.dry_run:
         print(shlex.join(cmd))
         return 0
-    return engine.stream_process(cmd, {"PYTHONPATH": str(ROOT)})
+    return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
 
 
 def _kernel_file(kernel: str) -> tuple[Path, str]:
@@ -348,7 +348,7 @@ def _make_cache_folder(folder: Path) -> None:
 def kit_cache_root() -> Path:
     """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
     .xpukit/, or $XPUKIT_CACHE_DIR."""
-    return Path(os.environ.get("XPUKIT_CACHE_DIR") or report_cache.cache_root(ROOT)).resolve()
+    return layout.kit_cache_dir(default=report_cache.cache_root(pins_mod.REPO_ROOT)).resolve()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +493,7 @@ def _kernel_report(
         args += ["--format", "none", "--save", str(save)]
         return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder])
     options = {"targets": targets, "configs": configs, "signature": signature, "constexprs": constexprs or []}
-    key = report_cache.report_key(path, function, options, _toolchain(ctx, side), ROOT)
+    key = report_cache.report_key(path, function, options, _toolchain(ctx, side), pins_mod.REPO_ROOT)
     previous = cache.previous(key) if diff else None
     report = None if no_cache else cache.load(key.key)
     if report is not None:
@@ -550,7 +550,7 @@ def push(ctx: Context) -> int:
 def pull(ctx: Context) -> int:
     """Pull the digest env/lock/images.toml records for the profile, checked."""
     if ctx.dry_run:
-        print(f"would pull the {ctx.profile} digest recorded in {sharing.LOCK_PATH.name}")
+        print(f"would pull the {ctx.profile} digest recorded in {registry.LOCK_PATH.name}")
         return 0
     sharing.pull(ctx, make_plan(ctx, base_required=False))
     return 0
@@ -573,12 +573,12 @@ def export(ctx: Context, fmt: str, out: str) -> int:
 def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> int:
     """Write the devcontainer for the profile: the recorded digest (else the profile's tag), the
     cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
-    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    entry = registry.locked_image(ctx.profile)
     image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
     content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)
-    path = Path(out) if Path(out).is_absolute() else ROOT / out
+    path = Path(out) if Path(out).is_absolute() else pins_mod.REPO_ROOT / out
     if ctx.dry_run:
         print(devcontainer_mod.render(content), end="")
         return 0

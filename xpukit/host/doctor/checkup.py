@@ -162,11 +162,13 @@ def run_doctor(options: DoctorOptions, out: Callable[[str], None] = print) -> in
     if image:
         if not engine_ok:
             extra = [Finding("skip", "image", f"in-container checks of {image} need an engine")]
+        elif runner is None:
+            raise TypeError("run_doctor needs an engine, or a runner, to check an image")
         else:
             host_has_gpu, _ = gpu.has_intel_gpu(sysfs_root, dev_root)
             found = gpu.gpu_run_options(sysfs_root, dev_root, host_root, shm_size=shm_size).for_engine(*engine_kind)
-            options = {**found.docker_kwargs(), **(engine_options or {})}
-            extra = in_container_checks(image, runner, options, host_has_gpu, expected_pins)
+            run_options = {**found.docker_kwargs(), **(engine_options or {})}
+            extra = in_container_checks(image, runner, run_options, host_has_gpu, expected_pins)
         for f in extra:
             out(f.line())
         findings += extra

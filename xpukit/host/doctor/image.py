@@ -292,8 +292,8 @@ def onboarding_findings(report: Mapping[str, Any], xpu: bool, host_has_gpu: bool
 
     stack = report.get("gpu_stack") or {}
     data = (report.get("manifest") or {}).get("data") or {}
-    pins = data.get("pins") if isinstance(data, Mapping) and isinstance(data.get("pins"), Mapping) else {}
-    packages = stack.get("packages") if isinstance(stack.get("packages"), Mapping) else {}
+    pins = got if isinstance(data, Mapping) and isinstance(got := data.get("pins"), Mapping) else {}
+    packages = got if isinstance(got := stack.get("packages"), Mapping) else {}
     if pins.get("ocloc_source") == "intel-gpu-repo" or pins.get("omix_package"):
         problems = manifest_mod.gpu_stack_problems(packages, pins)
         runtime = next((packages[n]["version"] for n in manifest_mod.RUNTIME_PACKAGES if n in packages), "")

@@ -24,8 +24,6 @@ from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 
-ROOT = pins_mod.REPO_ROOT
-
 
 @dataclasses.dataclass(frozen=True)
 class ImagePlan:
@@ -77,10 +75,7 @@ def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tup
 
 def _shared_base(profile: pins_mod.Profile) -> str:
     """The base env/lock/images.toml records for the profile's shared image ("" when none)."""
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(profile.name)
-    except XpukitError:
-        return ""  # a broken lock is reported where it is used (pull, push, shared_image)
+    entry = registry.locked_image(profile.name)
     return entry["base"] if entry else ""
 
 
@@ -99,7 +94,7 @@ def make_plan(
     the base may be absent (a run that may find the image shared). ``cache``: given the content
     tag, what the build shares through a registry (:func:`xpukit.host.image.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
-    build_mod.ensure_lock_current(profile, ROOT)
+    build_mod.ensure_lock_current(profile, pins_mod.REPO_ROOT)
     profile = build_mod.with_base(profile, (variant or build_mod.Variant()).base)
     if ctx.dry_run:
         ctx.engine.connect_if_present()
@@ -115,7 +110,7 @@ def make_plan(
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
     ca = ctx.ca_bundle
     plan = build_mod.plan(
-        ROOT,
+        pins_mod.REPO_ROOT,
         profile,
         base,
         ctx.settings.image,
@@ -151,10 +146,7 @@ def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
     sdk = eng.client()
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name) or {}
-    except XpukitError:
-        entry = {}  # a broken lock is reported where it is used
+    entry = registry.locked_image(plan.profile.name) or {}
     if entry.get("base") == plan.base and entry.get("base_id"):
         note = lock_mod.base_difference(plan.base, entry["base_id"], lock_mod.base_content_id(sdk, plan.base))
         if note:
@@ -168,10 +160,7 @@ def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
     eng = ctx.engine
     if not eng.present or plan.base_missing or eng.image_exists(plan.tag):
         return
-    try:
-        entry = registry.read_lock(registry.LOCK_PATH).get(plan.profile.name)
-    except XpukitError:
-        entry = None  # the real run reports a broken lock where it reads it
+    entry = registry.locked_image(plan.profile.name)
     if entry is not None and entry["tag"] == plan.tag.rsplit(":", 1)[1]:
         return  # the real run pulls the shared image by its digest
     print(plan.build.printable())
@@ -189,7 +178,7 @@ def ensure_image(plan: ImagePlan, eng: engine.Engine, shared: Callable[[], str |
     check_base(plan, eng)
     if plan.base_missing:
         raise XpukitError(
-            f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}"[:200],
+            f"image {plan.tag} is neither here nor shared, and building it needs the base: {plan.base_missing}",
             "build a local base with `invoke base`, or pull the image a teammate pushed (invoke pull)",
         )
     ui.say(f"image {plan.tag} is missing; building it")

@@ -20,8 +20,6 @@ from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 
-LOCK_PATH = registry.LOCK_PATH
-
 
 def _tag_part(plan: ImagePlan) -> str:
     return plan.tag.rsplit(":", 1)[1]
@@ -35,12 +33,12 @@ def _pull_as(eng: Engine, entry: dict[str, str], plan: ImagePlan, auth: dict[str
     return plan.tag
 
 
-def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str | None:
+def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -> str | None:
     """The plan's image from the lock's digest or the configured registry, pulled; None if nobody has it."""
     tag = _tag_part(plan)
+    entry = registry.locked_image(plan.profile.name, lock_path)
     try:
         auth = registry.credentials()
-        entry = registry.read_lock(lock_path).get(plan.profile.name)
         if entry is not None and entry["tag"] == tag:
             return _pull_as(ctx.engine, entry, plan, auth)
         if ctx.settings.registry:
@@ -54,29 +52,29 @@ def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> 
     return None
 
 
-def push(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
+def push(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -> str:
     """Push the plan's image to the configured registry and record its digest in the lock."""
     if not ctx.settings.registry:
         raise XpukitError("no registry configured", "pass --registry HOST:PORT/NAMESPACE or set XPUKIT_REGISTRY")
     where = registry.Registry.parse(ctx.settings.registry)
     tag = _tag_part(plan)
-    entries = registry.read_lock(lock_path)  # a broken lock fails here, before anything is pushed
+    registry.locked_image(plan.profile.name, lock_path)  # a broken lock fails here, before anything is pushed
     ui.say(f"push: {plan.tag} -> {where.repository()}:{tag}")
     sdk = ctx.engine.client()
     digest = registry.push(sdk, plan.tag, where, tag, registry.credentials())
     base_id = lock_mod.base_content_id(sdk, plan.base)
-    entries[plan.profile.name] = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base, base_id)
-    registry.write_lock(lock_path, entries)
-    ui.say(f"push: {where.repository()}@{digest} recorded in {lock_path.name}")
+    entry = registry.lock_entry(where, tag, digest, plan.profile.fingerprint(), plan.base, base_id)
+    written = registry.record_image(plan.profile.name, entry, lock_path)
+    ui.say(f"push: {where.repository()}@{digest} recorded in {written.name}")
     return digest
 
 
-def pull(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
+def pull(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -> str:
     """Pull the digest the lock records for this profile (whatever the checkout's content tag)."""
-    entry = registry.read_lock(lock_path).get(plan.profile.name)
+    entry = registry.locked_image(plan.profile.name, lock_path)
     if entry is None:
         raise XpukitError(
-            f"{lock_path.name} records no {plan.profile.name} image",
+            f"{(lock_path or registry.LOCK_PATH).name} records no {plan.profile.name} image",
             "run `invoke push` where the image was built, and commit env/lock/images.toml",
         )
     image = registry.pull(ctx.engine.client(), entry, registry.credentials())
@@ -88,7 +86,7 @@ def pull(ctx: Context, plan: ImagePlan, lock_path: Path = LOCK_PATH) -> str:
     return entry["digest"]
 
 
-def cache_for(ctx: Context, content_tag: str, lock_path: Path = LOCK_PATH) -> CacheSource:
+def cache_for(ctx: Context, content_tag: str, lock_path: Path | None = None) -> CacheSource:
     """What a build of ``content_tag`` shares through the registry, decided before its plan is made
     (:func:`xpukit.host.image.plan.make_plan`): BuildKit's inline cache written into the image (so a push
     shares it), and the last shared image's layers as a cache source (the lock's digest, else the
@@ -96,14 +94,10 @@ def cache_for(ctx: Context, content_tag: str, lock_path: Path = LOCK_PATH) -> Ca
 
     podman builds have no inline cache: said in one line when a shared source exists, and skipped."""
     if ctx.engine.kind == "podman":
-        if ctx.settings.registry or registry.read_lock(lock_path).get(ctx.profile):
+        if ctx.settings.registry or registry.locked_image(ctx.profile, lock_path):
             ui.say("build: a registry build cache is BuildKit-only; podman reuses only this machine's layers")
         return CacheSource()
-    try:
-        entry = registry.read_lock(lock_path).get(ctx.profile)
-    except registry.RegistryError as exc:
-        ui.warn(f"{exc.one_line()}; building without a shared cache")
-        entry = None
+    entry = registry.locked_image(ctx.profile, lock_path)
     if entry is not None:
         return CacheSource(True, f"{entry['repository']}@{entry['digest']}")
     if ctx.settings.registry:

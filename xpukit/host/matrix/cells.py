@@ -25,9 +25,8 @@ from xpukit.errors import XpukitError
 from xpukit.host.build import pins as pins_mod
 from xpukit.targets import preset, split_targets
 
-ROOT = pins_mod.REPO_ROOT
-MATRIX_FILE = ROOT / "env" / "matrix.toml"
-DEFAULT_OUT = ROOT / ".xpukit" / "matrix"
+MATRIX_FILE = pins_mod.REPO_ROOT / "env" / "matrix.toml"
+DEFAULT_OUT = pins_mod.REPO_ROOT / ".xpukit" / "matrix"
 AXES = ("ur", "target", "triton", "suite")
 PINNED = "pinned"
 DEFAULT_TRITON = "default"

@@ -84,7 +84,7 @@ def resolve_images(ctx: Context, tritons: list[str]) -> dict[str, tuple[str, str
             raise XpukitError(
                 f"no image {plan.tag} for Triton variant {triton}", f"build it: invoke build --triton {triton}"
             )
-        images[triton] = (plan.tag, ctx.engine.client().images.get(plan.tag).id)
+        images[triton] = (plan.tag, str(ctx.engine.client().images.get(plan.tag).id))
     return images
 
 
@@ -137,8 +137,7 @@ def ch_run_line(image_dir: Path, command: list[str], options: dict[str, Any]) ->
     for host_path, spec in (options.get("volumes") or {}).items():
         if host_path.startswith("/"):
             line.append(f"--bind={host_path}:{spec['bind']}")
-    env = {**(options.get("environment") or {}), "HOME": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton"}
-    env["XPUKIT_CACHE_DIR"] = "/tmp/xpukit-cache"
+    env = {**(options.get("environment") or {}), **layout.NO_HOME_ENV}
     line += [f"--set-env={k}={v}" for k, v in env.items()]
     if options.get("working_dir"):
         line.append(f"--cd={options['working_dir']}")
@@ -192,8 +191,7 @@ def apptainer_line(sif: str, command: list[str], options: dict[str, Any], gpu: b
     for host_path, spec in (options.get("volumes") or {}).items():
         if host_path.startswith("/"):
             line += ["--bind", f"{host_path}:{spec['bind']}:{spec.get('mode', 'rw')}"]
-    env = {**(options.get("environment") or {}), "HOME": "/tmp", "TRITON_CACHE_DIR": "/tmp/triton"}
-    env["XPUKIT_CACHE_DIR"] = "/tmp/xpukit-cache"
+    env = {**(options.get("environment") or {}), **layout.NO_HOME_ENV}
     if gpu:
         env["ONEAPI_DEVICE_SELECTOR"] = "level_zero:gpu"
     line += [f"--env={k}={v}" for k, v in env.items()]
@@ -589,7 +587,7 @@ def k8s_image(ctx: Context, explicit: str) -> str:
         return explicit
     from xpukit.host.share import registry
 
-    entry = registry.read_lock(sharing.LOCK_PATH).get(ctx.profile)
+    entry = registry.locked_image(ctx.profile)
     if not entry:
         raise XpukitError(
             f"no pushed {ctx.profile} image in env/lock/images.toml for the cluster to pull",
@@ -623,8 +621,7 @@ def k8s_manifest(ctx: Context, cells: list[mx.Cell], run_name: str, opts: Option
     env = [
         {"name": "PYTHONPATH", "value": IMAGE_SRC},
         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "TRITON_CACHE_DIR", "value": "/tmp/triton"},
+        *({"name": name, "value": value} for name, value in layout.NO_HOME_ENV.items()),
     ]
     container: dict[str, Any] = {
         "name": "cell",
@@ -632,7 +629,7 @@ def k8s_manifest(ctx: Context, cells: list[mx.Cell], run_name: str, opts: Option
         "command": ["bash", "-c", script],
         "workingDir": IMAGE_SRC,
         "env": env,
-        "volumeMounts": [{"name": "results", "mountPath": mx.RESULTS}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "results", "mountPath": mx.RESULTS}, {"name": "tmp", "mountPath": layout.NO_HOME}],
         "resources": {"requests": {"cpu": "1"}, "limits": {}},
     }
     if ctx.profile == "xpu":

@@ -11,7 +11,6 @@ from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
 from xpukit.host.share import shared_cache
 
-ROOT = pins_mod.REPO_ROOT
 WORKSPACE = layout.WORKSPACE  # where the checkout is mounted (read-only) in the container
 CACHE_MOUNT = layout.CACHE
 
@@ -30,7 +29,7 @@ def container_options(
     """
     options: dict[str, Any] = {
         "volumes": {
-            str(ROOT): {"bind": WORKSPACE, "mode": "ro"},
+            str(pins_mod.REPO_ROOT): {"bind": WORKSPACE, "mode": "ro"},
             ctx.settings.cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"},
         },
         "working_dir": WORKSPACE,
@@ -42,8 +41,7 @@ def container_options(
         options["volumes"][host_path] = {"bind": host_path, "mode": mode}
     if as_caller:
         options["user"] = f"{os.getuid()}:{os.getgid()}"
-        # No home for an arbitrary uid in the image: Triton's cache goes to /tmp.
-        options["environment"].update({"TRITON_CACHE_DIR": "/tmp/triton", "HOME": "/tmp"})
+        options["environment"].update(layout.NO_HOME_ENV)  # the image has no home for an arbitrary uid
     cache = kernel_cache_options(ctx)
     if cache is not None:
         cache.apply(options)
@@ -79,7 +77,7 @@ def container_path(path: str | os.PathLike[str]) -> str:
     """Where a host path appears in the container: under /workspace when inside the checkout."""
     resolved = os.path.realpath(path)
     try:
-        relative = os.path.relpath(resolved, ROOT)
+        relative = os.path.relpath(resolved, pins_mod.REPO_ROOT)
     except ValueError:
         return resolved
     return resolved if relative.startswith("..") else f"{WORKSPACE}/{relative}".removesuffix("/.")

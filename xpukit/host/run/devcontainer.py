@@ -33,7 +33,7 @@ def config(
     kernel_cache: Forwarding | None = None,
 ) -> dict[str, Any]:
     """The devcontainer.json content for ``image`` (a tag or ``repo@sha256:...``)."""
-    content = {
+    content: dict[str, Any] = {
         "name": f"xpukit ({profile})",
         "image": image,
         "workspaceMount": f"source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",

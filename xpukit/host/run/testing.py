@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host import engine, ui
+from xpukit.host.build.pins import REPO_ROOT
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import ensure_image, make_plan, print_build_if_missing
 from xpukit.host.run import containers
@@ -197,7 +198,7 @@ def _pytest_host(plan: TestPlan) -> Phase:
     ui.say("host tests: " + " ".join(plan.host_command[1:]))
     engine.record(plan.host_line())
     env = {**os.environ, **plan.host_env}
-    phase.exit_code = subprocess.run(plan.host_command, cwd=containers.ROOT, env=env, check=False).returncode
+    phase.exit_code = subprocess.run(plan.host_command, cwd=REPO_ROOT, env=env, check=False).returncode
     read_junit(plan.results / "host.xml", phase)
     return phase
 
@@ -237,9 +238,9 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     finally:
         results.release()
 
-    for phase in phases:
-        if phase.note:
-            ui.say(phase.note)
+    for finished in phases:
+        if finished.note:
+            ui.say(finished.note)
     passed = sum(p.passed for p in phases)
     failed = sum(p.failed for p in phases)
     skipped = sum(p.skipped for p in phases)

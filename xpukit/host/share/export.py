@@ -125,10 +125,10 @@ def export_image(
         if fmt == "docker-archive":
             _save_docker_archive(image, reference, tmp, say)
         else:
-            source = _skopeo_source(reference, image.id, kind, docker_host)
+            source = _skopeo_source(reference, str(image.id), kind, docker_host)
             manifest_digest = _save_oci_archive(reference, tmp, source)
         digest = _sha256(tmp)
-        info = {
+        info: dict[str, Any] = {
             "image": reference,
             "format": fmt,
             "id": image.id,

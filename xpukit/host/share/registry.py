@@ -148,6 +148,23 @@ def read_lock(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def locked_image(profile: str, path: Path | None = None) -> dict[str, str] | None:
+    """The image env/lock/images.toml records for ``profile`` (None when it records none): the one way
+    the kit reads the lock's image entry, with one policy. A broken lock is an error wherever it is
+    read (RegistryError: the file and the fix), so no task quietly skips a shared image it cannot read.
+    ``path``: another lock file (tests); by default LOCK_PATH, read when called."""
+    return read_lock(path or LOCK_PATH).get(profile)
+
+
+def record_image(profile: str, entry: Mapping[str, str], path: Path | None = None) -> Path:
+    """Record ``entry`` as ``profile``'s image in the lock (the others kept); returns the lock's path."""
+    path = path or LOCK_PATH
+    entries = read_lock(path)
+    entries[profile] = dict(entry)
+    write_lock(path, entries)
+    return path
+
+
 def write_lock(path: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
     """Write the whole lock atomically (a reader sees the old file or the new one)."""
     lines = [
@@ -279,7 +296,7 @@ def pull(sdk: DockerClient, entry: Mapping[str, str], auth: dict[str, str] | Non
         raise explain(str(exc.explanation or exc), entry["registry"], reference) from None
     if reference not in (image.attrs.get("RepoDigests") or []):
         raise RegistryError(
-            f"{reference} pulled as {image.id[:19]} without that digest (it has {image.attrs.get('RepoDigests')})",
+            f"{reference} pulled as {str(image.id)[:19]} without that digest (it has {image.attrs.get('RepoDigests')})",
             "the registry served other content: do not use it; push again from a trusted build",
         )
     return image

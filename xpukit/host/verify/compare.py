@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import shutil
@@ -90,7 +91,7 @@ def index_layer(layer: tarfile.TarFile) -> dict[str, Entry]:
             data = layer.extractfile(m)
             h = hashlib.sha256()
             if data is not None:
-                for chunk in iter(lambda d=data: d.read(1 << 20), b""):
+                for chunk in iter(functools.partial(data.read, 1 << 20), b""):
                     h.update(chunk)
             digest = h.hexdigest()
         kind = (

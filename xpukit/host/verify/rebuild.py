@@ -41,7 +41,8 @@ from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.build import build as build_mod
-from xpukit.host.image.plan import ROOT, ImagePlan
+from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
@@ -139,7 +140,7 @@ def _load_base(sdk: DockerClient, base: str, store: Store, work: Path, say: Call
     archive.unlink()
     if store.image_id(base) != image.id:
         raise XpukitError(
-            f"the base {base} changed its ID on the way to the empty store ({image.id[:19]})",
+            f"the base {base} changed its ID on the way to the empty store ({str(image.id)[:19]})",
             "report this: the engine re-encoded the image",
         )
     say(f"verify: base {base} = {image.id} (the rebuild starts FROM exactly this)")
@@ -152,39 +153,26 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     :meth:`Store.wrap` points it at a store."""
     cli = engine.BuildCli(podman, "", kind="podman")
     plan = build_mod.plan(
-        ROOT,
+        REPO_ROOT,
         image_plan.profile,
-        image_plan.base,
-        ctx.settings.image,
-        cli,
-        ctx.ca_bundle.path,
-        "",
-        build_mod.Variant(),
-        "plain",
-        ctx.settings.build_network,
+        base_image=image_plan.base,
+        image=ctx.settings.image,
+        cli=cli,
+        ca_bundle=ctx.ca_bundle.path,
+        progress="plain",
+        network=ctx.settings.build_network,
+        context=context,
+        only_tag=tag,
         ocloc_mirror=ctx.settings.ocloc_mirror,
     )
     if not any(part == "--timestamp" for part in plan.command):
         raise XpukitError(
-            f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(ROOT).origin})",
+            f"no SOURCE_DATE_EPOCH for the rebuild ({build_mod.source_date(REPO_ROOT).origin})",
             "verify a git checkout, or set SOURCE_DATE_EPOCH",
         )
-    cmd, skip = [podman], False
-    for part in plan.command[1:-1]:
-        if skip:
-            skip = False
-            continue
-        if part == "-t":
-            skip = True
-            continue
-        if part == "-f":
-            cmd += ["-f", str(context / "Dockerfile")]
-            skip = True
-            continue
-        cmd.append(part)  # --layers stays: an empty store has nothing to reuse, and the layers must be
-        # made exactly as `invoke build` makes them (buildah leaves other mount points in a layer
-        # under --no-cache)
-    return [*cmd, "-t", tag, str(context)]
+    # --layers stays: an empty store has nothing to reuse, and the layers must be made exactly as
+    # `invoke build` makes them (buildah leaves other mount points in a layer under --no-cache).
+    return list(plan.command)
 
 
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
@@ -234,13 +222,11 @@ def _reference(
     against: str, ctx: Context, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
     """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
-    entry = None
-    with contextlib.suppress(XpukitError):
-        entry = registry.read_lock(registry.LOCK_PATH).get(image_plan.profile.name)
+    entry = registry.locked_image(image_plan.profile.name)
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
         if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
-            why = local_is_whole(sdk, image_plan.tag, image_plan.base, build_mod.source_date(ROOT).epoch)
+            why = local_is_whole(sdk, image_plan.tag, image_plan.base, build_mod.source_date(REPO_ROOT).epoch)
             if why:
                 say(f"verify: not comparing with the local image {image_plan.tag}: {why}")
             else:
@@ -391,12 +377,12 @@ def _verify_in(
     say: Callable[[str], None],
 ) -> int:
     """verify's body: every store it makes goes into ``stores`` at once, for the caller to remove."""
-    say(f"verify: {build_mod.source_date(ROOT).origin}; content tag {image_plan.tag}")
+    say(f"verify: {build_mod.source_date(REPO_ROOT).origin}; content tag {image_plan.tag}")
     described, export = _reference(against, ctx, image_plan, sdk, work, say)
     # The reference first: a missing image or a refused registry fails in seconds, not after a build.
     fetched = export() if export is not None else None
     say(f"verify: comparing a rebuild from nothing with {described}")
-    context = build_mod.copy_context(ROOT, work / "context")
+    context = build_mod.copy_context(REPO_ROOT, work / "context")
     tag = f"{VERIFY_REPO}:{image_plan.tag.rsplit(':', 1)[1]}"
     command = rebuild_command(image_plan, podman, context, tag, ctx)
     images = []

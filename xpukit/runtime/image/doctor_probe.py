@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +236,7 @@ def probe_manifest(path: str = MANIFEST_PATH) -> dict[str, Any]:
 
 
 def collect() -> dict[str, Any]:
-    sections = {
+    sections: dict[str, Callable[[], Any]] = {
         "oneapi": probe_oneapi,
         "level_zero": probe_level_zero,
         "ur": probe_ur,

@@ -49,14 +49,14 @@ def _package(packages: Mapping[str, Any], *names: str) -> str:
 
 def image_facts(probe: Mapping[str, Any]) -> dict[str, str]:
     """The fields the image's probe answers."""
-    stack = probe.get("gpu_stack") if isinstance(probe.get("gpu_stack"), Mapping) else {}
-    packages = stack.get("packages") if isinstance(stack.get("packages"), Mapping) else {}
-    ur = probe.get("ur") if isinstance(probe.get("ur"), Mapping) else {}
-    ze = probe.get("level_zero") if isinstance(probe.get("level_zero"), Mapping) else {}
-    oneapi = probe.get("oneapi") if isinstance(probe.get("oneapi"), Mapping) else {}
-    ocloc = probe.get("ocloc") if isinstance(probe.get("ocloc"), Mapping) else {}
-    installed = probe.get("installed") if isinstance(probe.get("installed"), Mapping) else {}
-    gpu = ur.get("gpu") if isinstance(ur.get("gpu"), Mapping) else {}
+    stack = got if isinstance(got := probe.get("gpu_stack"), Mapping) else {}
+    packages = got if isinstance(got := stack.get("packages"), Mapping) else {}
+    ur = got if isinstance(got := probe.get("ur"), Mapping) else {}
+    ze = got if isinstance(got := probe.get("level_zero"), Mapping) else {}
+    oneapi = got if isinstance(got := probe.get("oneapi"), Mapping) else {}
+    ocloc = got if isinstance(got := probe.get("ocloc"), Mapping) else {}
+    installed = got if isinstance(got := probe.get("installed"), Mapping) else {}
+    gpu = got if isinstance(got := ur.get("gpu"), Mapping) else {}
     dle = " ".join(
         filter(None, [f"DLE {stack['dle']}" if stack.get("dle") else "", _package(packages, "intel-omix-dev")])
     )

@@ -129,7 +129,7 @@ def gpu_stack_problems(packages: Mapping[str, Mapping[str, Any]], pins: Mapping[
     ocloc_package = str(pins.get("ocloc_package", ""))
     if pins.get("ocloc_source") == "intel-gpu-repo" and ocloc_package:
         ocloc = packages.get(ocloc_package)
-        runtime = next((packages[n] | {"name": n} for n in RUNTIME_PACKAGES if n in packages), None)
+        runtime = next(({**packages[n], "name": n} for n in RUNTIME_PACKAGES if n in packages), None)
         if ocloc and runtime and ocloc["version"] != runtime["version"]:
             problems.append(
                 f"{ocloc_package} {ocloc['version']} does not match the compute runtime "
@@ -216,13 +216,13 @@ def mismatches(manifest: Mapping[str, Any]) -> list[str]:
             continue  # a git build's version carries the commit; checked below
         if pin and pin != have:
             problems.append(f"{key} pinned {pin}, installed {have or 'nothing'}")
-    ocloc = manifest.get("ocloc") if isinstance(manifest.get("ocloc"), Mapping) else {}
+    ocloc = found if isinstance(found := manifest.get("ocloc"), Mapping) else {}
     if pins.get("ocloc") and ocloc.get("package_version") and pins["ocloc"] != ocloc["package_version"]:
         problems.append(f"ocloc pinned {pins['ocloc']}, installed {ocloc['package_version']}")
     if isinstance(manifest.get("gpu_packages"), Mapping):  # manifests written before it was recorded lack it
         problems += gpu_stack_problems(manifest["gpu_packages"], pins)
     problems += _compiler_folder_mismatches(pins, ocloc)
-    loader = manifest.get("ur_loader") if isinstance(manifest.get("ur_loader"), Mapping) else {}
+    loader = found if isinstance(found := manifest.get("ur_loader"), Mapping) else {}
     if pins.get("ur_source") == "pypi" and pins.get("ur") and loader.get("release") != pins["ur"]:
         problems.append(f"UR pinned {pins['ur']}, the loader found is {loader.get('release') or 'absent'}")
     commit, triton = str(pins.get("triton_commit", "")), str(manifest.get("triton", ""))

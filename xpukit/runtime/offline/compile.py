@@ -235,7 +235,7 @@ def write_whole(path: Path, data: bytes) -> None:
 
 
 def _json_default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     if isinstance(value, bytes):
         return value.hex()

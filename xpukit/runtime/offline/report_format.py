@@ -120,6 +120,7 @@ def diff_reports(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[st
             if state[0] != state[1] or (a and b and a.get("error") != b.get("error")):
                 changes.append((*key, "row", state[0], state[1]))
             continue
+        assert a is not None and b is not None  # both rows "ok" above
         for name, get in DIFF_METRICS:
             x, y = get(a, a["counts"]), get(b, b["counts"])
             if x != y:

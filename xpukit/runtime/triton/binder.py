@@ -47,7 +47,8 @@ def _scalar_spec(arg: Any, specialize_extra: Any, specialize_value: bool, align:
     return ("i64", key)
 
 
-_SCALAR_PROBES = (0, 1, 2, 8, 16, 17, 32, -1, -16, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32, 2**40)
+_Probes = tuple[float, ...]  # ints, then floats
+_SCALAR_PROBES: _Probes = (0, 1, 2, 8, 16, 17, 32, -1, -16, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32, 2**40)
 _SCALAR_PROBES += (2**63 - 1, 2**63, 2**64 - 16, 2**64 - 1, 0.0, 1.0, 1.5, -2.0)
 
 

@@ -162,7 +162,7 @@ class TritonRun:
             enter_hook(launch_metadata)
         want_event = stream.events is not None
         handle = bound.submit(stream.queue.handle, gx, gy, gz, picked, want_event)
-        if want_event and handle:
+        if stream.events is not None and handle:
             stream.events.append(Event(session, handle))
         self.driver.stats.launches += 1
         if exit_hook is not None:
@@ -398,12 +398,13 @@ class URDriver:
             return out[0] if len(out) == 1 else out
         if return_mode == "all":
             return times
-        return {
+        summaries: dict[str, Callable[[list[float]], float]] = {
             "min": min,
             "max": max,
             "mean": statistics.fmean,
             "median": statistics.median,
-        }[return_mode](times)
+        }
+        return summaries[return_mode](times)
 
 
 _DEFAULT: URDriver | None = None

@@ -330,7 +330,7 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
             table = self.__dict__.setdefault("_xpukit_fast", _FastTable(self))
         session = act.session
         key = fast_key(args, kwargs, table.modes, session.allocations)
-        entry = table.entries.get((act.table_key, key)) if key is not None else None
+        entry: Any = table.entries.get((act.table_key, key)) if key is not None else None
         bound = entry.bound.get(id(session)) if entry is not None else None
         if bound is None or bound.session is not session or self.used_global_vals:
             table.check_pointers(args, kwargs, session)

@@ -316,7 +316,9 @@ class BoundKernel:
             and not self.grows_scratch
             and type(self).launch is BoundKernel.launch
         ):
-            self.launch = launcher_mod.Direct(self.launcher, self._queue, BoundKernel.launch.__get__(self))
+            self.launch = launcher_mod.Direct(  # type: ignore[method-assign]  # this instance's own door
+                self.launcher, self._queue, BoundKernel.launch.__get__(self)
+            )
 
     def _hidden(self) -> list[tuple[str, int]]:
         """Triton's arguments after the user's: one pointer per scratch kind (null while its size

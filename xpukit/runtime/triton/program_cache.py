@@ -21,6 +21,7 @@ from hmac import compare_digest as hmac_equal
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.runtime import cache_auth
 from xpukit.runtime.offline import compiler_id
 from xpukit.runtime.scratch import writable_cache_dir
@@ -39,8 +40,7 @@ _key_lock = threading.Lock()
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XPUKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xpukit")
-    return Path(base) / "ur-programs"
+    return layout.kit_cache_dir() / "ur-programs"
 
 
 def entry_meta(device: Any, spirv_sha256: str, data: bytes) -> dict[str, Any]:

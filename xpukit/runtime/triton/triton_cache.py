@@ -24,6 +24,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from triton.runtime.cache import FileCacheManager, default_cache_dir
 
@@ -57,7 +58,7 @@ def install() -> bool:
 _COMPILER_MARK = "_xpukit_compiler_key"
 
 
-def key_by_compiler(backend_cls: type) -> None:
+def key_by_compiler(backend_cls: Any) -> None:
     """Put the compiler's identity (ocloc and IGC, ``xpukit.runtime.offline.compiler_id``) into Triton's
     cache key of every kernel compiled to native code: Triton 3.3's key has the source, the backend's
     properties and the options, not the ocloc that made the zebin, so switching ocloc under one cache

@@ -37,12 +37,14 @@ _MARK = "_xpukit_zebin_stage"
 _ISA_MARK = "_xpukit_isa_on_demand"
 
 
-def native_stage_present(backend_cls: type) -> bool:
+def native_stage_present(backend_cls: Any) -> bool:
     """True when the backend already has upstream's zebin stage (the 9e23713 line and later)."""
     if hasattr(backend_cls, "make_zebin"):
         return True
     add_stages = getattr(backend_cls, "add_stages", None)
     if getattr(add_stages, _MARK, False):
+        return False
+    if add_stages is None:
         return False
     try:
         source = inspect.getsource(add_stages)
@@ -51,12 +53,12 @@ def native_stage_present(backend_cls: type) -> bool:
     return 'stages["zebin"]' in source or "stages['zebin']" in source
 
 
-def installed(backend_cls: type) -> bool:
+def installed(backend_cls: Any) -> bool:
     """True when xpukit's stage is registered on this backend class."""
     return bool(getattr(backend_cls.add_stages, _MARK, False))
 
 
-def install(backend_cls: type) -> str:
+def install(backend_cls: Any) -> str:
     """Register xpukit's zebin stage unless the backend has its own. Returns "native" or "xpukit".
 
     Idempotent. ``backend_cls``: Triton's XPUBackend as ``xpukit.runtime.triton.tritonc.xpu_backend`` loads it.
@@ -72,7 +74,7 @@ def install(backend_cls: type) -> str:
     return "xpukit"
 
 
-def _wrap_add_stages(backend_cls: type) -> None:
+def _wrap_add_stages(backend_cls: Any) -> None:
     original = backend_cls.add_stages
 
     def add_stages(self: Any, stages: dict, options: Any, *args: Any, **kwargs: Any) -> None:
@@ -92,7 +94,7 @@ def _wrap_add_stages(backend_cls: type) -> None:
     backend_cls.add_stages = add_stages
 
 
-def _wrap_options(backend_cls: type) -> None:
+def _wrap_options(backend_cls: Any) -> None:
     """Read the environment variable as upstream's knob does ("1"/"true"/"on"), not as 3.3 does
     (any non-empty value, even "0")."""
     options_cls = backend_cls.__init__.__globals__.get("XPUOptions")

@@ -226,7 +226,9 @@ class Session:
             found.extend(p for p in plats if p)
         out = []
         for p in found:
-            backend = _api.BACKEND_NAMES.get(_uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND)))
+            backend = _api.BACKEND_NAMES.get(
+                _uint(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_BACKEND)), "unknown"
+            )
             name = _str(_get_info(lib, "urPlatformGetInfo", p, _api.PLATFORM_INFO_NAME))
             out.append((p, backend, name))
         return out
@@ -279,9 +281,9 @@ class Session:
         dev, backend, pname = chosen
         self._device = dev
         self.device = _device_info(self.lib, dev, backend, pname)
-        devs = (c_void_p * 1)(dev)
+        one_device = (c_void_p * 1)(dev)
         ctx = c_void_p()
-        self.lib.urContextCreate(1, devs, None, byref(ctx))
+        self.lib.urContextCreate(1, one_device, None, byref(ctx))
         self._ctx = ctx.value
         self.queue = Queue(self)
 

@@ -275,7 +275,7 @@ class PyLauncher:
     def launch(self, queue: int, gx: Any, gy: Any, gz: Any, args: Sequence[Any], want_event: bool = False) -> Any:
         if self._kernel is None:
             self._on_arg(-1, ARG_CLOSED, None)
-        grid = []
+        grid: list[Any] = []  # _on_arg raises for a bad size
         for g in (gx, gy, gz):
             i = _index(g)
             if i is None or not 0 <= i <= 0x7FFFFFFF:

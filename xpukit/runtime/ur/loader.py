@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xpukit.runtime.ur import _api
 from xpukit.runtime.ur.errors import LoaderNotFound, UnsupportedURRelease, raise_result
@@ -146,10 +146,15 @@ def exported_symbols(loader: Path, lib: ctypes.CDLL | None = None) -> dict[str, 
     if lib is not None:
         return {s: hasattr(lib, s) for s in TRACKED_SYMBOLS}
     from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
 
     with open(loader, "rb") as f:
         dynsym = ELFFile(f).get_section_by_name(".dynsym")
-        names = {sym.name for sym in dynsym.iter_symbols() if sym["st_shndx"] != "SHN_UNDEF"} if dynsym else set()
+        names = (
+            {sym.name for sym in dynsym.iter_symbols() if sym["st_shndx"] != "SHN_UNDEF"}
+            if isinstance(dynsym, SymbolTableSection)
+            else set()
+        )
     return {s: s in names for s in TRACKED_SYMBOLS}
 
 
@@ -327,7 +332,12 @@ class UrLibrary:
         if form == _api.LaunchForm.WITH_ARGS:
             return int(form), (0, 0, 0, _address(raw.urEnqueueKernelLaunchWithArgsExp))
         setters = (raw.urKernelSetArgValue, raw.urKernelSetArgPointer, raw.urKernelSetArgLocal)
-        return int(form), (*(_address(f) for f in setters), _address(raw.urEnqueueKernelLaunch))
+        set_value, set_pointer, set_local = (_address(f) for f in setters)
+        return int(form), (set_value, set_pointer, set_local, _address(raw.urEnqueueKernelLaunch))
+
+    if TYPE_CHECKING:  # the checked UR functions are set per release in __init__
+
+        def __getattr__(self, name: str) -> Callable[..., Any]: ...
 
     def __repr__(self) -> str:
         return f"<UrLibrary {self.location.path} release={self.release.version}>"

@@ -33,6 +33,7 @@ class Resource:
     """One UR handle, released exactly once."""
 
     _kind = "resource"
+    _session: Session  # None only for a resource no session owns
 
     def __init__(self, session: Session | None, handle: int | None) -> None:
         self._session = session
@@ -297,7 +298,7 @@ class Queue(Resource):
         super().__init__(session, out.value)
 
     @classmethod
-    def adopt(cls, session: Session, handle: int) -> Queue:
+    def adopt(cls, session: Session, handle: int | None) -> Queue:
         """A UR queue handle made elsewhere (urQueueCreateWithNativeHandle), owned from now on."""
         queue = cls.__new__(cls)
         queue.profiling = False
@@ -357,7 +358,7 @@ class Event(Resource):
 
     _kind = "event"
 
-    def __init__(self, session: Session, handle: int) -> None:
+    def __init__(self, session: Session, handle: int | None) -> None:
         self._lib = session.lib
         super().__init__(session, handle)
 

@@ -4,10 +4,12 @@ device). It stands for xpukit's UR driver (``xpukit.runtime.triton.default_drive
 on the session of the calling thread's ``activate`` block. Where another driver is active, Triton's
 choice stands. Imports xpukit only when asked, so a stale folder without xpukit stays inactive."""
 
+from typing import Any, NoReturn
+
 from triton.backends.driver import DriverBase as _Base
 
 
-def _others_active():
+def _others_active() -> bool:
     from triton.backends import backends
 
     for name, backend in backends.items():
@@ -23,23 +25,23 @@ def _others_active():
 
 class XpukitDriver(_Base):
     @staticmethod
-    def is_active():
+    def is_active() -> bool:
         try:
             import xpukit.runtime.triton  # noqa: F401
         except Exception:
             return False
         return not _others_active()
 
-    def __new__(cls):
+    def __new__(cls) -> Any:  # xpukit's URDriver, not an instance of this class
         from xpukit.runtime.triton import default_driver
 
         return default_driver()
 
-    def get_current_target(self):  # pragma: no cover - __new__ returns xpukit's URDriver
+    def get_current_target(self) -> NoReturn:  # pragma: no cover - __new__ returns xpukit's URDriver
         raise NotImplementedError
 
-    def get_active_torch_device(self):  # pragma: no cover
+    def get_active_torch_device(self) -> NoReturn:  # pragma: no cover
         raise NotImplementedError
 
-    def get_benchmarker(self):  # pragma: no cover
+    def get_benchmarker(self) -> NoReturn:  # pragma: no cover
         raise NotImplementedError

@@ -1,0 +1,95 @@
+"""mypy (settings in pyproject.toml's [tool.mypy]) finds no error in xpukit/.
+
+By hand, from the checkout: `mypy` (it reads files, stubs and strictness from pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.support.launcher_stub import STUB, stub_names
+from xpukit.host.build.pins import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+STUB_SOURCE = REPO_ROOT / "xpukit" / "runtime" / "ur" / "_launcher.c"
+
+
+def _mypy(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
+    assert shutil.which("mypy"), "mypy is missing: pip install --require-hashes -r env/lock/host.txt"
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_mypy_clean_on_xpukit():
+    result = _mypy()
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-1000:]
+    assert "Success: no issues found" in result.stdout, result.stdout
+
+
+def test_mypy_catches_a_type_error_and_reads_the_launcher_stub(tmp_path):
+    """The check can fail: a wrong call into the compiled launcher (typed only by its stub) and a
+    wrong return are reported, with the checkout's settings."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import _xpukit_launcher\n\n\n"
+        "def f() -> int:\n"
+        "    _xpukit_launcher.register_memory_types(1, 2)\n"
+        '    return "text"\n'
+    )
+    config = str(REPO_ROOT / "pyproject.toml")
+    result = _mypy("--config-file", config, "--cache-dir", str(tmp_path / "cache"), str(bad))
+    assert result.returncode == 1, result.stdout
+    assert '"register_memory_types" has incompatible type "int"' in result.stdout, result.stdout
+    assert "Incompatible return value type" in result.stdout, result.stdout
+
+
+def test_stub_declares_what_the_launcher_module_exports():
+    """Every name the C module adds (PyModule_AddObject / AddIntConstant / its method table) is in the
+    stub and nothing else is; tests/image/test_launcher_stub.py checks the same against the compiled
+    module, where it exists."""
+    source = STUB_SOURCE.read_text(encoding="utf-8")
+    added = set(re.findall(r'PyModule_Add(?:Object|IntConstant)\(m, "(\w+)"', source))
+    table = source[source.index("static PyMethodDef module_methods[]") :]
+    table = table[: table.index("};")]
+    added |= set(re.findall(r'\{"(\w+)",', table))
+    declared = set(stub_names()) - {"_GridCall"}  # returned by Dispatch[grid], not exported
+    assert added and declared == added, f"stub: {sorted(declared)}; _launcher.c exports: {sorted(added)}"
+
+
+def test_stub_matches_the_compiled_launcher(tmp_path):
+    """mypy's stubtest against the launcher compiled here from _launcher.c (scripts/build-launcher.sh,
+    as the image's build stage runs it): every name, class flag (final) and what the C lets it
+    introspect agree with the stub."""
+    include = Path(sysconfig.get_path("include")) / "Python.h"
+    if not shutil.which("gcc") or not include.exists():
+        pytest.skip("no gcc or Python headers here: tests/image/test_launcher_stub.py checks the stub in the image")
+    built = subprocess.run(
+        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(STUB_SOURCE), str(tmp_path / "ext")],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "_xpukit_launcher", "--concise"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "ext"), "MYPYPATH": str(STUB.parent)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-1000:]
