@@ -192,16 +192,28 @@ def demo_ur(
         "debug",
         pytest_args="extra pytest arguments, quoted",
         phase="all|host|container: run only the host tests or only the tests in the image (default all)",
+        suite="quick|engine|all|smoke: quick (default, minutes) = host unit tests and the tests in the image; "
+        "engine = the engine suites (cold builds, verify, registry, podman, Slurm); all = both (CI); "
+        "smoke = all's tests marked sharing_smoke",
     )
     | {"with": COMMON_HELP["with"]}
 )
 def test(
-    c, where="auto", profile=None, with_=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False
+    c,
+    where="auto",
+    profile=None,
+    with_=None,
+    ca_bundle=None,
+    pytest_args="",
+    phase="all",
+    suite="quick",
+    dry_run=False,
+    debug=False,
 ):
-    """Run the tests: host tests, then the tests inside the image (building it when missing).
-    Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
+    """Run the tests: host unit tests, then the tests inside the image (building it when missing);
+    --suite all adds the engine suites (--suite engine: those alone). Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
-    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase))
+    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase, suite))
 
 
 @task(

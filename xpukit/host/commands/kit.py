@@ -247,12 +247,13 @@ def shell(ctx: Context, command: str = "") -> int:
 
 
 @guarded
-def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all") -> int:
+def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all", suite: str = "quick") -> int:
     check_choice("phase", phase, testing.PHASES)
+    check_choice("suite", suite, tuple(testing.SUITES))
     where, why = resolve_where(where, ctx)
     if phase == "container" and where != "container":
         raise XpukitError(f"--phase container runs the tests in the image, but {why}", engine.START_ENGINE_FIX)
-    return testing.run_tests(ctx, where, why, pytest_args, phase)
+    return testing.run_tests(ctx, where, why, pytest_args, phase, suite)
 
 
 @guarded
