@@ -211,7 +211,8 @@ def test(
     debug=False,
 ):
     """Run the tests: host unit tests, then the tests inside the image (building it when missing);
-    --suite all adds the engine suites (--suite engine: those alone). Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
+    --suite all adds the engine suites (--suite engine: those alone).
+    Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
     _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase, suite))
 
@@ -232,13 +233,16 @@ def shell(c, profile=None, with_=None, command="", dry_run=False, debug=False):
         "debug",
         suite="Debian suite (default bookworm)",
         mirror="Debian mirror URL",
-        reproducible="mmdebstrap at the commit's SOURCE_DATE_EPOCH: the same base image ID on every machine",
+        reproducible="insist on mmdebstrap at the commit's SOURCE_DATE_EPOCH (the default where it is installed): "
+        "the same base image ID on every machine",
+        debootstrap="debootstrap and `docker import` instead (a new base image ID on every run)",
     )
 )
-def base(c, suite=None, mirror=None, reproducible=False, dry_run=False, debug=False):
-    """Build a local base image from a debootstrap rootfs, for machines that cannot pull (needs root)."""
+def base(c, suite=None, mirror=None, reproducible=False, debootstrap=False, dry_run=False, debug=False):
+    """Build a local Debian base image, for machines that cannot pull (needs root): reproducible with
+    mmdebstrap where it is installed, else debootstrap (said in one line)."""
     s = _settings(c, base_suite=suite, base_mirror=mirror, dry_run=dry_run, debug=debug)
-    _finish(commands.base(s, reproducible))
+    _finish(commands.base(s, reproducible, debootstrap))
 
 
 @task(

@@ -227,7 +227,7 @@ def test_no_engine_error_is_short(tmp_path):
 
 def test_base_dry_run_under_sudos_path():
     """`sudo invoke base` resets PATH to secure_path: the venv's invoke still runs and finds its tools."""
-    result = invoke("base", "--dry-run", env={"PATH": SUDO_SECURE_PATH})
+    result = invoke("base", "--debootstrap", "--dry-run", env={"PATH": SUDO_SECURE_PATH})
     assert result.returncode == 0, result.stderr
     assert "debootstrap --variant=minbase" in result.stdout
 

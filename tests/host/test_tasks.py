@@ -216,7 +216,7 @@ def test_base_needs_root_or_debootstrap():
 
 
 def test_base_dry_run_shows_debootstrap_and_import():
-    result = invoke("base", "--dry-run")
+    result = invoke("base", "--debootstrap", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "debootstrap --variant=minbase bookworm ROOTFS" in result.stdout
     assert "import" in result.stdout and "xpukit-base:bookworm-slim" in result.stdout

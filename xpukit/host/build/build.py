@@ -354,7 +354,7 @@ def choose_base(
         return pinned if exists(pinned) else profile.base_name
     local = local_base_name(profile)
     if profile.name == "cpu" and exists(local):
-        say(f"base: {local} (local debootstrap base from `invoke base`; {pinned} is not present)")
+        say(f"base: {local} (local base from `invoke base`; {pinned} is not present)")
         return local
     if pull is not None:
         say(f"base: pulling {pinned}")

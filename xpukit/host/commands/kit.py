@@ -131,8 +131,9 @@ def build(ctx: Context, variant: Variant, github_token: str = "", rebuild: bool 
 
 
 @guarded
-def base(ctx: Context, reproducible: bool = False) -> int:
-    """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled)."""
+def base(ctx: Context, reproducible: bool = False, debootstrap: bool = False) -> int:
+    """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled): mmdebstrap's
+    reproducible one where it is installed, else debootstrap's (base_mod.choose_reproducible)."""
     profile = load_profile("cpu")
     tag = build_mod.local_base_name(profile)
     if ctx.dry_run:
@@ -142,8 +143,11 @@ def base(ctx: Context, reproducible: bool = False) -> int:
         ctx.engine.client()  # no engine, no base: said before debootstrap runs
         cli = ctx.engine.build_cli().path
     s = ctx.settings
-    if reproducible:
-        epoch = build_mod.source_date(ROOT).epoch
+    epoch = "" if debootstrap else build_mod.source_date(ROOT).epoch
+    use_mmdebstrap, why_not = base_mod.choose_reproducible(reproducible, debootstrap, epoch)
+    if why_not:
+        ui.say(why_not)
+    if use_mmdebstrap:
         return base_mod.build_reproducible_base(s.base_suite, s.base_mirror, tag, cli, epoch, ctx.dry_run, ui.say)
     return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
 
