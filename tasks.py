@@ -17,8 +17,6 @@ from invoke import Collection, Exit, task
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
 from xpukit.host import inputs, settings
 from xpukit.host.commands import kit as commands
-from xpukit.host.commands import matrix as matrix_cmd
-from xpukit.host.commands import verify as verify_cmd
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -402,6 +400,8 @@ def doctor(c, image="", profile=None, report=False, debug=False):
 def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Rebuild the image from nothing in an empty podman store and check it is bit-for-bit the same (exit 1 if not)."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    from xpukit.host.commands import verify as verify_cmd  # here: every other task starts without it
+
     _finish(verify_cmd.run(s, against, keep))
 
 
@@ -490,6 +490,8 @@ def matrix(
     """Run the matrix of env/matrix.toml (UR release x target x Triton x suite), one result file per
     cell, on this engine, Slurm (sbatch --array) or Kubernetes (an Indexed Job); ends with one table."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    from xpukit.host.commands import matrix as matrix_cmd  # here: every other task starts without it
+
     opts = matrix_cmd.Options(
         scheduler, runtime, file, suite, target, ur, triton, out_dir, only_failed, int(jobs), int(throttle),
         sbatch_args, out, apply, image, gpu_resource, sif, inputs.seconds("timeout", timeout),

@@ -349,9 +349,12 @@ def choose_base(
         say(f"base: {requested} (--base-image)")
         return requested
     pinned = profile.base_reference
-    if exists(pinned) or exists(profile.base_name):
+    # Each name asked once (a round trip each); without a digest the two names are one.
+    by_name = profile.base_name if profile.base_name != pinned else ""
+    found = pinned if exists(pinned) else by_name if by_name and exists(by_name) else ""
+    if found:
         say(f"base: {pinned}")
-        return pinned if exists(pinned) else profile.base_name
+        return found
     local = local_base_name(profile)
     if profile.name == "cpu" and exists(local):
         say(f"base: {local} (local base from `invoke base`; {pinned} is not present)")
