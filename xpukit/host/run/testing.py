@@ -88,10 +88,17 @@ def read_junit(path: Path, phase: Phase) -> None:
 
 
 def _markers(suite: str, wanted: tuple[str, ...]) -> str:
-    """The pytest -m expression for the suite's markers among ``wanted`` ("" when none)."""
-    chosen = " or ".join(m for m in SUITES[suite] if m in wanted)
-    if chosen and suite == "smoke":
+    """The pytest -m expression for the suite's markers among ``wanted`` ("" when none). A suite
+    without the engine suites leaves out every docker-marked test, also one whose module is marked
+    unit too (tests/engine/test_docs.py)."""
+    names = [m for m in SUITES[suite] if m in wanted]
+    chosen = " or ".join(names)
+    if not chosen:
+        return ""
+    if suite == "smoke":
         return f"({chosen}) and {SMOKE_MARKER}"
+    if "docker" not in SUITES[suite] and "unit" in names:
+        return f"({chosen}) and not docker" if len(names) > 1 else f"{chosen} and not docker"
     return chosen
 
 
