@@ -17,8 +17,6 @@ from invoke import Collection, Exit, task
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
 from xpukit.host import inputs, settings
 from xpukit.host.commands import kit as commands
-from xpukit.host.commands import matrix as matrix_cmd
-from xpukit.host.commands import verify as verify_cmd
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -192,16 +190,29 @@ def demo_ur(
         "debug",
         pytest_args="extra pytest arguments, quoted",
         phase="all|host|container: run only the host tests or only the tests in the image (default all)",
+        suite="quick|engine|all|smoke: quick (default, minutes) = host unit tests and the tests in the image; "
+        "engine = the engine suites (cold builds, verify, registry, podman, Slurm); all = both (CI); "
+        "smoke = all's tests marked sharing_smoke",
     )
     | {"with": COMMON_HELP["with"]}
 )
 def test(
-    c, where="auto", profile=None, with_=None, ca_bundle=None, pytest_args="", phase="all", dry_run=False, debug=False
+    c,
+    where="auto",
+    profile=None,
+    with_=None,
+    ca_bundle=None,
+    pytest_args="",
+    phase="all",
+    suite="quick",
+    dry_run=False,
+    debug=False,
 ):
-    """Run the tests: host tests, then the tests inside the image (building it when missing).
+    """Run the tests: host unit tests, then the tests inside the image (building it when missing);
+    --suite all adds the engine suites (--suite engine: those alone).
     Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
-    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase))
+    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase, suite))
 
 
 @task(
@@ -220,13 +231,16 @@ def shell(c, profile=None, with_=None, command="", dry_run=False, debug=False):
         "debug",
         suite="Debian suite (default bookworm)",
         mirror="Debian mirror URL",
-        reproducible="mmdebstrap at the commit's SOURCE_DATE_EPOCH: the same base image ID on every machine",
+        reproducible="insist on mmdebstrap at the commit's SOURCE_DATE_EPOCH (the default where it is installed): "
+        "the same base image ID on every machine",
+        debootstrap="debootstrap and `docker import` instead (a new base image ID on every run)",
     )
 )
-def base(c, suite=None, mirror=None, reproducible=False, dry_run=False, debug=False):
-    """Build a local base image from a debootstrap rootfs, for machines that cannot pull (needs root)."""
+def base(c, suite=None, mirror=None, reproducible=False, debootstrap=False, dry_run=False, debug=False):
+    """Build a local Debian base image, for machines that cannot pull (needs root): reproducible with
+    mmdebstrap where it is installed, else debootstrap (said in one line)."""
     s = _settings(c, base_suite=suite, base_mirror=mirror, dry_run=dry_run, debug=debug)
-    _finish(commands.base(s, reproducible))
+    _finish(commands.base(s, reproducible, debootstrap))
 
 
 @task(
@@ -386,6 +400,8 @@ def doctor(c, image="", profile=None, report=False, debug=False):
 def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Rebuild the image from nothing in an empty podman store and check it is bit-for-bit the same (exit 1 if not)."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    from xpukit.host.commands import verify as verify_cmd  # here: every other task starts without it
+
     _finish(verify_cmd.run(s, against, keep))
 
 
@@ -476,6 +492,8 @@ def matrix(
     """Run the matrix of env/matrix.toml (UR release x target x Triton x suite), one result file per
     cell, on this engine, Slurm (sbatch --array) or Kubernetes (an Indexed Job); ends with one table."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
+    from xpukit.host.commands import matrix as matrix_cmd  # here: every other task starts without it
+
     opts = matrix_cmd.Options(
         scheduler=scheduler, runtime=runtime, matrix_file=file, suites=suite, targets=target, urs=ur,
         tritons=triton, out_dir=out_dir, only_failed=only_failed, jobs=int(jobs), throttle=int(throttle),

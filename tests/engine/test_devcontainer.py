@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -17,6 +18,9 @@ from xpukit.host.run import devcontainer
 
 @pytest.mark.docker
 def test_devcontainer_cli_runs_the_demo_and_the_container_tests(docker_client, test_image, tmp_path):
+    """The devcontainer CLI brings the committed devcontainer up on the tested image and runs the
+    demo and the image's smoke tests (marker sharing_smoke) in it: the container phase ran every
+    test on this image already; this proves the devcontainer's setup (user, mounts, env) runs them."""
     if not CLI.exists():
         message = "needs the devcontainer CLI: npm ci --prefix env/npm"
         if os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1":
@@ -37,11 +41,12 @@ def test_devcontainer_cli_runs_the_demo_and_the_container_tests(docker_client, t
         assert "max abs error 0 (exact)" in demo.stdout
         tests = run_cli(
             "exec", "--override-config", str(override),
-            "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "container", "tests",
+            "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "container and sharing_smoke", "tests",
             env=env,
         )  # fmt: skip
         assert tests.returncode == 0, tests.stdout[-3000:]
-        assert " passed" in tests.stdout and " failed" not in tests.stdout
+        passed = re.search(r"(\d+) passed", tests.stdout)
+        assert passed and int(passed.group(1)) >= 10 and " failed" not in tests.stdout, tests.stdout[-3000:]
     finally:
         for c in docker_client.containers.list(all=True, filters={"label": f"devcontainer.local_folder={REPO_ROOT}"}):
             c.remove(force=True)

@@ -41,6 +41,7 @@ def manifest(docker_client, test_image) -> dict:
     return json.loads(run_in(docker_client, test_image, ["cat", "/opt/xpukit/manifest.json"]))
 
 
+@pytest.mark.sharing_smoke
 def test_labels_equal_the_pins(image_labels, profile):
     args = build.build_args(profile, image_labels["org.opencontainers.image.base.name"])
     assert image_labels["io.xpukit.pins.python"] == args["PYTHON_VERSION"]
@@ -58,6 +59,7 @@ def test_labels_equal_the_pins(image_labels, profile):
     assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(pins.REPO_ROOT)
 
 
+@pytest.mark.sharing_smoke
 def test_manifest_reports_what_is_installed_and_it_equals_the_pins(manifest, profile):
     assert manifest["profile"] == profile.name
     if profile["python"]:
@@ -82,6 +84,7 @@ def test_manifest_reports_what_is_installed_and_it_equals_the_pins(manifest, pro
     assert manifest["numpy"] == profile["pypi"]["numpy"]
 
 
+@pytest.mark.sharing_smoke
 def test_runs_as_a_non_root_user(docker_client, test_image):
     uid, user = run_in(docker_client, test_image, ["sh", "-c", "id -u; id -un"]).split()
     assert uid != "0" and user == "xpukit"
@@ -97,6 +100,7 @@ def _bundle() -> Path:
     return Path(value)
 
 
+@pytest.mark.sharing_smoke
 def test_ca_bundle_never_lands_in_the_image(docker_client, test_image):
     """The bundle the build trusted is in no layer of `docker save` (which holds the config: labels,
     history), not in `docker history` and in no label. CI (.ci/run) gives no --ca-bundle: it points

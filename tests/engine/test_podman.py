@@ -196,10 +196,13 @@ def _with_env(kit: Kit, env: dict[str, str]) -> Kit:
 
 
 def test_podman_runs_the_container_tests(kit):
-    result = kit.invoke("test", "--phase", "container")
+    """`invoke test` on podman, in the podman-built image: the smoke tests (marker sharing_smoke).
+    Every container test ran on Docker's image of the same inputs in the container phase; this
+    proves podman's container setup (user, mounts, ulimits, results folder) runs them."""
+    result = kit.invoke("test", "--phase", "container", "--suite", "smoke")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-1000:]
     passed, failed = map(int, re.search(r"xpukit: (\d+) passed, (\d+) failed", result.stdout).groups())
-    assert failed == 0 and passed > 100
+    assert failed == 0 and passed >= 10
 
 
 def test_podman_cache_mounts_keep_the_wheelhouse(kit):

@@ -16,6 +16,7 @@ EXAMPLE_RUNS = {
 }
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.docker
 def test_examples_run_in_a_read_only_container_without_a_cache_volume(docker_client, test_image):
     """``docker run --read-only --tmpfs /tmp``, no volume: every example passes, the first run of each

@@ -50,17 +50,28 @@ def _need_podman_and_base() -> None:
         pytest.skip(why)
 
 
-def _checkout_copy(dest: Path, dockerfile_extra: str = "") -> Path:
-    """This tree's build context and tasks as a fresh git commit (a fixed commit time)."""
+# A Dockerfile of the kit's shape (its base, a runtime stage) whose middle step records the build
+# time: the steps before and after it must give equal layers, that one must differ. Small, so its
+# two builds from nothing take seconds (the kit's own Dockerfile is rebuilt from nothing by the
+# module fixture and the lock test).
+TIME_RECORDING_DOCKERFILE = """\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE} AS runtime
+RUN mkdir -p /opt/xpukit && echo before > /opt/xpukit/before
+RUN date +%s%N > /opt/xpukit/built-at
+RUN echo after > /opt/xpukit/after
+"""
+
+
+def _checkout_copy(dest: Path, dockerfile: str = "") -> Path:
+    """This tree's build context and tasks as a fresh git commit (a fixed commit time);
+    ``dockerfile``: that Dockerfile instead of the kit's."""
     build.copy_context(ROOT, dest)
     for name in ("tasks.py", "invoke.yaml"):
         if (ROOT / name).exists():
             shutil.copy2(ROOT / name, dest / name)
-    if dockerfile_extra:
-        text = (dest / "Dockerfile").read_text()
-        anchor = "# The xpukit user created in the system stage"
-        assert anchor in text
-        (dest / "Dockerfile").write_text(text.replace(anchor, dockerfile_extra + "\n" + anchor))
+    if dockerfile:
+        (dest / "Dockerfile").write_text(dockerfile)
     _git(dest, "init", "-q")
     _git(dest, "add", "-A")
     _git(dest, "commit", "-q", "-m", "verify test")
@@ -178,9 +189,10 @@ def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_re
 
 @pytest.mark.docker
 def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
+    """Two builds from nothing of a Dockerfile whose one step writes the clock: verify fails,
+    names that file, and finds only that step's layer different."""
     _need_podman_and_base()
-    step = "RUN date +%s%N > /opt/xpukit/built-at"
-    result = _verify(_checkout_copy(tmp_path / "tree", step), "--against", "rebuild")
+    result = _verify(_checkout_copy(tmp_path / "tree", TIME_RECORDING_DOCKERFILE), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 1, out[-4000:]
     assert "verify: NOT reproducible" in out

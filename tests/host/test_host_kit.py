@@ -227,7 +227,7 @@ def test_no_engine_error_is_short(tmp_path):
 
 def test_base_dry_run_under_sudos_path():
     """`sudo invoke base` resets PATH to secure_path: the venv's invoke still runs and finds its tools."""
-    result = invoke("base", "--dry-run", env={"PATH": SUDO_SECURE_PATH})
+    result = invoke("base", "--debootstrap", "--dry-run", env={"PATH": SUDO_SECURE_PATH})
     assert result.returncode == 0, result.stderr
     assert "debootstrap --variant=minbase" in result.stdout
 
@@ -374,3 +374,35 @@ def test_the_content_tag_covers_every_file_the_image_copies(tmp_path, edited):
     copied = {line.split()[1].split("/")[0] for line in (ROOT / "Dockerfile").read_text().splitlines()
               if line.startswith("COPY ") and "--from" not in line}  # fmt: skip
     assert copied <= set(build.CONTENT_PATHS), copied - set(build.CONTENT_PATHS)
+
+
+def test_cli_probes_are_remembered_per_binary(tmp_path, monkeypatch):
+    """`docker --version` and `docker buildx version` run once per CLI binary, not at every task's
+    start: a second probe reads the cache; a replaced binary (new size or mtime) is probed again; a
+    missing buildx plugin is never remembered (installing it later is found)."""
+    from xpukit.host import engine
+
+    calls = tmp_path / "calls"
+    cli = tmp_path / "docker"
+
+    def write_cli(version: str, buildx: bool) -> None:
+        cli.write_text(
+            f'#!/bin/sh\necho "$@" >> {calls}\n'
+            f'[ "$1" = "--version" ] && echo "Docker version {version}, build x" && exit 0\n'
+            f'[ "$1" = "buildx" ] && {"exit 0" if buildx else "exit 1"}\nexit 2\n'
+        )
+        cli.chmod(0o755)
+
+    monkeypatch.setenv("XPUKIT_CACHE_DIR", str(tmp_path / "cache"))
+    write_cli("28.2.2", buildx=False)
+    for _ in range(2):
+        assert engine.probe_cli(str(cli))[0] is None  # >= 23 without buildx
+    assert calls.read_text().splitlines() == ["--version", "buildx version", "buildx version"]
+    write_cli("28.2.20", buildx=True)  # a new binary: other size
+    calls.unlink()
+    for _ in range(2):
+        found = engine.probe_cli(str(cli))[0]
+        assert found is not None and found.version == "28.2.20" and found.via_buildx
+    assert calls.read_text().splitlines() == ["--version", "buildx version"]
+    (tmp_path / "cache" / engine.PROBE_CACHE).write_text("not json")  # a broken cache is probed around
+    assert engine.probe_cli(str(cli))[0] is not None

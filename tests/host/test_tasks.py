@@ -146,7 +146,28 @@ def test_test_and_demo_dry_runs_show_the_container_command():
     assert run.endswith("python /workspace/examples/xpu_triton_ur.py --n 4096 --scale 3")
     result = invoke("test", "--where", "container", "--profile", "cpu", "--dry-run")
     assert result.returncode == 0, result.stderr
-    assert "-m 'unit or docker'" in result.stdout and "-m 'container or gpu'" in result.stdout
+    assert "-m pytest -m 'unit and not docker' --junitxml" in result.stdout and "-m 'container or gpu'" in result.stdout
+
+
+def test_test_suites_select_by_marker():
+    """quick (the default) is host logic and the image's tests; engine the docker-marked suites
+    alone; all both; smoke all's sharing_smoke tests. Each suite's pytest lines, as a dry run prints them."""
+    expected = {
+        "quick": ("unit and not docker", "container or gpu"),
+        "engine": ("docker", None),
+        "all": ("unit or docker", "container or gpu"),
+        "smoke": ("(unit or docker) and sharing_smoke", "(container or gpu) and sharing_smoke"),
+    }
+    for suite, (host, container) in expected.items():
+        result = invoke("test", "--where", "container", "--profile", "cpu", "--suite", suite, "--dry-run")
+        assert result.returncode == 0, result.stderr
+        lines = [shlex.split(ln) for ln in result.stdout.splitlines() if "-m pytest" in ln or " run --rm " in ln]
+        markers = [line[line.index("-m", line.index("pytest")) + 1] for line in lines]
+        assert markers == [host] + ([container] if container else []), (suite, result.stdout)
+    on_host = invoke("test", "--where", "host", "--suite", "quick", "--dry-run")
+    assert "-m '(unit or container or gpu) and not docker'" in on_host.stdout
+    line = one_line_error(invoke("test", "--suite", "everything", "--dry-run"))
+    assert "unknown suite 'everything'" in line and "quick, engine, all, smoke" in line
 
 
 # ---------------------------------------------------------------- bad input: one line, non-zero
@@ -213,7 +234,7 @@ def test_base_needs_root_or_debootstrap():
 
 
 def test_base_dry_run_shows_debootstrap_and_import():
-    result = invoke("base", "--dry-run")
+    result = invoke("base", "--debootstrap", "--dry-run")
     assert result.returncode == 0, result.stderr
     assert "debootstrap --variant=minbase bookworm ROOTFS" in result.stdout
     assert "import" in result.stdout and "xpukit-base:bookworm-slim" in result.stdout

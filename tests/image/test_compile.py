@@ -30,6 +30,7 @@ def env(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.container
 def test_readme_example(env, capsys):
     """The README's command, with the example kernel's declared signature and constexprs."""

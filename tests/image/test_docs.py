@@ -31,6 +31,7 @@ def demo_output() -> list[str]:
     return (p.stderr + p.stdout).splitlines()
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.container
 def test_container_phase_runs():
     """The container phase's test for the sample above: the container runs with the layout's env."""
@@ -41,6 +42,7 @@ def test_container_phase_runs():
     assert {k: os.environ.get(k) for k in layout.CONTAINER_ENV} == layout.CONTAINER_ENV
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.container
 def test_readme_demo_sample_is_what_the_demo_prints(demo_output):
     sample = sample_after("README.md", "Output on a machine without a GPU")

@@ -53,6 +53,7 @@ def test_shared_objects_carry_no_dwarf():
     assert not with_dwarf
 
 
+@pytest.mark.sharing_smoke
 def test_triton_has_only_its_intel_backend_and_the_kits_driver_folder():
     from triton.backends import backends
 

@@ -34,6 +34,7 @@ def kernels(tmp_path_factory):
     }
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.parametrize("style", ["raw", "typed"])
 @pytest.mark.parametrize("n", [1, 1023, 1024, 1025, 1 << 20])
 def test_scale_exact(session, kernels, style, n):

@@ -37,6 +37,7 @@ def _run(env: dict[str, str], out: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.sharing_smoke
 def test_installed_equals_the_pins(tmp_path):
     result = _run(_pin_env(), str(tmp_path / "m.json"))
     assert result.returncode == 0, result.stderr

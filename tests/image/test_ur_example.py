@@ -23,6 +23,7 @@ def run(*flags: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.sharing_smoke
 @pytest.mark.parametrize("n", ["1", "1025", "1048576"])
 def test_demo_runs_exact_on_cpu(n):
     p = run("--n", n, "--scale", "-1.5", "--device", "cpu", "--iters", "3")

@@ -8,8 +8,10 @@ builds go through a docker CLI with BuildKit, podman builds through ``podman bui
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
+import json
 import os
 import re
 import shlex
@@ -46,7 +48,14 @@ RECORD_ENV = "XPUKIT_RECORD_COMMANDS"
 
 
 def client(docker_host: str = "", timeout: int = 600) -> DockerClient:
-    """A docker SDK client that has answered a ping (Docker's API, or podman's compatible one)."""
+    """A docker SDK client that has answered (Docker's API, or podman's compatible one)."""
+    return connect(docker_host, timeout)[0]
+
+
+def connect(docker_host: str = "", timeout: int = 600) -> tuple[DockerClient, dict[str, Any]]:
+    """A docker SDK client and the engine's ``/version`` answer, from one round trip: the answer
+    proves the engine is up (no separate ping), names the API version to speak (the SDK's "auto"
+    would ask again) and whether podman serves it (:func:`_components_name_podman`)."""
     try:
         import docker
     except ImportError:
@@ -56,11 +65,17 @@ def client(docker_host: str = "", timeout: int = 600) -> DockerClient:
         ) from None
     where = docker_host or os.environ.get("DOCKER_HOST", "") or DOCKER_DEFAULT_SOCKET
     try:
-        sdk = docker.DockerClient(base_url=where, timeout=timeout)
-        sdk.ping()
+        probe = docker.APIClient(base_url=where, timeout=timeout, version=docker.constants.DEFAULT_DOCKER_API_VERSION)
+        try:
+            info = probe.version(api_version=False)
+        finally:
+            probe.close()
+        # Given a version, the SDK asks nothing when it is made; the first request reuses nothing
+        # of the probe but a unix socket's connect.
+        sdk = docker.DockerClient(base_url=where, timeout=timeout, version=str(info["ApiVersion"]))
     except Exception as exc:
         raise EngineError(f"no Docker engine answers at {where} ({short_reason(exc, 60)})", START_ENGINE_FIX) from None
-    return sdk
+    return sdk, info
 
 
 def short_reason(exc: BaseException, limit: int = 160) -> str:
@@ -96,20 +111,79 @@ class BuildCli:
 
 
 def _cli_version(path: str) -> str | None:
+    cached = _probe_cache_get(path, "version")
+    if cached:
+        return str(cached)
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"version (\d+\.\d+[\w.+~-]*)", out.stdout)
+    if match:
+        _probe_cache_put(path, "version", match.group(1))
     return match.group(1) if match else None
 
 
 def _has_buildx(path: str) -> bool:
+    if _probe_cache_get(path, "buildx"):
+        return True  # only a plugin found is remembered: one installed later is found next time
     try:
         out = subprocess.run([path, "buildx", "version"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
+    if out.returncode == 0:
+        _probe_cache_put(path, "buildx", True)
     return out.returncode == 0
+
+
+# What the CLI probes found, per CLI binary (its inode, size and mtime: a new binary is probed again),
+# so a task does not spawn `docker --version` and `docker buildx version` each time it starts.
+PROBE_CACHE = "cli-probes.json"
+
+
+def _probe_cache_file() -> str:
+    base = os.environ.get("XPUKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xpukit")
+    return os.path.join(base, PROBE_CACHE)
+
+
+def _binary_key(path: str) -> str:
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _probe_cache_read() -> dict[str, Any]:
+    try:
+        with open(_probe_cache_file(), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _probe_cache_get(path: str, what: str) -> Any:
+    try:
+        entry = _probe_cache_read().get(_binary_key(path))
+    except OSError:
+        return None
+    return entry.get(what) if isinstance(entry, dict) else None
+
+
+def _probe_cache_put(path: str, what: str, value: Any) -> None:
+    """Remember one finding; a cache that cannot be written only costs the probe next time."""
+    target = _probe_cache_file()
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        data = _probe_cache_read()
+        key = _binary_key(path)
+        entry = data.get(key)
+        data[key] = {**(entry if isinstance(entry, dict) else {}), what: value}
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def probe_cli(path: str) -> tuple[BuildCli | None, str]:
@@ -321,14 +395,6 @@ def answers_at(endpoint: str) -> bool:
     return True
 
 
-def _served_by_podman(sdk: DockerClient) -> bool:
-    """Whether the API behind a client is podman's (its version lists a "Podman Engine")."""
-    try:
-        return _components_name_podman(sdk.version())
-    except Exception:
-        return False
-
-
 @dataclasses.dataclass
 class Engine:
     """The engine a task uses, owned by its context (:class:`xpukit.host.settings.Context`): its
@@ -346,6 +412,7 @@ class Engine:
     say: Callable[[str], None] = print
     _service: podman_mod.Service | None = dataclasses.field(default=None, repr=False)
     _client: DockerClient | None = dataclasses.field(default=None, repr=False)
+    _version: dict[str, Any] = dataclasses.field(default_factory=dict, repr=False)  # the client's /version answer
     _absent: str = dataclasses.field(default="", repr=False)  # why no engine answers, once asked
     _closed: bool = dataclasses.field(default=False, repr=False)
 
@@ -386,7 +453,7 @@ class Engine:
         if self._absent:
             raise EngineError(self._absent, START_ENGINE_FIX)
         try:
-            sdk = client(self.endpoint(), timeout=PING_TIMEOUT)
+            sdk, self._version = connect(self.endpoint(), timeout=PING_TIMEOUT)
         except XpukitError as exc:
             self._absent = exc.message
             raise
@@ -446,7 +513,8 @@ class Engine:
     def version_line(self) -> tuple[bool, str]:
         """(answers, "Docker 20.10.24" / "podman 4.3.1" or why not): the doctor's engine line."""
         try:
-            info = self.client().version()
+            self.client()
+            info = self._version or self.client().version()
         except XpukitError as exc:
             return False, exc.message
         except Exception as exc:
@@ -508,13 +576,14 @@ def resolve_engine(
         return Engine("podman", docker_host, "XPUKIT_ENGINE=podman", docker_cli, say)
     if docker_host:
         try:
-            sdk = client(docker_host, timeout=10)
+            sdk, info = connect(docker_host, timeout=10)
         except EngineError:
             return Engine("docker", docker_host, "DOCKER_HOST is set", docker_cli, say)
-        kind = "podman" if _served_by_podman(sdk) else "docker"
+        kind = "podman" if _components_name_podman(info) else "docker"
         sdk.api.timeout = 600
-        # The client that told the kind is the task's client: opened once.
-        return Engine(kind, docker_host, f"DOCKER_HOST serves {kind}'s API", docker_cli, say, _client=sdk)
+        # The client (and the answer) that told the kind is the task's: one round trip for both.
+        why = f"DOCKER_HOST serves {kind}'s API"
+        return Engine(kind, docker_host, why, docker_cli, say, _client=sdk, _version=info)
     if answers_at(DOCKER_DEFAULT_SOCKET) or not which("podman"):
         return Engine("docker", "", "Docker's socket", docker_cli, say)
     return Engine("podman", "", "no Docker engine answers and podman is installed", docker_cli, say)

@@ -1,4 +1,7 @@
-"""`invoke base`: a local base image from a debootstrap rootfs, for machines that cannot pull."""
+"""`invoke base`: a local base image from Debian's archive, for machines that cannot pull.
+
+mmdebstrap where it is installed (reproducible: the same base ID on every machine for one commit
+and one state of the mirror), else debootstrap, said in one line (a new base ID on every run)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from xpukit.errors import XpukitError
+from xpukit.errors import UsageError, XpukitError
 
 # Left out of the imported image: package caches debootstrap keeps, and lists apt refreshes anyway.
 EXCLUDES = ("./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*", "./dev/*", "./proc/*", "./sys/*")
@@ -94,11 +97,33 @@ def build_base(suite: str, mirror: str, tag: str, cli: str, dry_run: bool, say: 
 # ---------------------------------------------------------------- a reproducible base (mmdebstrap)
 
 ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64"}
+MMDEBSTRAP_FIX = "apt-get install mmdebstrap"
 
 
 def find_mmdebstrap(path: str | None = None) -> str | None:
     search = os.pathsep.join([path if path is not None else os.environ.get("PATH", ""), *SBIN_DIRS])
     return shutil.which("mmdebstrap", path=search)
+
+
+def choose_reproducible(
+    reproducible: bool, debootstrap: bool, epoch: str, find: Callable[[], str | None] = find_mmdebstrap
+) -> tuple[bool, str]:
+    """Whether `invoke base` makes the reproducible base, and the one line that says why not.
+
+    By default it does wherever mmdebstrap is installed and a time to date it by exists (the
+    commit's, or SOURCE_DATE_EPOCH); ``reproducible`` (--reproducible) insists, failing where it
+    cannot; ``debootstrap`` (--debootstrap) asks for the old base, whose ID changes on every run."""
+    if reproducible and debootstrap:
+        raise UsageError("--reproducible and --debootstrap exclude each other", "pass one of them, or neither")
+    if debootstrap or reproducible:
+        return reproducible, ""
+    if not find():
+        why = f"mmdebstrap is not installed ({MMDEBSTRAP_FIX} for a reproducible base)"
+    elif not epoch:
+        why = "no git commit and no SOURCE_DATE_EPOCH to date a reproducible base"
+    else:
+        return True, ""
+    return False, f"base: {why}; debootstrap instead: this base gets a new ID on every run"
 
 
 def mmdebstrap_command(mmdebstrap: str, suite: str, mirror: str, out: str) -> list[str]:
@@ -172,7 +197,7 @@ def build_reproducible_base(
             "run it in a git checkout, or set SOURCE_DATE_EPOCH",
         )
     if not found:
-        raise XpukitError("mmdebstrap is not installed", "install it: sudo apt-get install mmdebstrap")
+        raise XpukitError("mmdebstrap is not installed", f"install it: sudo {MMDEBSTRAP_FIX}")
     check_prerequisites(which=lambda: found)
     workdir = Path(tempfile.mkdtemp(prefix="xpukit-base-", dir="/var/tmp"))
     try:

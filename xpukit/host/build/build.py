@@ -271,12 +271,12 @@ def source_url(root: Path) -> str:
 def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
     """Revision and creation time for the OCI labels, from git where there is one."""
 
-    revision = git(root, "rev-parse", "HEAD")
+    # The commit and its time from one git process (every task that plans a build asks).
+    revision, created = [*git(root, "log", "-1", "--format=%H%n%cI").splitlines(), "", ""][:2]
     if revision and git(root, "status", "--porcelain", "--untracked-files=no"):
         revision += "-dirty"
     # The commit's time, not the wall clock, keeps a rebuild of the same commit identical, and a
     # dry run's command the one the build runs; without git, SOURCE_DATE_EPOCH or "unknown".
-    created = git(root, "log", "-1", "--format=%cI")
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not created and epoch.isdigit():
         created = dt.datetime.fromtimestamp(int(epoch), dt.UTC).isoformat(timespec="seconds")
@@ -309,10 +309,9 @@ def source_date(root: Path, environ: dict[str, str] | None = None) -> SourceDate
             )
         return SourceDate(given, "SOURCE_DATE_EPOCH from the environment")
 
-    epoch = git(root, "log", "-1", "--format=%ct")
+    epoch, commit = [*git(root, "log", "-1", "--abbrev=12", "--format=%ct%n%h").splitlines(), "", ""][:2]
     if not epoch.isdigit():
         return SourceDate("", "no git commit to take the time from")
-    commit = git(root, "rev-parse", "--short=12", "HEAD")
     dirty = git(root, "status", "--porcelain", "--untracked-files=no")
     note = "; uncommitted changes: reproducible from this tree, not from the commit" if dirty else ""
     return SourceDate(epoch, f"commit {commit}'s time{note}")
@@ -353,12 +352,15 @@ def choose_base(
         say(f"base: {requested} (--base-image)")
         return requested
     pinned = profile.base_reference
-    if exists(pinned) or exists(profile.base_name):
+    # Each name asked once (a round trip each); without a digest the two names are one.
+    by_name = profile.base_name if profile.base_name != pinned else ""
+    found = pinned if exists(pinned) else by_name if by_name and exists(by_name) else ""
+    if found:
         say(f"base: {pinned}")
-        return pinned if exists(pinned) else profile.base_name
+        return found
     local = local_base_name(profile)
     if profile.name == "cpu" and exists(local):
-        say(f"base: {local} (local debootstrap base from `invoke base`; {pinned} is not present)")
+        say(f"base: {local} (local base from `invoke base`; {pinned} is not present)")
         return local
     if pull is not None:
         say(f"base: pulling {pinned}")

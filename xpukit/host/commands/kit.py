@@ -1,5 +1,9 @@
 """What each invoke task does. tasks.py only parses options and calls these with a :class:`Context`.
 
+Modules only some tasks need (doctor, report cache, export, devcontainer, docs tables) are imported
+inside those tasks: every task starts by importing this module, and `invoke demo-ur` should not pay
+for the doctor's.
+
 Every command returns an exit code. ``guarded`` (boundary.py) turns the kit's errors into one line on stderr
 and a non-zero exit (a traceback only with --debug), and Ctrl-C into one line and exit 130.
 """
@@ -20,16 +24,13 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import engine, report_cache, ui
+from xpukit.host import engine, ui
 from xpukit.host.build import base as base_mod
 from xpukit.host.build import build as build_mod
-from xpukit.host.build import docs_tables
 from xpukit.host.build import lock as lock_mod
 from xpukit.host.build import pins as pins_mod
 from xpukit.host.build.build import Variant  # the options tasks.py builds for build()
 from xpukit.host.commands.boundary import guarded
-from xpukit.host.doctor import checkup as doctor
-from xpukit.host.doctor import host as doctor_host
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import (
     ImagePlan,
@@ -41,11 +42,8 @@ from xpukit.host.image.plan import (
     run_build,
 )
 from xpukit.host.run import containers, testing
-from xpukit.host.run import devcontainer as devcontainer_mod
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
-from xpukit.host.share import export as export_mod
 from xpukit.host.share import registry
-from xpukit.runtime.offline import report_format
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -130,8 +128,9 @@ def build(ctx: Context, variant: Variant, github_token: str = "", rebuild: bool 
 
 
 @guarded
-def base(ctx: Context, reproducible: bool = False) -> int:
-    """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled)."""
+def base(ctx: Context, reproducible: bool = False, debootstrap: bool = False) -> int:
+    """The cpu profile's Debian base (the xpu profile's base is Intel's image, pulled): mmdebstrap's
+    reproducible one where it is installed, else debootstrap's (base_mod.choose_reproducible)."""
     profile = load_profile("cpu")
     tag = build_mod.local_base_name(profile)
     if ctx.dry_run:
@@ -141,8 +140,11 @@ def base(ctx: Context, reproducible: bool = False) -> int:
         ctx.engine.client()  # no engine, no base: said before debootstrap runs
         cli = ctx.engine.build_cli().path
     s = ctx.settings
-    if reproducible:
-        epoch = build_mod.source_date(pins_mod.REPO_ROOT).epoch
+    epoch = "" if debootstrap else build_mod.source_date(pins_mod.REPO_ROOT).epoch
+    use_mmdebstrap, why_not = base_mod.choose_reproducible(reproducible, debootstrap, epoch)
+    if why_not:
+        ui.say(why_not)
+    if use_mmdebstrap:
         return base_mod.build_reproducible_base(s.base_suite, s.base_mirror, tag, cli, epoch, ctx.dry_run, ui.say)
     return base_mod.build_base(s.base_suite, s.base_mirror, tag, cli, ctx.dry_run, ui.say)
 
@@ -247,17 +249,21 @@ def shell(ctx: Context, command: str = "") -> int:
 
 
 @guarded
-def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all") -> int:
+def test(ctx: Context, where: str, pytest_args: list[str], phase: str = "all", suite: str = "quick") -> int:
     check_choice("phase", phase, testing.PHASES)
+    check_choice("suite", suite, tuple(testing.SUITES))
     where, why = resolve_where(where, ctx)
     if phase == "container" and where != "container":
         raise XpukitError(f"--phase container runs the tests in the image, but {why}", engine.START_ENGINE_FIX)
-    return testing.run_tests(ctx, where, why, pytest_args, phase)
+    return testing.run_tests(ctx, where, why, pytest_args, phase, suite)
 
 
 @guarded
 def doctor_cmd(ctx: Context, image: str = "", report: bool = False) -> int:
     """Host checks, and in-container checks of ``image`` (default: the profile's image, if built)."""
+    from xpukit.host.doctor import checkup as doctor
+    from xpukit.host.doctor import host as doctor_host
+
     profile = load_profile(ctx.profile)
     if not image and ctx.engine.connect_if_present():
         tag = f"{ctx.settings.image}:{profile.name}"
@@ -348,6 +354,8 @@ def _make_cache_folder(folder: Path) -> None:
 def kit_cache_root() -> Path:
     """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
     .xpukit/, or $XPUKIT_CACHE_DIR."""
+    from xpukit.host import report_cache
+
     return layout.kit_cache_dir(default=report_cache.cache_root(pins_mod.REPO_ROOT)).resolve()
 
 
@@ -383,6 +391,8 @@ def _run_kit(
     mounted read-only (the checkout already is), those it writes read-write, and Triton's cache
     kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
     write). A dry run prints the command instead."""
+    from xpukit.host import report_cache
+
     args = (["--debug"] if ctx.debug else []) + args
     if side.on_host:
         return _run_on_host(ctx, args)
@@ -476,6 +486,9 @@ def _kernel_report(
     diff: bool,
     no_cache: bool,
 ) -> int:
+    from xpukit.host import report_cache
+    from xpukit.runtime.offline import report_format
+
     if output_format not in ("md", "json", "html"):
         raise UsageError(f"unknown format {output_format!r}", "use --format md, json or html")
     path, function = _kernel_file(kernel)
@@ -523,6 +536,8 @@ def _kernel_report(
 
 def _toolchain(ctx: Context, side: KitSide) -> str:
     """What compiled the report, for its cache key: the image's ID (built when missing), or the host's install."""
+    from xpukit.host import report_cache
+
     if side.on_host:
         return report_cache.host_toolchain()
     plan = _plan_for_run(ctx)
@@ -559,6 +574,8 @@ def pull(ctx: Context) -> int:
 @guarded
 def export(ctx: Context, fmt: str, out: str) -> int:
     """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
+    from xpukit.host.share import export as export_mod
+
     if fmt not in export_mod.FORMATS:
         raise UsageError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
     plan = _plan_for_run(ctx)
@@ -573,6 +590,8 @@ def export(ctx: Context, fmt: str, out: str) -> int:
 def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> int:
     """Write the devcontainer for the profile: the recorded digest (else the profile's tag), the
     cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
+    from xpukit.host.run import devcontainer as devcontainer_mod
+
     entry = registry.locked_image(ctx.profile)
     image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
@@ -589,4 +608,6 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
 
 def docs(check: bool = False) -> int:
     """`invoke docs`: rewrite the tables docs/ generates from the pins (``check``: list the stale files, exit 1)."""
+    from xpukit.host.build import docs_tables
+
     return docs_tables.main(["--check"] if check else [])

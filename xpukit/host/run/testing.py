@@ -25,11 +25,24 @@ from xpukit.host.run import containers
 from xpukit.host.settings import Context
 
 PHASES = ("all", "host", "container")
+# What `--suite` selects, by marker. quick (the default, minutes): host logic (unit) and the
+# runtime tests in the image. engine: the engine suites alone (marker docker: cold builds, verify,
+# registry, podman, Slurm, cluster; most of an hour). all: both (CI runs them as quick's two
+# phases and engine, one timed phase each). smoke: all's tests marked sharing_smoke, a few that
+# prove a pulled image works (CI's engine B, .ci/engine_b.py). A new engine test is in engine and
+# all by its folder's marker; nothing here names test files.
+SUITES = {
+    "quick": ("unit", "container", "gpu"),
+    "engine": ("docker",),
+    "all": ("unit", "container", "gpu", "docker"),
+    "smoke": ("unit", "container", "gpu", "docker"),
+}
+SMOKE_MARKER = "sharing_smoke"
 # pytest's "no tests were collected": a phase with nothing selected is not a failure.
 NO_TESTS = 5
-# Host logic (unit) and image checks (docker) run on the host; the runtime tests in the image.
-HOST_MARKERS = "unit or docker"
-CONTAINER_MARKERS = "container or gpu"
+# Where each marker runs when the image is in play (tests/conftest.py keeps each in its folder).
+ON_THE_HOST = ("unit", "docker")
+IN_THE_IMAGE = ("container", "gpu")
 # Host settings the tests in the image honour.
 PASS_THROUGH = (
     "XPUKIT_REQUIRE_UR_MATRIX",
@@ -75,15 +88,34 @@ def read_junit(path: Path, phase: Phase) -> None:
         phase.passed += tests - failed - skipped
 
 
-def _host_markers(where: str, engine_ok: bool, kind: str = "docker") -> str:
-    """What the host runs: with the image in play only host logic and image checks; on the host
-    everything, the image checks only where an engine answers. The image checks (marker docker)
-    drive Docker's engine and BuildKit: on podman only host logic runs here (podman's own checks,
-    tests/engine/test_podman.py, run from a Docker host)."""
-    docker_checks = engine_ok and kind == "docker"
-    if where == "container":
-        return HOST_MARKERS if kind == "docker" else "unit"
-    return "unit or container or gpu" + (" or docker" if docker_checks else "")
+def _markers(suite: str, wanted: tuple[str, ...]) -> str:
+    """The pytest -m expression for the suite's markers among ``wanted`` ("" when none). A suite
+    without the engine suites leaves out every docker-marked test, also one whose module is marked
+    unit too (tests/engine/test_docs.py)."""
+    names = [m for m in SUITES[suite] if m in wanted]
+    chosen = " or ".join(names)
+    if not chosen:
+        return ""
+    if suite == "smoke":
+        return f"({chosen}) and {SMOKE_MARKER}"
+    if "docker" not in SUITES[suite] and "unit" in names:
+        return f"({chosen}) and not docker" if len(names) > 1 else f"{chosen} and not docker"
+    return chosen
+
+
+def _host_markers(where: str, engine_ok: bool, kind: str = "docker", suite: str = "quick") -> str:
+    """What the host runs: with the image in play host logic and (suites engine, all) the engine
+    suites; on the host everything, the engine suites only where an engine answers. The engine
+    suites (marker docker) drive Docker's engine and BuildKit: on podman only host logic runs here
+    (podman's own checks, tests/engine/test_podman.py, run from a Docker host)."""
+    wanted = ON_THE_HOST if where == "container" else (*ON_THE_HOST, *IN_THE_IMAGE)
+    if not (engine_ok and kind == "docker"):
+        wanted = tuple(m for m in wanted if m != "docker")
+    return _markers(suite, wanted)
+
+
+def _container_markers(suite: str) -> str:
+    return _markers(suite, IN_THE_IMAGE)
 
 
 RESULTS_FOLDER = "xpukit-test-{uid}"  # under the temp folder: one per user, so a dry run can name it
@@ -163,10 +195,18 @@ class _Results:
 
 
 def plan_tests(
-    ctx: Context, where: str, pytest_args: list[str], phase: str, image: str, engine_ok: bool, results: Path
+    ctx: Context,
+    where: str,
+    pytest_args: list[str],
+    phase: str,
+    image: str,
+    engine_ok: bool,
+    results: Path,
+    suite: str = "quick",
 ) -> TestPlan:
     """The commands of one test run: ``image`` is the plan's content tag where an engine is in
-    play ("" where none answers), ``results`` the folder the junit reports go to."""
+    play ("" where none answers), ``results`` the folder the junit reports go to, ``suite`` one of
+    :data:`SUITES`."""
     env: dict[str, str] = {}
     if image:
         env["XPUKIT_TEST_IMAGE"] = image
@@ -177,15 +217,15 @@ def plan_tests(
     # The image tests check that the bundle the build trusted left no trace in it.
     env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
     host: tuple[str, ...] = ()
-    if phase != "container":
-        markers = _host_markers(where, engine_ok, ctx.engine.kind)
+    markers = _host_markers(where, engine_ok, ctx.engine.kind, suite)
+    if phase != "container" and markers:
         host = (sys.executable, "-m", "pytest", "-m", markers, f"--junitxml={results / 'host.xml'}", *pytest_args)
-    in_image = where == "container" and phase != "host"
+    in_image = where == "container" and phase != "host" and bool(_container_markers(suite))
     return TestPlan(
         host,
         types.MappingProxyType(env),
         image if in_image else "",
-        tuple(_container_pytest(pytest_args)) if in_image else (),
+        tuple(_container_pytest(pytest_args, suite)) if in_image else (),
         _container_options(ctx, results) if in_image else {},
         results,
         ctx.engine.cli_name,
@@ -203,9 +243,11 @@ def _pytest_host(plan: TestPlan) -> Phase:
     return phase
 
 
-def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase: str = "all") -> int:
+def run_tests(
+    ctx: Context, where: str, why: str, pytest_args: list[str], phase: str = "all", suite: str = "quick"
+) -> int:
     """Host tests, then (where == "container") the tests inside the plan's image; ``phase`` host or
-    container runs only that one."""
+    container runs only that one, ``suite`` which tests (:data:`SUITES`)."""
     require_docker = os.environ.get("XPUKIT_REQUIRE_DOCKER") == "1"
     engine_ok, engine_why = ctx.engine.answers() if where != "container" else (True, "")
     if ctx.dry_run:
@@ -214,7 +256,7 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
             image_plan = make_plan(ctx)
             print_build_if_missing(ctx, image_plan)  # the build a real run would start with
             image = image_plan.tag
-        for line in plan_tests(ctx, where, pytest_args, phase, image, engine_ok, results_folder()).lines():
+        for line in plan_tests(ctx, where, pytest_args, phase, image, engine_ok, results_folder(), suite).lines():
             print(line)
         return 0
 
@@ -225,14 +267,14 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     results = _Results(results_folder())
     phases: list[Phase] = []
     try:
-        plan = plan_tests(ctx, where, pytest_args, phase, image, bool(image), results.path)
+        plan = plan_tests(ctx, where, pytest_args, phase, image, bool(image), results.path, suite)
         if plan.host_command:
-            if ctx.engine.kind == "podman":
+            if ctx.engine.kind == "podman" and "docker" in SUITES[suite]:
                 ui.say("podman: the host's image checks (marker docker) drive Docker and BuildKit; not run here")
             phases.append(_pytest_host(plan))
         if plan.image:
             phases.append(_run_container_phase(ctx, plan))
-        elif not image and phase != "host":
+        elif not image and phase != "host" and _container_markers(suite):
             note = f"container tests: not run ({engine_why}); {engine.START_ENGINE_FIX}"
             phases.append(Phase("container", exit_code=1 if require_docker else 0, note=note))
     finally:
@@ -258,13 +300,13 @@ def run_tests(ctx: Context, where: str, why: str, pytest_args: list[str], phase:
     return 0
 
 
-def _container_pytest(pytest_args: list[str]) -> list[str]:
+def _container_pytest(pytest_args: list[str], suite: str = "quick") -> list[str]:
     return [
         "python",
         "-m",
         "pytest",
         "-m",
-        CONTAINER_MARKERS,
+        _container_markers(suite),
         "-p",
         "no:cacheprovider",
         "--junitxml=/results/container.xml",
@@ -284,7 +326,7 @@ def _container_options(ctx: Context, results: Path) -> dict:
 
 
 def _run_container_phase(ctx: Context, plan: TestPlan) -> Phase:
-    phase = Phase(f"container ({CONTAINER_MARKERS})")
+    phase = Phase(f"container ({plan.container_command[plan.container_command.index('-m') + 1]})")
     plan.results.chmod(0o777)  # the container's non-root user writes its report here
     ui.say(f"container tests in {plan.image}: {' '.join(plan.container_command)}")
     phase.exit_code = ctx.engine.run(plan.image, list(plan.container_command), plan.container_options)
