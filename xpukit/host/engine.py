@@ -58,6 +58,7 @@ def connect(docker_host: str = "", timeout: int = 600) -> tuple[DockerClient, di
     would ask again) and whether podman serves it (:func:`_components_name_podman`)."""
     try:
         import docker
+        import docker.constants
     except ImportError:
         raise EngineError(
             "the docker SDK for Python is not installed",

@@ -108,7 +108,7 @@ def _host_markers(where: str, engine_ok: bool, kind: str = "docker", suite: str 
     suites; on the host everything, the engine suites only where an engine answers. The engine
     suites (marker docker) drive Docker's engine and BuildKit: on podman only host logic runs here
     (podman's own checks, tests/engine/test_podman.py, run from a Docker host)."""
-    wanted = ON_THE_HOST if where == "container" else (*ON_THE_HOST, *IN_THE_IMAGE)
+    wanted: tuple[str, ...] = ON_THE_HOST if where == "container" else (*ON_THE_HOST, *IN_THE_IMAGE)
     if not (engine_ok and kind == "docker"):
         wanted = tuple(m for m in wanted if m != "docker")
     return _markers(suite, wanted)
