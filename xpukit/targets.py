@@ -93,7 +93,7 @@ class TargetPreset:
     def codegen_key(self) -> tuple[Any, ...]:
         """What Triton's Intel backend (triton-xpu 3.3, make_ttgir and min_dot_size) reads of the
         properties to generate code: targets with the same key get the same SPIR-V, so the kit
-        compiles it once and runs ocloc per target (tests/image/test_targets.py checks it)."""
+        compiles it once and runs ocloc per target (tests/image/test_families.py checks it)."""
         return (
             min(self.sub_group_sizes),
             self.has_subgroup_2d_block_io,

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import podman as podman_mod
 from xpukit.host import ui
@@ -143,8 +144,7 @@ PROBE_CACHE = "cli-probes.json"
 
 
 def _probe_cache_file() -> str:
-    base = os.environ.get("XPUKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xpukit")
-    return os.path.join(base, PROBE_CACHE)
+    return str(layout.kit_cache_dir() / PROBE_CACHE)
 
 
 def _binary_key(path: str) -> str:
