@@ -56,7 +56,10 @@ def test_labels_equal_the_pins(image_labels, profile):
     for key in ("revision", "created"):
         assert image_labels[f"org.opencontainers.image.{key}"], key
     # The checkout's origin remote, or no label at all where it has none (never a guessed address).
-    assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(pins.REPO_ROOT)
+    # Engine B (.ci/engine_b.py) runs this in a copy without .git, where the image's remote cannot
+    # be read back: there the label is checked by the run on engine A that built the image.
+    if (pins.REPO_ROOT / ".git").exists():
+        assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(pins.REPO_ROOT)
 
 
 @pytest.mark.sharing_smoke

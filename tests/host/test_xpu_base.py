@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -177,3 +178,18 @@ def test_mismatches_include_the_stack_and_the_cpu_image_is_left_alone():
     assert any("does not match the compute runtime" in p for p in manifest.mismatches(bad))
     cpu = {"pins": {"ocloc_source": "apt", "ocloc_package": "intel-opencl-icd"}, "gpu_packages": {}}
     assert manifest.gpu_stack_problems(cpu["gpu_packages"], cpu["pins"]) == []
+
+
+def test_gpu_packages_reads_holds_from_dpkg_without_writing_apt_caches(tmp_path):
+    """Real dpkg on this Debian host: a held package is read from dpkg's selection (Status "hold ...")
+    and nothing runs `apt-mark showhold`, which writes /var/cache/apt/*.bin into an image layer and made
+    two podman builds of one commit differ (tests/engine/test_verify.py)."""
+    if not shutil.which("dpkg-query"):
+        pytest.skip("no dpkg-query on this host")
+    found = manifest.gpu_packages(("dpkg", "xpukit-no-such-package"))
+    assert set(found) == {"dpkg"}
+    selection = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "dpkg"], capture_output=True, text=True).stdout
+    assert found["dpkg"]["held"] == (selection.split()[0] == "hold")
+    assert found["dpkg"]["version"]
+    source = Path(manifest.__file__).read_text()
+    assert '"apt-mark", "showhold"' not in source

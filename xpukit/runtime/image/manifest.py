@@ -112,13 +112,15 @@ def gpu_packages(names: tuple[str, ...] = GPU_PACKAGES) -> dict[str, dict[str, A
     if not out:  # dpkg-query exits 1 when any name is unknown: ask one by one
         lines = [_run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n", n]) for n in names]
         out = "\n".join(line for line in lines if line)
-    held = set(_run(["apt-mark", "showhold"]).split())
+    # `apt-mark hold` sets dpkg's selection, the first word of Status ("hold ok installed"). Read it
+    # there: `apt-mark showhold` would write apt's pkgcache.bin/srcpkgcache.bin into the image's
+    # layer, and those differ between two builds of the same commit (tests/engine/test_verify.py).
     found: dict[str, dict[str, Any]] = {}
     for line in out.splitlines():
         name, _, rest = line.partition("\t")
         version, _, status = rest.partition("\t")
         if version and status.endswith("installed"):
-            found[name] = {"version": version, "held": name in held}
+            found[name] = {"version": version, "held": status.split()[0] == "hold"}
     return found
 
 
