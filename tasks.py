@@ -17,6 +17,7 @@ from invoke import Collection, Exit, task
 from xpukit.errors import EXIT_USAGE, XpukitError, guard
 from xpukit.host import inputs, settings
 from xpukit.host.commands import kit as commands
+from xpukit.host.commands import share
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -409,13 +410,13 @@ def verify(c, against="auto", keep=False, profile=None, ca_bundle=None, dry_run=
 def push(c, profile=None, registry=None, ca_bundle=None, dry_run=False, debug=False):
     """Push the profile's image and record its digest in env/lock/images.toml (commit that file)."""
     s = _settings(c, profile=profile, registry=registry, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(commands.push(s))
+    _finish(share.push(s))
 
 
 @task(help=_help("profile", "dry-run", "debug"))
 def pull(c, profile=None, dry_run=False, debug=False):
     """Pull the image digest env/lock/images.toml records for the profile, and check it."""
-    _finish(commands.pull(_settings(c, profile=profile, dry_run=dry_run, debug=debug)))
+    _finish(share.pull(_settings(c, profile=profile, dry_run=dry_run, debug=debug)))
 
 
 @task(
@@ -426,14 +427,14 @@ def pull(c, profile=None, dry_run=False, debug=False):
 def export(c, out, format="oci-archive", profile=None, ca_bundle=None, dry_run=False, debug=False):
     """Write the profile's image as one file for podman or Apptainer, with OUT.json and OUT.sha256."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
-    _finish(commands.export(s, format, inputs.not_empty("out", out, "xpukit-cpu.tar")))
+    _finish(share.export(s, format, inputs.not_empty("out", out, "xpukit-cpu.tar")))
 
 
 @task(help=_help("profile", "dry-run", "debug", out="where to write it (default .devcontainer/devcontainer.json)"))
 def devcontainer(c, profile=None, out=".devcontainer/devcontainer.json", dry_run=False, debug=False):
     """Generate the devcontainer for editors: the kit's image, caches, user and GPU options."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(commands.devcontainer(s, inputs.not_empty("out", out, ".devcontainer/devcontainer.json")))
+    _finish(share.devcontainer(s, inputs.not_empty("out", out, ".devcontainer/devcontainer.json")))
 
 
 @task(

@@ -20,6 +20,7 @@ from xpukit.errors import XpukitError
 from xpukit.host import settings
 from xpukit.host.build import pins
 from xpukit.host.matrix import cells as mx
+from xpukit.host.matrix import kubernetes
 from xpukit.host.matrix import schedule as matrix_sched
 
 pytestmark = pytest.mark.unit
@@ -204,7 +205,7 @@ def test_kubernetes_manifest_is_a_valid_indexed_job(tmp_path):
     kv = pytest.importorskip("kubernetes_validate")  # in env/lock/host.txt
     cells = mx.expand(mx.load_matrix(), CPU)
     opts = matrix_sched.Options(scheduler="kubernetes", image="registry.example/xpukit@sha256:" + "a" * 64)
-    manifest = matrix_sched.k8s_manifest(_ctx("cpu"), cells, "20261201-000000-abcd", opts)
+    manifest = kubernetes.k8s_manifest(_ctx("cpu"), cells, "20261201-000000-abcd", opts)
     spec = manifest["spec"]
     assert spec["completionMode"] == "Indexed" and spec["completions"] == len(cells)
     kv.validate(manifest, KUBERNETES_VERSION, strict=True)
@@ -232,7 +233,7 @@ def test_xpu_manifest_asks_for_the_gpu_device_plugin():
     cells = mx.expand(mx.load_matrix(), xpu, suites="compile", targets="pvc")
     for resource in matrix_sched.GPU_RESOURCES:
         opts = matrix_sched.Options(image="r.example/x@sha256:" + "c" * 64, gpu_resource=resource)
-        manifest = matrix_sched.k8s_manifest(_ctx("xpu"), cells, "r1", opts)
+        manifest = kubernetes.k8s_manifest(_ctx("xpu"), cells, "r1", opts)
         container = manifest["spec"]["template"]["spec"]["containers"][0]
         assert container["resources"]["limits"] == {resource: 1}
         assert {"name": "ONEAPI_DEVICE_SELECTOR", "value": "level_zero:gpu"} in container["env"]
@@ -241,7 +242,7 @@ def test_xpu_manifest_asks_for_the_gpu_device_plugin():
 
 def test_kubernetes_needs_an_image_by_digest():
     with pytest.raises(XpukitError, match="not pinned by digest"):
-        matrix_sched.k8s_image(_ctx("cpu"), "registry.example/xpukit:cpu")
+        kubernetes.k8s_image(_ctx("cpu"), "registry.example/xpukit:cpu")
 
 
 def test_apply_without_a_cluster_is_one_error(tmp_path):

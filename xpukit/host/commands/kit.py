@@ -43,7 +43,6 @@ from xpukit.host.image.plan import (
 )
 from xpukit.host.run import containers, testing
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
-from xpukit.host.share import registry
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -66,7 +65,7 @@ def require_host_runtime() -> None:
         )
 
 
-def _plan_for_run(ctx: Context) -> ImagePlan:
+def plan_for_run(ctx: Context) -> ImagePlan:
     """The image plan; in a real run the image is on the engine afterwards (built when missing)."""
     if ctx.dry_run:
         plan = make_plan(ctx)
@@ -78,7 +77,7 @@ def _plan_for_run(ctx: Context) -> ImagePlan:
 
 
 def _run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
-    plan = _plan_for_run(ctx)
+    plan = plan_for_run(ctx)
     if ctx.dry_run:
         print(shlex.join(engine.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
         return 0
@@ -235,7 +234,7 @@ def shell(ctx: Context, command: str = "") -> int:
     options = containers.container_options(ctx)
     options["tty"] = True
     args = ["bash", "-c", command] if command else ["bash"]
-    plan = _plan_for_run(ctx)
+    plan = plan_for_run(ctx)
     # An interactive TTY is the CLI's job; the SDK checked the engine and the image first.
     cli = plan.build.command[0]
     line = engine.format_run_cli(cli, plan.tag, args, options)
@@ -540,70 +539,11 @@ def _toolchain(ctx: Context, side: KitSide) -> str:
 
     if side.on_host:
         return report_cache.host_toolchain()
-    plan = _plan_for_run(ctx)
+    plan = plan_for_run(ctx)
     image = ctx.engine.client().images.get(plan.tag)
     labels = image.labels or {}
     compiler = " ".join(labels.get(f"io.xpukit.pins.{name}", "") for name in ("ocloc", "ocloc-debs"))
     return f"image {plan.tag} {image.id} compiler {compiler}"
-
-
-# ---------------------------------------------------------------- sharing: registry, archives, editors
-
-
-@guarded
-def push(ctx: Context) -> int:
-    """Push the profile's image (built when missing) and record its digest in env/lock/images.toml."""
-    plan = _plan_for_run(ctx)
-    if ctx.dry_run:
-        print(f"would push {plan.tag} to {ctx.settings.registry or '(no registry configured)'}")
-        return 0
-    sharing.push(ctx, plan)
-    return 0
-
-
-@guarded
-def pull(ctx: Context) -> int:
-    """Pull the digest env/lock/images.toml records for the profile, checked."""
-    if ctx.dry_run:
-        print(f"would pull the {ctx.profile} digest recorded in {registry.LOCK_PATH.name}")
-        return 0
-    sharing.pull(ctx, make_plan(ctx, base_required=False))
-    return 0
-
-
-@guarded
-def export(ctx: Context, fmt: str, out: str) -> int:
-    """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
-    from xpukit.host.share import export as export_mod
-
-    if fmt not in export_mod.FORMATS:
-        raise UsageError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")
-    plan = _plan_for_run(ctx)
-    if ctx.dry_run:
-        print(f"would write {plan.tag} as {fmt} to {Path(out).absolute()}")
-        return 0
-    export_mod.export_image(ctx.engine.client(), plan.tag, fmt, Path(out), ctx.engine.api, ui.say, ctx.engine.kind)
-    return 0
-
-
-@guarded
-def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> int:
-    """Write the devcontainer for the profile: the recorded digest (else the profile's tag), the
-    cache volume, and on an Intel GPU host the GPU options `invoke shell` uses."""
-    from xpukit.host.run import devcontainer as devcontainer_mod
-
-    entry = registry.locked_image(ctx.profile)
-    image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
-    gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
-    cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
-    content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)
-    path = Path(out) if Path(out).is_absolute() else pins_mod.REPO_ROOT / out
-    if ctx.dry_run:
-        print(devcontainer_mod.render(content), end="")
-        return 0
-    changed = devcontainer_mod.write(path, content)
-    ui.say(f"devcontainer: {path} {'written' if changed else 'unchanged'} (image {image})")
-    return 0
 
 
 def docs(check: bool = False) -> int:

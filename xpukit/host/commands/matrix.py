@@ -8,13 +8,13 @@ from pathlib import Path
 
 from xpukit.host.commands.boundary import guarded
 from xpukit.host.matrix import cells as mx
+from xpukit.host.matrix.kubernetes import run_kubernetes
 from xpukit.host.matrix.schedule import (
     RUNTIMES,
     SCHEDULERS,
     Options,
     prepare,
     print_cell_scripts,
-    run_kubernetes,
     run_local,
     run_slurm,
     select_cells,
