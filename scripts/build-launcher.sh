@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Compile xpukit's launch path (xpukit/runtime/ur/_launcher.c) for the image's python3 and check
-# that it imports. Runs in its own build stage, so the compiler never reaches the runtime image.
-#   build-launcher.sh [--dry-run] SOURCE.c OUT_DIR
+# Compile xpukit's launch path for the image's python3 and check that it imports: the UR launcher
+# (xpukit/runtime/ur/_launcher.c -> _xpukit_launcher) and Triton's dispatch on it
+# (xpukit/runtime/triton/_dispatch.c -> _xpukit_dispatch). Runs in its own build stage, so the
+# compiler never reaches the runtime image.
+#   build-launcher.sh [--dry-run] OUT_DIR SOURCE.c... (_NAME.c builds module _xpukit_NAME; each
+#   source's folder is searched for headers, so _launcher.h sits beside _launcher.c)
 set -euo pipefail
 
 SCRIPT_NAME=build-launcher
@@ -9,17 +12,33 @@ SCRIPT_NAME=build-launcher
 . "$(dirname "$0")/common.sh"
 
 if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
-if [[ "${1:-}" == "--help" ]]; then sed -n '2,4p' "$0"; exit 0; fi
-if [[ $# -ne 2 ]]; then sed -n '2,4p' "$0" >&2; die "build-launcher.sh takes SOURCE.c OUT_DIR" "pass the launcher's source and an output folder"; fi
-src=$1
-out=$2
+if [[ "${1:-}" == "--help" ]]; then sed -n '2,7p' "$0"; exit 0; fi
+if [[ $# -lt 2 ]]; then sed -n '2,7p' "$0" >&2; die "build-launcher.sh takes OUT_DIR SOURCE.c..." "pass an output folder and the launch path's sources"; fi
+out=$1
+shift
 python=${PYTHON:-python3}
 suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 include=$("$python" -c 'import sysconfig; print(sysconfig.get_path("include"))')
 run mkdir -p "$out"
-# The same bytes from any checkout: the source's folder is mapped away (no build path in the binary's
+# The same bytes from any checkout: each source's folder is mapped away (no build path in the binary's
 # strings or debug info), and the build id is a hash of the content, never random (docs/reproducible.md).
-flags=(-O2 -Wall -Werror -shared -fPIC "-ffile-prefix-map=$(dirname "$src")=." "-Wl,--build-id=sha1")
-run gcc "${flags[@]}" -I"$include" "$src" -o "$out/_xpukit_launcher$suffix"
+flags=(-O2 -Wall -Werror -shared -fPIC "-Wl,--build-id=sha1" -I"$include")
+declare -A seen_dirs=()
+for src in "$@"; do
+    dir=$(dirname "$src")
+    [[ -n "${seen_dirs[$dir]:-}" ]] && continue
+    seen_dirs[$dir]=1
+    flags+=("-I$dir" "-ffile-prefix-map=$dir=.")
+done
+modules=()
+for src in "$@"; do
+    name=$(basename "$src" .c)
+    [[ "$name" == _* ]] || die "build-launcher.sh: $src is not named _NAME.c" "name the source after its module (_launcher.c -> _xpukit_launcher)"
+    run gcc "${flags[@]}" "$src" -o "$out/_xpukit$name$suffix"
+    modules+=("_xpukit$name")
+done
 # shellcheck disable=SC2016 # python code, not shell
-run env PYTHONPATH="$out" "$python" -c 'import _xpukit_launcher as m; assert m.ABI == 3; print("build-launcher.sh: ok", m.__file__)'
+run env PYTHONPATH="$out" "$python" -c 'import importlib, sys
+for name in sys.argv[1:]:
+    m = importlib.import_module(name)
+    print("build-launcher.sh: ok", name, "ABI", m.ABI, m.__file__)' "${modules[@]}"

@@ -132,7 +132,7 @@ def test_every_build_script_sources_the_one_helper_file(script):
         ("install-python.sh", {}, ["--dry-run", "/x.lock"], "XPUKIT_VENV is not set"),
         ("install-ocloc.sh", {"OCLOC_SOURCE": "", "OCLOC_PACKAGE": "x"}, ["--dry-run"], "OCLOC_SOURCE is not set"),
         ("install-ocloc.sh", {"OCLOC_SOURCE": "apt", "OCLOC_PACKAGE": ""}, ["--dry-run"], "OCLOC_PACKAGE is not set"),
-        ("build-launcher.sh", {}, ["only-one-arg"], "takes SOURCE.c OUT_DIR"),
+        ("build-launcher.sh", {}, ["only-one-arg"], "takes OUT_DIR SOURCE.c..."),
         ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_DEBS": ""}, ["--dry-run"], "OCLOC_DEBS is not set"),
         ("assemble-ocloc.sh", {**FOLDER_ENV, "OCLOC_MIRROR": ""}, ["--dry-run"], "OCLOC_MIRROR or OCLOC_SUITE"),
         (

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launcher_stub import STUB, stub_names
+from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, stub_names
 from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
-STUB_SOURCE = REPO_ROOT / "xpukit" / "runtime" / "ur" / "_launcher.c"
 
 
 def _mypy(*args: str, cwd=REPO_ROOT) -> subprocess.CompletedProcess:
@@ -56,38 +55,42 @@ def test_mypy_catches_a_type_error_and_reads_the_launcher_stub(tmp_path):
     assert "Incompatible return value type" in result.stdout, result.stdout
 
 
-def test_stub_declares_what_the_launcher_module_exports():
+@pytest.mark.parametrize("module", MODULES)
+def test_stub_declares_what_the_c_module_exports(module):
     """Every name the C module adds (PyModule_AddObject / AddIntConstant / its method table) is in the
-    stub and nothing else is; tests/image/test_launcher_stub.py checks the same against the compiled
-    module, where it exists."""
-    source = STUB_SOURCE.read_text(encoding="utf-8")
+    stub and nothing else is (a private name such as the launcher's capsule _C_API, read only by C,
+    stays out); tests/image/test_launcher_stub.py checks the same against the compiled module."""
+    source = MODULES[module][0].read_text(encoding="utf-8")
     added = set(re.findall(r'PyModule_Add(?:Object|IntConstant)\(m, "(\w+)"', source))
     table = source[source.index("static PyMethodDef module_methods[]") :]
     table = table[: table.index("};")]
     added |= set(re.findall(r'\{"(\w+)",', table))
-    declared = set(stub_names()) - {"_GridCall"}  # returned by Dispatch[grid], not exported
-    assert added and declared == added, f"stub: {sorted(declared)}; _launcher.c exports: {sorted(added)}"
+    added = {name for name in added if not name.startswith("_")}
+    declared = set(stub_names(module)) - HIDDEN_TYPES
+    assert added and declared == added, f"stub: {sorted(declared)}; {module}'s C exports: {sorted(added)}"
 
 
-def test_stub_matches_the_compiled_launcher(tmp_path):
-    """mypy's stubtest against the launcher compiled here from _launcher.c (scripts/build-launcher.sh,
-    as the image's build stage runs it): every name, class flag (final) and what the C lets it
-    introspect agree with the stub."""
+def test_stubs_match_the_compiled_launch_path(tmp_path):
+    """mypy's stubtest against both modules compiled here from their C (scripts/build-launcher.sh, as
+    the image's build stage runs it): every name, class flag (final) and what the C lets it
+    introspect agree with the stubs."""
     include = Path(sysconfig.get_path("include")) / "Python.h"
     if not shutil.which("gcc") or not include.exists():
-        pytest.skip("no gcc or Python headers here: tests/image/test_launcher_stub.py checks the stub in the image")
+        pytest.skip("no gcc or Python headers here: tests/image/test_launcher_stub.py checks the stubs in the image")
+    sources = [str(source) for source, _stub in MODULES.values()]
     built = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(STUB_SOURCE), str(tmp_path / "ext")],
+        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(tmp_path / "ext"), *sources],
         env={**os.environ, "PYTHON": sys.executable},
         capture_output=True,
         text=True,
         check=False,
     )
     assert built.returncode == 0, built.stderr[-2000:]
+    stub_dirs = os.pathsep.join(str(stub.parent) for _source, stub in MODULES.values())
     result = subprocess.run(
-        [sys.executable, "-m", "mypy.stubtest", "_xpukit_launcher", "--concise"],
+        [sys.executable, "-m", "mypy.stubtest", *MODULES, "--concise"],
         cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(tmp_path / "ext"), "MYPYPATH": str(STUB.parent)},
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "ext"), "MYPYPATH": stub_dirs},
         capture_output=True,
         text=True,
         check=False,

@@ -14,9 +14,10 @@ import pytest
 from tests.support import ROOT
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline import spirv
+from xpukit.runtime.triton.dispatch import py_fast_key
 from xpukit.runtime.triton.launch import LaunchABI, ProgramCache, normalize_grid
 from xpukit.runtime.ur import _api, errors
-from xpukit.runtime.ur.launcher import PyAllocTable, py_fast_key
+from xpukit.runtime.ur.launcher import PyAllocTable
 from xpukit.runtime.ur.loader import detect_release, find_loader
 
 pytestmark = pytest.mark.unit

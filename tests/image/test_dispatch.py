@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from tests.support.runtime_required import ur_session_or_skip
 from xpukit.runtime.triton import DeviceArray, NoActiveSession, URDriver, activate, fast_table
+from xpukit.runtime.triton import dispatch as compiled_dispatch
 from xpukit.runtime.ur import launcher as launcher_mod
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
@@ -36,8 +37,8 @@ def axpy(x_ptr, y_ptr, a, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def rig():
-    if not launcher_mod.COMPILED:
-        pytest.fail("the image must ship the compiled launcher (_xpukit_launcher)")
+    if not launcher_mod.COMPILED or not compiled_dispatch.COMPILED:
+        pytest.fail("the image must ship the compiled launch path (_xpukit_launcher and _xpukit_dispatch)")
     with ur_session_or_skip("cpu") as s:
         drv = URDriver(cache=False)
         x = s.from_numpy(np.arange(N, dtype=np.float32))

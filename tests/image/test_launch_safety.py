@@ -47,10 +47,12 @@ def probe(tmp_path: Path, *args: str, impl: str = "compiled", timeout: int = 600
 
 
 def test_the_image_has_the_compiled_launcher():
-    """The image builds _xpukit_launcher; without it every launch would take the slower twin."""
+    """The image builds _xpukit_launcher and _xpukit_dispatch; without them every launch would take the slower twins."""
+    from xpukit.runtime.triton import dispatch
     from xpukit.runtime.ur import launcher
 
     assert launcher.COMPILED, "the image must ship the compiled launch path (Dockerfile stage 'launcher')"
+    assert dispatch.COMPILED, "the image must ship Triton's compiled dispatch (Dockerfile stage 'launcher')"
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)

@@ -126,7 +126,7 @@ def _direct_outcome(session, launch, out, grid, args, **kw):
     grid=st.sampled_from([(1,), (1, 1), (1, 1, 1), (0,), (-1,), (2**31,), (1.5,), (1, 2, 3, 4), ()]),
 )
 def test_direct_launch_and_its_python_method_agree(rig, values, grid):
-    """``bound.launch`` is the compiled entry (``_xpukit_launcher.Direct``) for a tuple grid and no
+    """``bound.launch`` is the compiled entry (``_xpukit_dispatch.Direct``) for a tuple grid and no
     keywords; ``BoundKernel.launch``, the Python method it stands for, must give the same outcome."""
     session, bound, _twin, out = rig
     assert type(bound.launch).__name__ == "Direct"

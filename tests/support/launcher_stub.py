@@ -1,18 +1,28 @@
-"""What xpukit/runtime/ur/stubs/_xpukit_launcher.pyi (the compiled launcher's types) declares, read
-with ast: the host test holds it against _launcher.c, the image test against the compiled module."""
+"""What the compiled launch path's type stubs declare, read with ast: the host test holds each against
+its C source, the image test against the compiled module. Two modules: the UR launcher
+(xpukit/runtime/ur/_launcher.c, stub ur/stubs/_xpukit_launcher.pyi) and Triton's dispatch on it
+(xpukit/runtime/triton/_dispatch.c, stub triton/stubs/_xpukit_dispatch.pyi)."""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from tests.support import ROOT
 
-STUB = ROOT / "xpukit" / "runtime" / "ur" / "stubs" / "_xpukit_launcher.pyi"
+RUNTIME = ROOT / "xpukit" / "runtime"
+# module -> (its C source, its stub); the launcher first (the dispatch imports it)
+MODULES: dict[str, tuple[Path, Path]] = {
+    "_xpukit_launcher": (RUNTIME / "ur" / "_launcher.c", RUNTIME / "ur" / "stubs" / "_xpukit_launcher.pyi"),
+    "_xpukit_dispatch": (RUNTIME / "triton" / "_dispatch.c", RUNTIME / "triton" / "stubs" / "_xpukit_dispatch.pyi"),
+}
+# Declared but exported by no name: Dispatch[grid] returns it.
+HIDDEN_TYPES = {"_GridCall"}
 
 
-def stub_names() -> dict[str, set[str]]:
+def stub_names(module: str) -> dict[str, set[str]]:
     """Module-level names -> the methods and properties each class declares (empty for the others)."""
-    tree = ast.parse(STUB.read_text(encoding="utf-8"))
+    tree = ast.parse(MODULES[module][1].read_text(encoding="utf-8"))
     names: dict[str, set[str]] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):

@@ -33,7 +33,7 @@ Triton's binder assumes torch tensors (``.dtype`` plus ``.data_ptr()``), so the 
 ``specialize_impl`` specializes xpukit allocations and numpy scalars the way their values are and
 refuses host arrays and unknown objects with a :class:`KernelArgumentError`. The wrapped
 ``JITFunction.run`` keeps, per kernel, a table of launches it has seen (key: argument types,
-alignment, constexprs, options; see ``xpukit.runtime.ur.launcher.fast_key``): a repeated call skips
+alignment, constexprs, options; see ``xpukit.runtime.triton.dispatch.fast_key``): a repeated call skips
 Triton's binder and launcher and costs one dictionary lookup plus the compiled launcher
 (docs/launch.md).
 """

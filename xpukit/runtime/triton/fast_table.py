@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from xpukit.runtime.triton import dispatch as compiled_dispatch
+from xpukit.runtime.triton.dispatch import fast_key
 from xpukit.runtime.triton.driver import TritonRun, URFunction
 from xpukit.runtime.triton.launch import BoundKernel
 from xpukit.runtime.triton.pointer_params import pointer_params
@@ -17,7 +19,6 @@ from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.foreign import is_foreign_array
-from xpukit.runtime.ur.launcher import COMPILED, fast_key
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 
 _FOREIGN_BY_TYPE: dict[type, bool] = {}
@@ -211,7 +212,7 @@ class _FastTable:
 
 
 class PyDispatch:
-    """The Python twin of ``_xpukit_launcher.Dispatch`` (used when the launcher is not compiled,
+    """The Python twin of ``_xpukit_dispatch.Dispatch`` (used when the launcher is not compiled,
     and by the parity tests): ``kernel[grid](*args)`` for a call the table has seen goes straight
     to the recorded kernel's launch door (``BoundKernel.submit``); every other case (no session,
     a closed one, hooks, benchmarking, an unseen signature, another session's entry, a bad grid)
@@ -275,13 +276,11 @@ def dispatch_for(fn: Any, compiled: bool | None = None) -> Any:
     if d is None:
         from triton.compiler import CompiledKernel
 
-        from xpukit.runtime.ur import launcher
-
         table = fn.__dict__.get("_xpukit_fast")
         if table is None:
             table = fn.__dict__.setdefault("_xpukit_fast", _FastTable(fn))
-        use_c = COMPILED if compiled is None else compiled
-        cls = launcher.Dispatch if use_c else PyDispatch
+        use_c = compiled_dispatch.COMPILED if compiled is None else compiled
+        cls = compiled_dispatch.Dispatch if use_c else PyDispatch
         with table.lock:
             d = fn.__dict__.get(name)
             if d is None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Any
 
 from xpukit.runtime.offline import spirv as spv
+from xpukit.runtime.triton import dispatch as compiled_dispatch
 from xpukit.runtime.triton import kernel_cache
 from xpukit.runtime.triton.program_cache import ProgramCache, default_cache_dir
 from xpukit.runtime.triton.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
@@ -311,12 +312,12 @@ class BoundKernel:
         # launch() in C for its common call (a tuple grid, no keywords; the compiled launcher, no
         # scratch to grow): the steps below without their frame; any other call is the method below.
         if (
-            launcher_mod.Direct is not None
+            compiled_dispatch.Direct is not None
             and type(self.launcher) is launcher_mod.Launcher
             and not self.grows_scratch
             and type(self).launch is BoundKernel.launch
         ):
-            self.launch = launcher_mod.Direct(  # type: ignore[method-assign]  # this instance's own door
+            self.launch = compiled_dispatch.Direct(  # type: ignore[method-assign]  # this instance's own door
                 self.launcher, self._queue, BoundKernel.launch.__get__(self)
             )
 

@@ -14,8 +14,8 @@ Two implementations with one interface and one behaviour:
 
 ``AllocTable`` holds a session's live USM ranges; every pointer argument is looked up there before
 anything is set, so a freed, foreign, host or null address is an error, never a crash.
-``fast_key`` computes a key at least as fine as Triton's specialization (the driver's cache of
-compiled launches). Error codes reach Python through ``on_arg_error(index, code, value)``.
+Triton's dispatch built on this (its key, ``kernel[grid]`` in C) is
+:mod:`xpukit.runtime.triton.dispatch`. Error codes reach Python through ``on_arg_error(index, code, value)``.
 """
 
 from __future__ import annotations
@@ -367,65 +367,8 @@ class PyLauncher:
             self._hidden_dirty = True
 
 
-def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:
-    """The pure-Python twin of ``_xpukit_launcher.fast_key``."""
-    if len(args) > len(modes):
-        return None
-    key: list[Any] = []
-    for i, o in enumerate(args):
-        mode = chr(modes[i])
-        t = type(o)
-        if mode == "c":
-            try:
-                hash(o)
-            except TypeError:
-                return None
-            key.append((t, o))
-        elif t is int:
-            if o > 2**63 - 1:
-                code = 3 if o > 2**64 - 1 else 2 | ((o % 16 == 0) << 3)
-            elif o < -(2**63):
-                code = 3
-            else:
-                usm_small = 0 < o < 2**31 and table.find(o) is not None
-                code = 0 if -(2**31) <= o <= 2**31 - 1 and not usm_small else 1
-                code |= (o == 1) << 2
-                code |= (o % 16 == 0) << 3
-            if mode == "v":
-                code &= 3
-            elif mode == "a":
-                code &= 7
-            key.append(code)
-        elif t is float:
-            key.append(16)
-        elif t is bool:
-            key.append(17)
-        elif o is None:
-            key.append(18)
-        else:
-            try:
-                addr = o.ptr
-            except Exception:
-                return None
-            if not isinstance(addr, int) or not 0 <= addr < 2**64:
-                return None
-            div16 = int(mode == "s" and addr % 16 == 0)
-            dtype = getattr(o, "dtype", None)
-            if dtype is None:
-                key.append(32 | ((addr >= 2**63) << 1) | (div16 << 3))
-            else:
-                try:
-                    hash(dtype)
-                except TypeError:
-                    return None
-                key.append((t, dtype, 64 | (div16 << 3)))
-    for name, value in (kwargs or {}).items():
-        try:
-            hash(value)
-        except TypeError:
-            return None
-        key.extend((name, type(value), value))
-    return tuple(key)
+# The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
+ABI = 4
 
 
 def _load_extension() -> Any:
@@ -435,7 +378,7 @@ def _load_extension() -> Any:
         import _xpukit_launcher
     except ImportError:
         return None
-    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == 3 else None
+    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == ABI else None
 
 
 def _register_nothing(*_types: type) -> None:
@@ -446,11 +389,6 @@ _EXT = _load_extension()
 COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
-fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
-# kernel[grid] in C (xpukit.runtime.triton.fast_table.PyDispatch is its twin); None without the extension.
-Dispatch: Any = _EXT.Dispatch if _EXT else None
-# BoundKernel.launch in C for a tuple grid and no keywords (the Python method is its twin); None without it.
-Direct: Any = getattr(_EXT, "Direct", None) if _EXT else None
 register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
@@ -465,13 +403,9 @@ __all__ = [
     "COMPILED",
     "IMPLEMENTATION",
     "AllocTable",
-    "Direct",
-    "Dispatch",
     "Launcher",
     "PyAllocTable",
     "PyLauncher",
-    "fast_key",
     "kind_of",
-    "py_fast_key",
     "register_memory_types",
 ]

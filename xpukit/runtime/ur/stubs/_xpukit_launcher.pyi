@@ -1,8 +1,8 @@
-# The compiled launch path (../_launcher.c), as the type checker sees it. mypy reads this through
+# The compiled UR launch path (../_launcher.c), as the type checker sees it. mypy reads this through
 # mypy_path in pyproject.toml; tests/image/test_launcher_stub.py checks that it names exactly what the
-# compiled module exports, so a name added or dropped in the C fails a test.
+# compiled module exports, so a name added or dropped in the C fails a test. Its capsule _C_API
+# (read by _xpukit_dispatch's C, never by Python) is left out.
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from typing import Any, Final, final
 
 ABI: Final[int]
@@ -35,24 +35,4 @@ class Launcher:
     def forget(self) -> None: ...
     def hidden(self, entries: Sequence[tuple[str, int]], /) -> None: ...
 
-@final
-class _GridCall:  # what Dispatch[grid] returns; the module does not export it
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-@final
-class Dispatch:
-    def __init__(
-        self, fn: Any, hits: dict[Any, Any], modes: bytes, current: ContextVar[Any], compiled_kernel: Any, /
-    ) -> None: ...
-    def __getitem__(self, grid: Any, /) -> _GridCall: ...
-    def forget(self) -> None: ...
-
-@final
-class Direct:
-    def __new__(cls, launcher: Launcher, queue: Any, fallback: Callable[..., Any], /) -> Direct: ...
-    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-def fast_key(
-    args: tuple[Any, ...], kwargs: dict[str, Any] | None, modes: bytes, table: AllocTable, /
-) -> tuple[Any, ...] | None: ...
 def register_memory_types(usm: type, array: type, /) -> None: ...
