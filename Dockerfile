@@ -275,7 +275,7 @@ COPY env/lock/${XPUKIT_PROFILE}-dpnp.txt ${XPUKIT_ROOT}/env/requirements-dpnp.lo
 COPY scripts/install-layer.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-wheelhouse,target=/run/xpukit-wheelhouse,sharing=locked \
     --mount=type=secret,id=ca_bundle \
-    ${XPUKIT_SCRIPTS}/install-layer.sh ${XPUKIT_ROOT}/env/requirements-dpnp.lock dpnp dpctl
+    ${XPUKIT_SCRIPTS}/install-layer.sh ${XPUKIT_ROOT}/env/requirements-dpnp.lock
 # The ICD loader reads its vendors once per process: set here, dpctl and the kit find the CPU device
 # whichever is imported first; OCL_ICD_VENDORS stays unset (both would list the platform twice).
 ENV OCL_ICD_FILENAMES=${XPUKIT_VENV}/lib/libintelocl.so \

@@ -232,6 +232,71 @@ parse_args() {
   done
 }
 
+# ---- the kit's venv: install-python.sh (the image's packages) and install-layer.sh (an optional
+# layer's, `invoke build --with NAME`) share their arguments, their pip settings, the install from
+# the wheelhouse and the slimming of what they installed.
+
+# `SCRIPT [--dry-run] LOCK_FILE ARG...`, --help printing the script's header: sets lock and lock_args.
+venv_script_args() {
+  if [[ "${1:-}" == "--dry-run" ]]; then DRY_RUN=1; shift; fi
+  if [[ "${1:-}" == "--help" || $# -lt 1 ]]; then sed -n '2,8p' "$0"; exit 0; fi
+  lock=$1
+  shift
+  # shellcheck disable=SC2034 # read by the script that calls this
+  lock_args=("$@")
+}
+
+# The venv's path is the image layout's (xpukit/layout.py), passed by invoke build as a build arg;
+# the wheelhouse is the Dockerfile's cache mount target. Sets venv and wheelhouse; exports pip's settings.
+venv_env() {
+  [[ -n "${XPUKIT_VENV:-}" ]] || die "XPUKIT_VENV is not set" "set XPUKIT_VENV to the venv's path (invoke build passes it)"
+  venv=$XPUKIT_VENV
+  wheelhouse=${XPUKIT_WHEELHOUSE:-/run/xpukit-wheelhouse}
+  use_ca_bundle
+  export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_PROGRESS_BAR=off
+  # No bytecode as a side effect: a download imports stdlib modules (netrc) whose .pyc the system
+  # python would then write into the layer only when the wheelhouse was empty. The venv's .pyc files
+  # are written on purpose afterwards, hash-checked (compile_checked_hash).
+  export PYTHONDONTWRITEBYTECODE=1
+}
+
+# Install LOCK_FILE's hash-locked wheels into the venv. Wheels are kept in a wheelhouse on a BuildKit
+# cache mount: pip's own HTTP cache stays empty behind proxies that drop caching headers, a wheelhouse
+# does not. Offline first: everything already in the wheelhouse installs with no index at all.
+install_locked() {
+  local lock=$1
+  local pip_install=("$venv/bin/pip" install -q --require-hashes --no-deps --only-binary=:all:
+    --no-index --find-links "$wheelhouse" -r "$lock")
+  run mkdir -p "$wheelhouse"
+  if ! run "${pip_install[@]}" 2>/dev/null; then
+    note "the wheelhouse lacks some locked wheels; downloading them"
+    run "$venv/bin/pip" download -q --require-hashes --no-deps --only-binary=:all: -d "$wheelhouse" -r "$lock"
+    run "${pip_install[@]}"
+  fi
+}
+
+# Strip DWARF from each shared object among the NUL-separated paths on stdin (libtriton.so carries
+# about 240 MiB, oneAPI's libomptarget.so 44): symbol names stay, so backtraces still name functions.
+strip_debug_info() {
+  local object
+  while IFS= read -r -d '' object; do
+    case ${object##*/} in *.so*) ;; *) continue ;; esac
+    # grep reads all of readelf's output: with -q it would stop early, readelf would die of SIGPIPE,
+    # and under pipefail the test would fail at random (some builds stripped, others not).
+    if readelf --section-headers --wide "$object" 2>/dev/null | grep ' \.debug_info ' >/dev/null; then
+      run strip --strip-debug "$object"
+    fi
+  done
+}
+
+# Bytecode that does not depend on when the build ran: pip writes .pyc files stamped with each
+# source's extraction time; these are rewritten to check the source's hash instead
+# (docs/reproducible.md). -j0 uses every core; the result does not depend on the order. Arguments
+# are compileall's: folders, files, or `-i LIST` (one path a line).
+compile_checked_hash() {
+  run "$venv/bin/python" -m compileall -q -f -j0 --invalidation-mode checked-hash "$@"
+}
+
 # apt's options during the image build (install-apt.sh, install-ocloc.sh).
 # One cache mount, /run/xpukit-apt, holds apt's downloads, package cache and lists, because
 # buildah < 1.29 (podman builds) unlocks only the last `sharing=locked` mount of a RUN, and a second

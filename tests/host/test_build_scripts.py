@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -108,6 +110,75 @@ def test_install_python_refuses_an_empty_expected_wheel_folder(tmp_path):
     p = run("install-python.sh", "/x.lock", "--expect", str(empty), **env)
     assert p.returncode == 2, p.stderr
     assert f"no wheels in {empty}" in p.stderr and "fix: invoke clean --build-cache" in p.stderr
+
+
+def _with_debug_info(path, seed: bytes) -> None:
+    """An ELF shared-object stand-in carrying a .debug_info section (objcopy on a copy of /bin/true)."""
+    section = path.with_suffix(".section")
+    section.write_bytes(seed * 4096)
+    subprocess.run(["objcopy", "--add-section", f".debug_info={section}", "/bin/true", str(path)], check=True)
+    section.unlink()
+
+
+def _has_debug_info(path) -> bool:
+    headers = subprocess.run(["readelf", "--section-headers", "--wide", str(path)], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+    return " .debug_info " in headers
+
+
+def test_install_layer_slims_only_the_files_its_install_added(tmp_path):
+    """install-layer.sh strips, byte-compiles (checked-hash) and hard-links what the install added,
+    and leaves every file the venv already had as it was (touching one would copy it into the layer).
+    pip is the one stand-in: a script that copies a prepared tree into the venv, as an install from
+    the wheelhouse would (the real install runs in the dpnp stage of the image build, whose venv
+    tests/image/test_image_contents.py checks). python, readelf, strip and hardlink are real."""
+    venv, payload, tmp = tmp_path / "venv", tmp_path / "payload", tmp_path / "tmp"
+    for folder in (venv / "bin", venv / "lib" / "site" / "old", payload / "lib" / "site" / "new", tmp):
+        folder.mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "bin" / "pip").write_text(
+        f'#!/bin/sh\ncase "$1" in install) cp -a {payload}/. {venv}/ ;; check) echo ok ;; *) exit 9 ;; esac\n'
+    )
+    (venv / "bin" / "pip").chmod(0o755)
+    # The venv's own files: an object with DWARF, two identical data files, a module without bytecode.
+    _with_debug_info(venv / "lib" / "libold.so", b"o")
+    (venv / "lib" / "old.dat").write_bytes(b"d" * 100_000)
+    (venv / "lib" / "old-copy.dat").write_bytes(b"d" * 100_000)
+    (venv / "lib" / "site" / "old" / "mod.py").write_text("OLD = 1\n")
+    before = {p: p.stat() for p in venv.rglob("*") if p.is_file() and not p.is_symlink()}
+    # What the install adds: one object twice (wheels carry no symlinks), the old data once more,
+    # a module.
+    _with_debug_info(payload / "lib" / "libnew.so.1", b"n")
+    shutil.copy(payload / "lib" / "libnew.so.1", payload / "lib" / "libnew.so")  # content and mode
+    (payload / "lib" / "new.dat").write_bytes(b"d" * 100_000)
+    (payload / "lib" / "site" / "new" / "mod.py").write_text("NEW = 2\n")
+    env = {"XPUKIT_VENV": str(venv), "XPUKIT_WHEELHOUSE": str(tmp_path / "wh"), "TMPDIR": str(tmp)}
+    p = run("install-layer.sh", str(tmp_path / "layer.lock"), **env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "the layer added 4 files" in p.stdout
+    new_so, new_so1 = (venv / "lib" / "libnew.so").stat(), (venv / "lib" / "libnew.so.1").stat()
+    assert (new_so.st_ino, new_so.st_nlink) == (new_so1.st_ino, 2)
+    assert not _has_debug_info(venv / "lib" / "libnew.so")
+    pyc = next((venv / "lib" / "site" / "new" / "__pycache__").glob("mod.*.pyc"))
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11  # checked-hash
+    for path, stat in before.items():  # untouched: same inode, same change time, no new link
+        now = path.stat()
+        assert (now.st_ino, now.st_ctime_ns, now.st_nlink) == (stat.st_ino, stat.st_ctime_ns, 1), path
+    assert _has_debug_info(venv / "lib" / "libold.so")
+    assert (venv / "lib" / "new.dat").stat().st_nlink == 1  # never linked to the venv's own copy
+    assert not (venv / "lib" / "site" / "old" / "__pycache__").exists()
+    assert not list(tmp.iterdir())  # the before/after lists left with the script
+
+
+def test_install_layer_dry_run_and_bad_arguments():
+    p = run("install-layer.sh", "--dry-run", "/opt/xpukit/env/requirements-dpnp.lock", XPUKIT_VENV="/tmp/v")
+    assert p.returncode == 0, p.stderr
+    assert "--require-hashes" in p.stdout and "--no-index --find-links /run/xpukit-wheelhouse" in p.stdout
+    assert "the files the install added" in p.stdout
+    p = run("install-layer.sh", "--dry-run", "/x.lock", "dpnp", XPUKIT_VENV="/tmp/v")
+    assert p.returncode == 2 and "unexpected arguments after /x.lock: dpnp" in p.stderr and "fix:" in p.stderr
+    p = run("install-layer.sh", "--dry-run", "/x.lock", XPUKIT_VENV="")
+    assert p.returncode == 2 and "XPUKIT_VENV is not set" in p.stderr
 
 
 SHELL_SCRIPTS = sorted(p.name for p in SCRIPTS.glob("*.sh") if p.name != "common.sh")

@@ -1,7 +1,9 @@
-"""What the image's venv leaves out, so every pull moves less (scripts/install-python.sh).
+"""What the image's venv leaves out, so every pull moves less (scripts/install-python.sh; an optional
+layer's additions, e.g. the dpnp image's, by scripts/install-layer.sh).
 
 These read the real installed venv inside the image: no duplicate copies of large files, no DWARF
-in shared objects, and Triton with its Intel backend only.
+in shared objects, bytecode that checks its source's hash (never a build's timestamp), and Triton
+with its Intel backend only. CI runs them in the default image and in the dpnp image.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ def test_shared_objects_carry_no_dwarf():
             if ELFFile(f).get_section_by_name(".debug_info") is not None:
                 with_dwarf.append(str(path))
     assert not with_dwarf
+
+
+def test_bytecode_checks_its_sources_hash():
+    """pip stamps the .pyc files it writes with each source's extraction time (a rebuild differs);
+    the build rewrites every one with --invalidation-mode checked-hash (PEP 552 flags 0b11)."""
+    stamped = []
+    count = 0
+    for path in VENV.rglob("*.pyc"):
+        count += 1
+        with path.open("rb") as f:
+            flags = int.from_bytes(f.read(8)[4:8], "little")
+        if flags != 0b11:
+            stamped.append(str(path))
+    assert count, f"no .pyc under {VENV}"
+    assert not stamped, f"{len(stamped)} .pyc files not hash-checked: {stamped[:5]}"
 
 
 @pytest.mark.sharing_smoke
