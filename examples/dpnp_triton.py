@@ -9,7 +9,7 @@ The result is compared with numpy.
 
     python examples/dpnp_triton.py --rows 512 --keys 300 --dim 64
 
-Needs dpnp (the dpnp image variant: ``invoke build --with dpnp``; ``invoke demo-ur --example dpnp``).
+Needs dpnp: the dpnp image variant, ``invoke build --with dpnp`` then ``invoke demo-ur --with dpnp --example dpnp``.
 Exit code: 0 when the result matches numpy, 1 on a mismatch, 2 on an error.
 """
 
@@ -67,7 +67,7 @@ def run(argv: list[str] | None) -> int:
     except ImportError as exc:
         raise XpukitError(
             f"dpnp is not installed here ({exc})",
-            "use the dpnp image variant (invoke build --with dpnp; invoke demo-ur --example dpnp) or pip install dpnp",
+            "run it in the dpnp image variant (invoke demo-ur --with dpnp --example dpnp) or pip install -r env/lock/cpu-dpnp.txt",
         ) from None
     import numpy as np
 

@@ -149,6 +149,21 @@ def test_test_and_demo_dry_runs_show_the_container_command():
     assert "-m pytest -m 'unit and not docker' --junitxml" in result.stdout and "-m 'container or gpu'" in result.stdout
 
 
+def test_the_dpnp_example_runs_in_the_dpnp_image_with_or_without_with():
+    """`--example dpnp` can only run where dpnp is: it names the dpnp layer's tag (`--with dpnp`
+    implied, and said), the same tag as with the flag."""
+    runs = {}
+    for flags in ((), ("--with", "dpnp")):
+        result = invoke("demo-ur", "--where", "container", "--profile", "cpu", "--dry-run", "--example", "dpnp", *flags)
+        assert result.returncode == 0, result.stderr
+        runs[flags] = [ln for ln in result.stdout.splitlines() if " run " in ln][-1]
+        assert runs[flags].endswith("python /workspace/examples/dpnp_triton.py"), runs[flags]
+        assert " xpukit:cpu-dpnp-" in runs[flags]
+        said = result.stdout + result.stderr
+        assert ("runs in the dpnp layer's image: --with dpnp" in said) == (not flags), said
+    assert runs[()] == runs[("--with", "dpnp")]
+
+
 def test_test_suites_select_by_marker():
     """quick (the default) is host logic and the image's tests; engine the docker-marked suites
     alone; all both; smoke all's sharing_smoke tests. Each suite's pytest lines, as a dry run prints them."""

@@ -210,6 +210,7 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
 
 
 DEMO_EXAMPLES = {"ur": "examples/xpu_triton_ur.py", "dpnp": "examples/dpnp_triton.py"}
+DEMO_LAYERS = {"dpnp": "dpnp"}  # an example that runs only in a layer's image: --example dpnp implies --with dpnp
 
 
 @guarded
@@ -225,6 +226,10 @@ def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur")
             print(shlex.join(cmd))
             return 0
         return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+    layer = DEMO_LAYERS.get(example, "")
+    if layer and not ctx.settings.layer:
+        ui.say(f"--example {example} runs in the {layer} layer's image: --with {layer}")
+        ctx.settings = dataclasses.replace(ctx.settings, layer=layer)
     command = ["python", f"{containers.WORKSPACE}/{script}", *demo_args]
     return _run_in_image(ctx, command, containers.container_options(ctx), "running the UR demo")
 
