@@ -67,7 +67,8 @@ def run(argv: list[str] | None) -> int:
     except ImportError as exc:
         raise XpukitError(
             f"dpnp is not installed here ({exc})",
-            "run it in the dpnp image variant (invoke demo-ur --with dpnp --example dpnp) or pip install -r env/lock/cpu-dpnp.txt",
+            "run it in the dpnp image variant (invoke demo-ur --with dpnp --example dpnp), "
+            "or pip install -r env/lock/cpu-dpnp.txt",
         ) from None
     import numpy as np
 
