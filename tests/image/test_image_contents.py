@@ -9,12 +9,17 @@ with its Intel backend only. CI runs them in the default image and in the dpnp i
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+
+from xpukit import layout
+from xpukit.host.build import lock, pins
 
 pytestmark = pytest.mark.container
 
@@ -78,3 +83,30 @@ def test_triton_has_only_its_intel_backend_and_the_kits_driver_folder():
     backend_dir = Path(sys.modules["triton.backends"].__file__).parent
     names = sorted(p.name for p in backend_dir.iterdir() if p.is_dir() and p.name != "__pycache__")
     assert names == ["intel", "xpukit"]
+
+
+def test_an_optional_layer_is_in_its_own_image_only():
+    """An optional layer's own packages (those its lock, env/lock/<profile>-<layer>.txt, adds to the
+    profile's: dpnp, dpctl, oneMKL, the SYCL runtime...) are all installed where the image carries
+    that layer's lock (the build copies it to env/requirements-<layer>.lock), and none of them
+    anywhere else: the layer is a stage after the default image, which it must not grow."""
+    image_locks = Path(layout.INSTALL_ROOT) / "env"
+    profile = json.loads(Path(layout.MANIFEST).read_text())["profile"]
+    installed = {lock.normalise(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    base = lock.locked_versions(image_locks / "requirements.lock")
+    layers = [name for name, table in pins.load().layers.items() if table["profile"] == profile]
+    checked = 0
+    for name in layers:
+        in_image = image_locks / f"requirements-{name}.lock"
+        layer_lock = in_image if in_image.exists() else pins.layer_lock_path(profile, name)
+        if not layer_lock.exists():  # the kit's baked-in sources carry no lock files
+            continue
+        own = {k: v for k, v in lock.locked_versions(layer_lock).items() if k not in base}
+        assert own, f"{name}'s lock adds nothing to {profile}'s"
+        if in_image.exists():
+            assert {k: installed.get(k) for k in own} == own, f"the {name} image lacks some of its layer"
+        else:
+            assert not set(own) & set(installed), f"{name}'s packages in an image without the {name} layer"
+        checked += 1
+    if not checked:
+        pytest.skip(f"no optional layer's lock for the {profile} profile here")
