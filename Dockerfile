@@ -263,7 +263,8 @@ ENTRYPOINT ["/opt/xpukit/scripts/entrypoint.sh"]
 CMD ["bash"]
 
 # ---- optional layers after the image above, which they never change (`invoke build --with NAME`)
-# dpnp and dpctl, Intel's SYCL arrays, with their runtime (oneMKL, SYCL; about 1.9 GB): env/lock/<profile>-dpnp.txt.
+# dpnp and dpctl, Intel's SYCL arrays, with their runtime (oneMKL, SYCL; 1.9 GB as pip installs them, a
+# 1.6 GB layer once install-layer.sh has stripped and hard-linked what it added): env/lock/<profile>-dpnp.txt.
 FROM runtime AS dpnp
 ARG XPUKIT_PROFILE
 ARG XPUKIT_ROOT

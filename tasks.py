@@ -151,7 +151,7 @@ def build(
         device="auto|gpu|cpu",
         iters="launches to time",
         args="more flags for the demo, quoted",
-        example="ur (examples/xpu_triton_ur.py) | dpnp (examples/dpnp_triton.py, with --with dpnp)",
+        example="ur (examples/xpu_triton_ur.py) | dpnp (examples/dpnp_triton.py; implies --with dpnp)",
     )
     | {"with": COMMON_HELP["with"]}
 )
@@ -171,7 +171,7 @@ def demo_ur(
     debug=False,
 ):
     """Run the Unified Runtime demo: USM memory, raw addresses to a Triton kernel, no PyTorch
-    (`--example dpnp --with dpnp`: dpnp arrays and a Triton kernel in one computation)."""
+    (`--example dpnp`, in the dpnp image: dpnp arrays and a Triton kernel in one computation)."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
     demo_args = []
     for flag, value in (("--n", n), ("--scale", scale), ("--device", device), ("--iters", iters)):
