@@ -33,3 +33,20 @@ def test_examples_refuse_bad_sizes(script, args, wants):
                        capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
     assert p.returncode == EXIT_USAGE and p.stderr.strip().splitlines()[-1].endswith(wants), p.stderr
     assert "device:" not in p.stdout and "Traceback" not in p.stderr
+
+
+def test_the_dpnp_example_without_dpnp_names_the_command_that_has_it():
+    """Where dpnp is not installed (the default image), the dpnp example stops in one line, exit 2,
+    naming the whole command that runs it in the dpnp image (before: one that led back here)."""
+    try:
+        import dpnp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("dpnp is installed here: the example runs (tests/image/test_dpnp.py, CI's dpnp example)")
+    p = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "dpnp_triton.py")],
+                       capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dpnp is not installed here" in lines[0], p.stderr
+    assert "invoke demo-ur --with dpnp --example dpnp" in lines[0] and "Traceback" not in p.stderr
