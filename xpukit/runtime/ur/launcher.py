@@ -368,7 +368,7 @@ class PyLauncher:
 
 
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
-ABI = 4
+ABI = 5
 
 
 def _load_extension() -> Any:
@@ -381,15 +381,16 @@ def _load_extension() -> Any:
     return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == ABI else None
 
 
-def _register_nothing(*_types: type) -> None:
-    """The Python twin reads ``.ptr`` as any object's."""
+def _bind_nothing(_reads: dict[str, str], *_types: type) -> None:
+    """The Python twin reads the attributes by their Python names."""
 
 
 _EXT = _load_extension()
 COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
-register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
+# The seam (xpukit.runtime.ur.seam): bind(reads, USMAllocation, DeviceArray), called once by the core.
+bind: Callable[..., None] = _EXT.bind if _EXT else _bind_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
 __all__ = [
@@ -406,6 +407,6 @@ __all__ = [
     "Launcher",
     "PyAllocTable",
     "PyLauncher",
+    "bind",
     "kind_of",
-    "register_memory_types",
 ]

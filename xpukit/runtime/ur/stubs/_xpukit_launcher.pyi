@@ -1,7 +1,8 @@
-# The compiled UR launch path (../_launcher.c), as the type checker sees it. mypy reads this through
-# mypy_path in pyproject.toml; tests/image/test_launcher_stub.py checks that it names exactly what the
-# compiled module exports, so a name added or dropped in the C fails a test. Its capsule _C_API
-# (read by _xpukit_dispatch's C, never by Python) is left out.
+# The compiled UR launch path (../_launcher.c and its parts ../_launcher_*.c), as the type checker
+# sees it. mypy reads this through mypy_path in pyproject.toml; tests/image/test_launcher_stub.py
+# checks that it names exactly what the compiled module exports, so a name added or dropped in the C
+# fails a test. Its
+# capsule _C_API (read by _xpukit_dispatch's C, never by Python) is left out.
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
 
@@ -35,4 +36,4 @@ class Launcher:
     def forget(self) -> None: ...
     def hidden(self, entries: Sequence[tuple[str, int]], /) -> None: ...
 
-def register_memory_types(usm: type, array: type, /) -> None: ...
+def bind(reads: dict[str, str], allocation_type: type, array_type: type, /) -> None: ...
