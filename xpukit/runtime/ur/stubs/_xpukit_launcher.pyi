@@ -1,8 +1,7 @@
 # The compiled UR launch path (../_launcher.c and its parts ../_launcher_*.c), as the type checker
 # sees it. mypy reads this through mypy_path in pyproject.toml; tests/image/test_launcher_stub.py
 # checks that it names exactly what the compiled module exports, so a name added or dropped in the C
-# fails a test. Its
-# capsule _C_API (read by _xpukit_dispatch's C, never by Python) is left out.
+# fails a test. Its capsule _C_API (read by _xpukit_dispatch's C, never by Python) is left out.
 from collections.abc import Callable, Sequence
 from typing import Any, Final, final
 
