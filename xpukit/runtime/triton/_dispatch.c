@@ -141,9 +141,6 @@ static PyObject *bind(PyObject *self, PyObject *reads) {
     static const char *const fields[N_HIT_FIELDS] = {XPUKIT_HIT_FIELDS(XPUKIT_ROLE_TEXT)};
 #undef XPUKIT_ROLE_TEXT
     if (!PyDict_Check(reads)) return PyErr_Format(PyExc_TypeError, "bind(reads: dict)");
-    if (PyDict_GET_SIZE(reads) != N_DISPATCH_READS + N_HIT_FIELDS)
-        return PyErr_Format(PyExc_ValueError, "_xpukit_dispatch.bind: %zd reads given, the C reads %d (see xpukit/runtime/triton/seam.py)",
-                            PyDict_GET_SIZE(reads), N_DISPATCH_READS + N_HIT_FIELDS);
     PyObject *names[N_DISPATCH_READS];
     Py_ssize_t pos[N_HIT_FIELDS], len = 0;
     for (int i = 0; i < N_HIT_FIELDS; i++) {
@@ -166,6 +163,11 @@ static PyObject *bind(PyObject *self, PyObject *reads) {
         Py_INCREF(name);
         PyUnicode_InternInPlace(&name);
         names[i] = name;
+    }
+    PyObject *unknown = unknown_role(reads, roles, N_DISPATCH_READS, fields, N_HIT_FIELDS);
+    if (unknown) {
+        for (int j = 0; j < N_DISPATCH_READS; j++) Py_DECREF(names[j]);
+        return PyErr_Format(PyExc_ValueError, "_xpukit_dispatch.bind: the C has no read %R (see xpukit/runtime/triton/seam.py)", unknown);
     }
     for (int i = 0; i < N_DISPATCH_READS; i++) Py_XSETREF(dispatch_names[i], names[i]);
     memcpy(hit_pos, pos, sizeof pos);

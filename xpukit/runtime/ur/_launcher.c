@@ -346,9 +346,6 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     };
     PyObject *reads, *usm, *arr;
     if (!PyArg_ParseTuple(args, "O!O!O!", &PyDict_Type, &reads, &PyType_Type, &usm, &PyType_Type, &arr)) return NULL;
-    if (PyDict_GET_SIZE(reads) != N_LAUNCHER_READS)
-        return PyErr_Format(PyExc_ValueError, "_xpukit_launcher.bind: %zd reads given, the C reads %d (see xpukit/runtime/ur/seam.py)",
-                            PyDict_GET_SIZE(reads), N_LAUNCHER_READS);
     PyObject *names[N_LAUNCHER_READS];
     for (int i = 0; i < N_LAUNCHER_READS; i++) {
         PyObject *name = PyDict_GetItemString(reads, roles[i]); /* borrowed */
@@ -360,6 +357,11 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         Py_INCREF(name);
         PyUnicode_InternInPlace(&name);
         names[i] = name;
+    }
+    PyObject *unknown = unknown_role(reads, roles, N_LAUNCHER_READS, NULL, 0);
+    if (unknown) {
+        for (int j = 0; j < N_LAUNCHER_READS; j++) Py_DECREF(names[j]);
+        return PyErr_Format(PyExc_ValueError, "_xpukit_launcher.bind: the C has no read %R (see xpukit/runtime/ur/seam.py)", unknown);
     }
     for (int i = 0; i < N_LAUNCHER_READS; i++) Py_XSETREF(launcher_names[i], names[i]);
     Py_INCREF(usm);

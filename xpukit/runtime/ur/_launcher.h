@@ -125,6 +125,20 @@ static inline int lookup_attr(PyObject *o, PyObject *name, PyObject **out) {
 #endif
 }
 
+/* For a module's bind(): a key of reads (a dict) that is none of the n roles nor the n2 roles2
+ * (borrowed), or NULL when every key is one of them. */
+static inline PyObject *unknown_role(PyObject *reads, const char *const *roles, int n, const char *const *roles2, int n2) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(reads, &pos, &key, &value)) {
+        int known = 0;
+        for (int i = 0; !known && i < n + n2; i++)
+            known = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, i < n ? roles[i] : roles2[i - n]) == 0;
+        if (!known) return key;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ AllocTable */
 
 typedef struct {

@@ -64,14 +64,17 @@ def table(reads: Iterable[Read]) -> dict[str, str]:
     return {r.role: r.name for r in reads}
 
 
-def _resolve(owner: str) -> object:
+def _declared(owner: str) -> set[str]:
+    """The names ``owner`` declares: a class's attributes (:func:`attribute_names`), a function's parameters."""
     module, _, name = owner.partition(":")
     obj: object = importlib.import_module(module)
     for part in name.split("."):
         obj = getattr(obj, part)
-    if not isinstance(obj, type) and not callable(obj):
-        raise TypeError(f"{owner} is neither a class nor a function")
-    return obj
+    if isinstance(obj, type):
+        return attribute_names(obj)
+    if callable(obj):
+        return set(inspect.signature(obj).parameters)
+    raise TypeError(f"{owner} is neither a class nor a function")
 
 
 def _assigned_on_self(cls: type) -> set[str]:
@@ -119,8 +122,7 @@ def missing(reads: Iterable[Read]) -> list[str]:
     gone: list[str] = []
     for r in reads:
         try:
-            obj = _resolve(r.owner)
-            names = attribute_names(obj) if isinstance(obj, type) else set(inspect.signature(obj).parameters)  # type: ignore[arg-type]
+            names = _declared(r.owner)
         except (ImportError, AttributeError, TypeError, ValueError) as e:
             gone.append(f"{r.owner} ({r.role}): {e}")
             continue
