@@ -25,8 +25,8 @@ static attr_site site_queue_handle, site_queue_closed;
 /* ------------------------------------------------------------------ Direct */
 
 /* BoundKernel.launch in C for its common call, bk.launch((gx[, gy[, gz]]), *args) with no keyword
- * on a kernel with no scratch to grow: the same steps as the Python method (the queue's handle,
- * the kernel's checked launcher) without its frame. Every other call (a callable or list grid,
+ * (any scratch is grown by the launcher itself): the same steps as the Python method (the queue's
+ * handle, the kernel's checked launcher) without its frame. Every other call (a callable or list grid,
  * queue= or event=, a closed queue) is that Python method (fallback), which raises the kit's errors.
  * Direct(launcher, queue, fallback). */
 typedef struct {

@@ -322,7 +322,7 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         PyObject *r = NULL;
         Launcher *lf = launcher_of(submit);
         if (lf && lf->kernel && lf->table == (AllocTable *)alloc && PyLong_CheckExact(queue)) {
-            /* submit is the kernel's own checked launcher (no scratch to grow): launch from here,
+            /* submit is the kernel's own checked launcher (which grows any scratch): launch from here,
              * from the values the match read, without a call, an argument tuple or a second read */
             void *qh = fnptr(queue);
             if (!qh) {

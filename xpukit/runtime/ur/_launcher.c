@@ -24,10 +24,26 @@
 
 /* ------------------------------------------------------------------ Launcher */
 
+static int launcher_traverse(Launcher *l, visitproc visit, void *arg) {
+    Py_VISIT(l->table);
+    Py_VISIT(l->on_arg_error);
+    Py_VISIT(l->on_ur_error);
+    Py_VISIT(l->on_grow);
+    return 0;
+}
+
+/* what a Launcher holds of Python's (a grow callback is a bound method of the kernel holding it: a cycle) */
+static int launcher_clear(Launcher *l) {
+    Py_CLEAR(l->on_arg_error);
+    Py_CLEAR(l->on_ur_error);
+    Py_CLEAR(l->on_grow);
+    return 0;
+}
+
 static void launcher_dealloc(Launcher *l) {
-    Py_XDECREF(l->table);
-    Py_XDECREF(l->on_arg_error);
-    Py_XDECREF(l->on_ur_error);
+    PyObject_GC_UnTrack(l);
+    launcher_clear(l);
+    Py_CLEAR(l->table);
     Py_TYPE(l)->tp_free((PyObject *)l);
 }
 
@@ -107,6 +123,7 @@ static int launcher_init(Launcher *l, PyObject *args, PyObject *kw) {
 /* Report a bad argument through the Python callback (which raises); always returns NULL. */
 PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value) {
     if (PyErr_Occurred()) PyErr_Clear();
+    if (!l->on_arg_error) return PyErr_Format(PyExc_RuntimeError, "xpukit: launch after release");
     PyObject *r = PyObject_CallFunction(l->on_arg_error, "niO", index, code, value ? value : Py_None);
     Py_XDECREF(r);
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "xpukit: bad kernel argument");
@@ -114,6 +131,7 @@ PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value) {
 }
 
 PyObject *ur_error(Launcher *l, int32_t code, const char *fn) {
+    if (!l->on_ur_error) return PyErr_Format(PyExc_RuntimeError, "%s failed: %d", fn, (int)code);
     PyObject *r = PyObject_CallFunction(l->on_ur_error, "is", (int)code, fn);
     Py_XDECREF(r);
     if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed: %d", fn, (int)code);
@@ -127,6 +145,18 @@ PyObject *ur_error(Launcher *l, int32_t code, const char *fn) {
  * (the caller's reads count: a free since then re-checks every address). */
 static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject *const *items, Py_ssize_t n,
                              int want_event, const pre_t *pre, uint64_t checked_generation) {
+    if (l->on_grow) { /* more programs than ever: the callback grows the per-program scratch first */
+        uint64_t programs;
+        if (__builtin_mul_overflow((uint64_t)g[0], (uint64_t)g[1], &programs) ||
+            __builtin_mul_overflow(programs, (uint64_t)g[2], &programs))
+            programs = UINT64_MAX;
+        if (programs > l->grown) {
+            PyObject *r = PyObject_CallFunction(l->on_grow, "K", (unsigned long long)programs);
+            if (!r) return NULL;
+            Py_DECREF(r);
+            if (programs > l->grown) l->grown = programs;
+        }
+    }
     if (n != l->nparams) return arg_error(l, n, ARG_COUNT, Py_None);
     /* 1: convert and check everything; nothing is touched on a bad argument */
     uint64_t vals[MAX_PARAMS];
@@ -291,6 +321,15 @@ static PyObject *launcher_hidden(Launcher *l, PyObject *entries) {
     Py_RETURN_NONE;
 }
 
+/* grow_with(callback): callback(programs) before a launch of more programs than any before it. */
+static PyObject *launcher_grow_with(Launcher *l, PyObject *callback) {
+    if (!PyCallable_Check(callback)) return PyErr_Format(PyExc_TypeError, "grow_with(callback): a callable");
+    Py_INCREF(callback);
+    Py_XSETREF(l->on_grow, callback);
+    l->grown = 0;
+    Py_RETURN_NONE;
+}
+
 static PyObject *launcher_close(Launcher *l, PyObject *unused) {
     (void)unused;
     l->kernel = NULL;
@@ -308,6 +347,8 @@ static PyMethodDef launcher_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launcher_launch, METH_FASTCALL,
      "launch(queue, gx, gy, gz, args[, want_event]): check, set changed arguments, enqueue"},
     {"close", (PyCFunction)launcher_close, METH_NOARGS, "the kernel was released: refuse further launches"},
+    {"grow_with", (PyCFunction)launcher_grow_with, METH_O,
+     "grow_with(callback): callback(programs) before a launch of more programs than any before (Triton's scratch)"},
     {"forget", (PyCFunction)launcher_forget, METH_NOARGS, "set every argument again at the next launch"},
     {"hidden", (PyCFunction)launcher_hidden, METH_O,
      "hidden(((kind, value), ...)): arguments after the user's: ('P', address) or ('L', local bytes)"},
@@ -318,7 +359,9 @@ PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_xpukit_launcher.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_dealloc = (destructor)launcher_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
     .tp_doc = "One kernel's launch path: checked arguments, changed ones set, one enqueue.",
     .tp_methods = launcher_methods,
     .tp_init = (initproc)launcher_init,

@@ -196,6 +196,10 @@ typedef struct {
     AllocTable *table;
     PyObject *on_arg_error;
     PyObject *on_ur_error;
+    /* grow_with(): called with the number of programs before a launch of more programs than any
+     * before (Triton's per-program scratch); NULL: none */
+    PyObject *on_grow;
+    uint64_t grown; /* the most programs on_grow has been called for */
 } Launcher;
 
 static inline void *fnptr(PyObject *o) {

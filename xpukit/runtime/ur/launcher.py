@@ -210,6 +210,8 @@ class PyLauncher:
         self._args = self._arg_array(len(kinds))
         self._on_arg = on_arg_error
         self._on_ur = on_ur_error
+        self._on_grow: Callable[[int], None] | None = None
+        self._grown = 0
         self._lock = threading.Lock()
 
     def _arg_array(self, extra: int) -> ctypes.Array:
@@ -224,6 +226,12 @@ class PyLauncher:
             else:
                 a.type, a.value.value = _api.KERNEL_ARG_VALUE, base + 8 * i
         return args
+
+    def grow_with(self, callback: Callable[[int], None]) -> None:
+        """``callback(programs)`` before a launch of more programs than any before (Triton's scratch)."""
+        if not callable(callback):
+            raise TypeError("grow_with(callback): a callable")
+        self._on_grow, self._grown = callback, 0
 
     def hidden(self, entries: Sequence[tuple[str, int]]) -> None:
         """The arguments after the user's: ``("P", address)`` (0 = null) or ``("L", local bytes)``."""
@@ -281,6 +289,10 @@ class PyLauncher:
             if i is None or not 0 <= i <= 0x7FFFFFFF:
                 self._on_arg(-1, ARG_GRID, g)
             grid.append(i)
+        if self._on_grow is not None and grid[0] * grid[1] * grid[2] > self._grown:
+            programs = grid[0] * grid[1] * grid[2]
+            self._on_grow(programs)
+            self._grown = max(self._grown, programs)
         if len(args) != len(self._kinds):
             self._on_arg(len(args), ARG_COUNT, None)
         checked_generation = self._table.generation
