@@ -1,6 +1,8 @@
-"""Triton's launch path in C and its switch: ``_xpukit_dispatch`` (``_dispatch.c`` beside this file),
-built on the UR launcher (``_xpukit_launcher``, :mod:`xpukit.runtime.ur.launcher`) and used only
-with it, or the Python twins where it is absent or ``XPUKIT_PURE_PYTHON=1``.
+"""Triton's launch path in C and its switch: ``_xpukit_dispatch`` (``_dispatch.c`` and its parts
+``_dispatch_*.c`` beside this file), built on the UR launcher (``_xpukit_launcher``,
+:mod:`xpukit.runtime.ur.launcher`) and used only with it, or the Python twins where it is absent or
+``XPUKIT_PURE_PYTHON=1``. Loading it binds it to :mod:`xpukit.runtime.triton.seam` (every attribute
+name and ``Hit`` field position the C reads).
 
 * ``fast_key``: a key at least as fine as Triton's specialization (the compiled-launch table's key);
   ``py_fast_key`` is its twin.

@@ -6,9 +6,11 @@ urEnqueueKernelLaunchWithArgsExp call whose argument array the launcher keeps fi
 
 Two implementations with one interface and one behaviour:
 
-* ``_xpukit_launcher`` (``_launcher.c`` beside this file), compiled in the image and by
-  ``pip install`` where a C compiler exists. It runs the whole launch under the GIL, so setting
-  arguments and enqueueing never interleave between threads, and costs about 1 us.
+* ``_xpukit_launcher`` (``_launcher.c`` and its parts ``_launcher_*.c`` beside this file), compiled
+  in the image and by ``pip install`` where a C compiler exists; the attribute names it reads come
+  from :mod:`xpukit.runtime.ur.seam` through ``bind``, which the core calls once. It runs the whole
+  launch under the GIL, so setting arguments and enqueueing never interleave between threads, and
+  costs about 1 us.
 * the pure-Python twin below, used when the extension is absent or ``XPUKIT_PURE_PYTHON=1``;
   a lock per launcher gives the same atomicity.
 
