@@ -139,7 +139,7 @@ def test_a_second_process_reads_the_first_ones_key(tmp_path):
         "tritonc.xpu_backend()\n"
         "print(json.dumps([compiler.triton_key(), compiler.triton_key.__wrapped__()]))\n"
     )
-    env = {**os.environ, "XPUKIT_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
 
     def run() -> list[str]:
         done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
@@ -147,7 +147,7 @@ def test_a_second_process_reads_the_first_ones_key(tmp_path):
 
     remembered, own = run()
     assert remembered == own
-    (memo,) = (tmp_path / "triton-key").iterdir()
+    (memo,) = (tmp_path / triton_cache.KEY_MEMO).iterdir()
     assert memo.read_text() == own
     memo.write_text(fake_key("e"))
     assert run() == [fake_key("e"), own]

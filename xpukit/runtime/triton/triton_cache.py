@@ -32,7 +32,6 @@ from typing import Any
 
 from triton.runtime.cache import FileCacheManager, default_cache_dir
 
-from xpukit import layout
 from xpukit.runtime.offline import compiler_id, spirv
 from xpukit.runtime.scratch import writable_cache_dir
 from xpukit.runtime.triton import kernel_cache
@@ -90,10 +89,14 @@ _KEY_MARK = "_xpukit_remembered"
 # Another Triton (the xpu profile's builds) keeps its own triton_key untouched.
 KEY_TRITON = "3.3."
 KEY_SOURCES = ("compiler", "backends", "language")
+KEY_MEMO = "xpukit-triton-key"  # Triton names its entries by base32 digests: never this
 
 
 def key_memo_dir() -> Path:
-    return layout.kit_cache_dir() / "triton-key"
+    """Next to the entries it keys, in Triton's cache folder: the image's cache volume for
+    ``invoke demo-ur`` and the tests, the checkout's ``.xpukit/triton-cache`` for compile and
+    kernel-report (whose containers keep no ``XPUKIT_CACHE_DIR`` between runs)."""
+    return Path(os.getenv("TRITON_CACHE_DIR", "").strip() or default_cache_dir()) / KEY_MEMO
 
 
 def install_stamp(root: Path) -> str | None:
@@ -153,8 +156,9 @@ def remember_triton_key() -> None:
     Triton 3.3 (only that one: :data:`KEY_TRITON`) computes it once per process by hashing its
     compiler sources and the whole ``libtriton`` (~180 MB): ~0.25 s of every process that compiles or
     looks up a kernel, with the kernel in the cache or not. Installed Triton does not change between
-    runs (in the image it is read-only), so the key is kept in ``$XPUKIT_CACHE_DIR/triton-key/`` under
-    a stamp of the files it covers (:func:`remembered_key`); ``__wrapped__`` is Triton's own function."""
+    runs (in the image it is read-only), so the key is kept in Triton's cache folder
+    (:func:`key_memo_dir`) under a stamp of the files it covers (:func:`remembered_key`);
+    ``__wrapped__`` is Triton's own function."""
     import triton
     from triton.compiler import compiler
 
