@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.dont_write_bytecode = True  # the source tree may be read-only
 
-from xpukit.runtime.offline.compile import load_kernel  # noqa: E402
+from xpukit.runtime.kernels.compile import load_kernel  # noqa: E402
 from xpukit.runtime.offline.ocloc import find_ocloc  # noqa: E402
 from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature, xpu_backend  # noqa: E402
 

@@ -63,7 +63,7 @@ def _compile_in_process(targets: str) -> float:
     import contextlib
     import io
 
-    from xpukit.runtime.offline.compile import run_compile
+    from xpukit.runtime.kernels.compile import run_compile
 
     cache = Path(tempfile.mkdtemp(prefix="xpukit-bench-families-"))
     os.environ["TRITON_CACHE_DIR"] = str(cache / "triton-cache")

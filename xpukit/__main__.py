@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from xpukit.errors import guard
-from xpukit.runtime.offline.compile import run_compile, run_zebin_info
-from xpukit.runtime.offline.kernel_report import run_kernel_report
+from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
+from xpukit.runtime.kernels.kernel_report import run_kernel_report
 from xpukit.targets import DEFAULT_TARGET
 
 

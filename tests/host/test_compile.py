@@ -1,4 +1,4 @@
-"""xpukit.runtime.offline.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``.
+"""xpukit.runtime.kernels.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``.
 
 The tests that run on the host, with no engine; the others are in tests/image/test_compile.py.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.compile import parse_constexprs
+from xpukit.runtime.kernels.compile import parse_constexprs
 
 
 @pytest.mark.unit

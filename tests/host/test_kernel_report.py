@@ -10,7 +10,8 @@ import pytest
 from tests.support import ROOT
 from tests.support.invoke import invoke_with_cache
 from xpukit.errors import EXIT_USAGE, XpukitError
-from xpukit.runtime.offline import kernel_report, report_format
+from xpukit.runtime.kernels import kernel_report
+from xpukit.runtime.offline import report_format
 
 
 def _counts(**changes):

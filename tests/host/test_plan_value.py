@@ -100,3 +100,22 @@ def test_the_engine_is_one_object_per_task_with_an_explicit_absent_state(tmp_pat
         eng.client()
     ctx.close()
     ctx.close()  # closed once; a second close does nothing
+
+
+@pytest.mark.unit
+def test_a_plan_reads_the_commit_once(monkeypatch):
+    """The labels (revision, time) and SOURCE_DATE_EPOCH both come from one git log and one git
+    status; with the origin's git config, three git processes per plan (there were five)."""
+    asked: list[str] = []
+    real = build.git
+
+    def counted(root, *args):
+        asked.append(args[0])
+        return real(root, *args)
+
+    monkeypatch.setattr(build, "git", counted)
+    plan = build.plan(ROOT, pins.load().profile("cpu"), "xpukit-base:bookworm-slim", "xpukit", None)
+    committed = plan.args["XPUKIT_REVISION"] != "unknown"
+    assert sorted(asked) == sorted(["log", "config", *(["status"] if committed else [])])
+    assert plan.args["XPUKIT_REVISION"].removesuffix("-dirty") == real(ROOT, "log", "-1", "--format=%H")
+    assert plan.reproducible

@@ -1,4 +1,4 @@
-"""xpukit.runtime.offline.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
+"""xpukit.runtime.kernels.compile: the logic behind ``invoke compile`` and ``invoke zebin-info``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from tests.support import ROOT
 from tests.support.runtime_required import skip_unless_in_image
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.compile import KernelCompileError, run_compile, run_zebin_info
+from xpukit.runtime.kernels.compile import KernelCompileError, run_compile, run_zebin_info
 from xpukit.runtime.offline.ocloc import OclocError, find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError
 

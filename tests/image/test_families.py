@@ -56,7 +56,7 @@ def test_seven_families_compile_read_and_disassemble(tool, tmp_path, capsys):
     """One `compile --asm` for the seven families: exit 0 (no false payload mismatch on the bindless
     families), each zebin names its family, pointers are the stateless 8-byte entries, no scratch
     sends where the zebin has no spill space, and the counts leave padding out."""
-    from xpukit.runtime.offline.compile import run_compile, run_zebin_info
+    from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
     from xpukit.runtime.offline.isa import count_isa, zebin_device
     from xpukit.runtime.offline.zebin import read_zebin
 
@@ -99,7 +99,7 @@ def test_seven_families_compile_read_and_disassemble(tool, tmp_path, capsys):
 def test_tl_dot_uses_dpas_where_the_table_says_and_shares_spirv(tool, tmp_path):
     """tl.dot lowers to DPAS where the table gives DPAS and 2D block IO (triton-xpu 3.3 needs both),
     to FMAs elsewhere; and each target's SPIR-V, compiled on its own, is the one the kit shared."""
-    from xpukit.runtime.offline.compile import build_targets, load_kernel, resolve_targets
+    from xpukit.runtime.kernels.compile import build_targets, load_kernel, resolve_targets
     from xpukit.runtime.offline.isa import count_isa
     from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
     from xpukit.targets import FAMILY
@@ -125,7 +125,7 @@ def test_tl_dot_uses_dpas_where_the_table_says_and_shares_spirv(tool, tmp_path):
 def test_other_device_names_and_aliases(tool, tmp_path, capsys):
     """Aliases mean their family; other names ocloc accepts (its deprecated 'arl' and 'lnl', older and
     newer parts) compile with properties from ocloc's extension query; a family name is one line."""
-    from xpukit.runtime.offline.compile import run_compile
+    from xpukit.runtime.kernels.compile import run_compile
     from xpukit.runtime.offline.ocloc import UnsupportedDeviceError
 
     names = ["lnl-m", "dg2", "bmg-g21", "mtl-h", "ptl-h", "lnl", "arl", "tgllp", "acm-g11", "bmg-g31", "nvl-s"]
@@ -145,7 +145,7 @@ def test_other_device_names_and_aliases(tool, tmp_path, capsys):
 def test_zebin_info_lists_a_multi_device_archive(tool, tmp_path, capsys):
     """ocloc -device pvc,bmg,dg2,arl-h,mtl-h (PyTorch's arch list, one call) writes an ar archive:
     zebin-info lists its members and reads each zebin."""
-    from xpukit.runtime.offline.compile import run_compile, run_zebin_info
+    from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
 
     run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], tmp_path / "one", None, [])
     spv = tmp_path / "one" / "pvc" / "scale_kernel.spv"
@@ -167,7 +167,7 @@ def test_zebin_info_lists_a_multi_device_archive(tool, tmp_path, capsys):
 def test_kernel_report_covers_seven_families_by_two_configs(tool):
     """One report, the seven families x two configs, every cell compiled and counted (the tl.dot
     families are in the test above; this kernel needs no 256-GRF retry, so it stays cheap)."""
-    from xpukit.runtime.offline.kernel_report import build_report
+    from xpukit.runtime.kernels.kernel_report import build_report
 
     report = build_report(f"{EXAMPLES}:scale_kernel", ["all"], ["BLOCK=256,num_warps=4", "BLOCK=1024,num_warps=8"])
     assert report["targets"] == SEVEN and len(report["rows"]) == 14
@@ -184,7 +184,7 @@ def test_zebin_stage_builds_each_family(tool):
     """Triton's own path (generate_native_code, the kit's zebin stage on triton-xpu 3.3) for each
     family, ptl included, whose SYCL architecture the kit does not know: the stage takes the ocloc
     device from the kit's properties."""
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
     from xpukit.runtime.offline.isa import zebin_device
     from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 

@@ -31,7 +31,7 @@ def runtime(tmp_path, monkeypatch):
     if shutil.which("ocloc") is None:
         skip_unless_in_image("ocloc is not installed here")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
 
     return load_kernel
 
@@ -59,7 +59,7 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
 
 
 def _dot_kernel(folder: Path):
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
 
     (folder / "dot.py").write_text(DOT_SOURCE)
     return load_kernel(f"{folder / 'dot.py'}:dot_kernel").fn
@@ -113,7 +113,7 @@ def acm_zebin(tmp_path_factory) -> bytes:
     pytest.importorskip("triton")
     if shutil.which("ocloc") is None:
         skip_unless_in_image("ocloc is not installed here")
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
 
     os.environ.setdefault("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     spec = load_kernel(f"{EXAMPLES}:add_kernel")

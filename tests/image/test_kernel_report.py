@@ -18,7 +18,8 @@ import pytest
 from tests.support import ROOT
 from tests.support.isa import independent_counts
 from tests.support.runtime_required import skip_unless_in_image
-from xpukit.runtime.offline import kernel_report, report_format
+from xpukit.runtime.kernels import kernel_report
+from xpukit.runtime.offline import report_format
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
 
@@ -36,7 +37,7 @@ def env(tmp_path, monkeypatch) -> Path:
 @pytest.mark.container
 def test_report_counts_equal_counts_from_isa_files(env):
     """Two targets x two configs; each cell equals the .isa `compile --asm` writes for that config."""
-    from xpukit.runtime.offline.compile import run_compile
+    from xpukit.runtime.kernels.compile import run_compile
 
     configs = ["BLOCK=256,num_warps=4", "BLOCK=1024,num_warps=8"]
     report = kernel_report.build_report(f"{EXAMPLES}:row_sum_kernel", ["pvc,acm-g10"], configs)

@@ -28,7 +28,7 @@ def scale_spirv(tmp_path_factory) -> bytes:
     pytest.importorskip("triton")
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
     from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
     spec = load_kernel(f"{EXAMPLES}:scale_kernel")

@@ -27,7 +27,7 @@ def real_zebins(tmp_path_factory) -> dict[tuple[str, str], tuple[bytes, dict]]:
     pytest.importorskip("triton")
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
     from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
     built = {}

@@ -37,7 +37,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 
 def _compile(target: str = "pvc", options: dict | None = None):
-    from xpukit.runtime.offline.compile import load_kernel
+    from xpukit.runtime.kernels.compile import load_kernel
     from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 
     spec = load_kernel(f"{EXAMPLES}:scale_kernel")

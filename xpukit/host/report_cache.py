@@ -11,7 +11,8 @@ and the kit's code that counted it. The key is a SHA-256 over all four, computed
   versions its labels pin or, on the host, the interpreter, the installed Triton's version and
   location, the compiler's identity (``xpukit.runtime.offline.compiler_id``: ocloc's version, the
   IGC it loads, by version and build ID), and the environment variables Triton and IGC read;
-- the kit's report code (``xpukit/targets.py`` and ``xpukit/runtime/offline``, ``xpukit/runtime/triton``).
+- the kit's report code (``xpukit/targets.py`` and ``xpukit/runtime/kernels``, ``xpukit/runtime/offline``,
+  ``xpukit/runtime/triton``).
 
 Reports live in ``<checkout>/.xpukit/kernel-reports/<key>.json`` with the time they were made;
 ``history/<kernel id>.json`` lists the keys of one kernel's reports, newest last, for ``--diff``;
@@ -41,7 +42,13 @@ REPORTS = "kernel-reports"
 TRITON_CACHE = "triton-cache"  # Triton's own cache for the caller-run tasks (compile, kernel-report)
 HISTORY_KEEP = 20
 # Code whose change changes every report: the target table, the counting and the compile path.
-KIT_CODE = ("xpukit/targets.py", "xpukit/errors.py", "xpukit/runtime/offline", "xpukit/runtime/triton")
+KIT_CODE = (
+    "xpukit/targets.py",
+    "xpukit/errors.py",
+    "xpukit/runtime/kernels",
+    "xpukit/runtime/offline",
+    "xpukit/runtime/triton",
+)
 # Environment a host-side compile reads (the image's environment is part of the image ID).
 _HOST_ENV_PREFIXES = ("TRITON_", "IGC_", "XPUKIT_OCLOC", "XPUKIT_IGA", "OCL_ICD", "LD_LIBRARY_PATH")
 

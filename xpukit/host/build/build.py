@@ -268,12 +268,33 @@ def source_url(root: Path) -> str:
     return git(root, "config", "--get", "remote.origin.url")
 
 
-def meta_args(root: Path, max_jobs: int = 0) -> dict[str, str]:
-    """Revision and creation time for the OCI labels, from git where there is one."""
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """The checkout's commit, as the labels (:func:`meta_args`) and :func:`source_date` need it."""
 
-    # The commit and its time from one git process (every task that plans a build asks).
-    revision, created = [*git(root, "log", "-1", "--format=%H%n%cI").splitlines(), "", ""][:2]
-    if revision and git(root, "status", "--porcelain", "--untracked-files=no"):
+    revision: str = ""  # the full hash; "" where there is no git or no commit
+    created: str = ""  # the commit's time, ISO 8601
+    epoch: str = ""  # ... in seconds
+    short: str = ""  # the hash, 12 digits
+    dirty: bool = False  # tracked files changed since the commit
+
+
+def head(root: Path) -> Head:
+    """The commit from one ``git log`` and whether the tree is dirty from one ``git status``: the two
+    git processes every task that plans an image runs for both of its readers."""
+    lines = git(root, "log", "-1", "--abbrev=12", "--format=%H%n%cI%n%ct%n%h").splitlines()
+    revision, created, epoch, short = [*lines, "", "", "", ""][:4]
+    if not revision:
+        return Head()
+    return Head(revision, created, epoch, short, bool(git(root, "status", "--porcelain", "--untracked-files=no")))
+
+
+def meta_args(root: Path, max_jobs: int = 0, commit: Head | None = None) -> dict[str, str]:
+    """Revision and creation time for the OCI labels, from git where there is one (``commit``:
+    :func:`head`, when the caller has it already)."""
+    commit = head(root) if commit is None else commit
+    revision, created = commit.revision, commit.created
+    if revision and commit.dirty:
         revision += "-dirty"
     # The commit's time, not the wall clock, keeps a rebuild of the same commit identical, and a
     # dry run's command the one the build runs; without git, SOURCE_DATE_EPOCH or "unknown".
@@ -295,10 +316,11 @@ class SourceDate:
     origin: str  # where it came from, for the one line the build prints
 
 
-def source_date(root: Path, environ: dict[str, str] | None = None) -> SourceDate:
+def source_date(root: Path, environ: dict[str, str] | None = None, commit: Head | None = None) -> SourceDate:
     """``SOURCE_DATE_EPOCH`` from the environment when set, else the time of the checkout's commit
     (never the clock: two builds of one commit must agree). A tree with uncommitted changes keeps
-    its commit's time: the image is then reproducible from this tree, not from the commit."""
+    its commit's time: the image is then reproducible from this tree, not from the commit.
+    ``commit``: :func:`head`, when the caller has it already."""
     environ = dict(os.environ) if environ is None else environ
     given = environ.get("SOURCE_DATE_EPOCH", "").strip()
     if given:
@@ -309,12 +331,11 @@ def source_date(root: Path, environ: dict[str, str] | None = None) -> SourceDate
             )
         return SourceDate(given, "SOURCE_DATE_EPOCH from the environment")
 
-    epoch, commit = [*git(root, "log", "-1", "--abbrev=12", "--format=%ct%n%h").splitlines(), "", ""][:2]
-    if not epoch.isdigit():
+    commit = head(root) if commit is None else commit
+    if not commit.epoch.isdigit():
         return SourceDate("", "no git commit to take the time from")
-    dirty = git(root, "status", "--porcelain", "--untracked-files=no")
-    note = "; uncommitted changes: reproducible from this tree, not from the commit" if dirty else ""
-    return SourceDate(epoch, f"commit {commit}'s time{note}")
+    note = "; uncommitted changes: reproducible from this tree, not from the commit" if commit.dirty else ""
+    return SourceDate(commit.epoch, f"commit {commit.short}'s time{note}")
 
 
 def reproducibility_note(cli: engine.BuildCli | None, date: SourceDate) -> str:
@@ -463,7 +484,8 @@ def plan(
         pin_lines = source_pins(profile, variant.triton).lines(args["TORCH_SOURCE"], args["LLVM_SOURCE"])
     if ocloc_mirror and args["OCLOC_STAGE"] == "folder":
         args["OCLOC_MIRROR"] = ocloc_mirror
-    args.update(meta_args(root))
+    commit = head(root)  # one git log and one git status for the labels and SOURCE_DATE_EPOCH both
+    args.update(meta_args(root, commit=commit))
     tag = content_hash(root, args)
     name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
     if variant.layer:
@@ -495,7 +517,7 @@ def plan(
         cmd += ["--secret", f"id=ca_bundle,src={path.resolve()}"]
     if github_token_file:
         cmd += ["--secret", f"id=github_token,src={Path(github_token_file).resolve()}"]
-    date = source_date(root)
+    date = source_date(root, commit=commit)
     if cli is not None and cli.kind == "podman" and date.epoch:
         # buildah dates every file it commits to a layer, and the image, at this time (docs/reproducible.md).
         cmd += ["--timestamp", date.epoch]

@@ -19,10 +19,14 @@ image, which the kit serves read-only).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import os
+import re
+import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +81,99 @@ def key_by_compiler(backend_cls: Any) -> None:
 
     setattr(hash, _COMPILER_MARK, True)
     options_cls.hash = hash
+
+
+_KEY_MARK = "_xpukit_remembered"
+# What triton_key() reads in the Triton it was read from (3.3: compiler/compiler.py, the compiler,
+# backends and language packages, _C/libtriton): the folders under Triton's root and the library.
+# Another Triton (the xpu profile's builds) keeps its own triton_key untouched.
+KEY_TRITON = "3.3."
+KEY_SOURCES = ("compiler", "backends", "language")
+KEY_MEMO = "xpukit-triton-key"  # Triton names its entries by base32 digests: never this
+
+
+def key_memo_dir() -> Path:
+    """Next to the entries it keys, in Triton's cache folder: the image's cache volume for
+    ``invoke demo-ur`` and the tests, the checkout's ``.xpukit/triton-cache`` for compile and
+    kernel-report (whose containers keep no ``XPUKIT_CACHE_DIR`` between runs)."""
+    return Path(os.getenv("TRITON_CACHE_DIR", "").strip() or default_cache_dir()) / KEY_MEMO
+
+
+def install_stamp(root: Path) -> str | None:
+    """A digest of every file ``triton_key()`` reads under Triton's ``root``, by path, size and
+    modification time (what Python's own bytecode check trusts), with Triton's version; None when one
+    cannot be read (then nothing is remembered)."""
+    import triton
+
+    files = [root / "_C" / f"libtriton.{sysconfig.get_config_var('EXT_SUFFIX').split('.')[-1]}"]
+    for name in KEY_SOURCES:
+        for folder, subfolders, names in os.walk(root / name):
+            subfolders[:] = sorted(s for s in subfolders if s != "__pycache__")
+            files += [Path(folder, n) for n in sorted(names)]
+    digest = hashlib.sha256(f"{triton.__version__}|{root}\n".encode())
+    try:
+        for path in files:
+            info = path.stat()
+            digest.update(f"{path.relative_to(root)}|{info.st_size}|{info.st_mtime_ns}\n".encode())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def well_formed_key(key: str) -> bool:
+    """Triton 3.3's key: its version, then SHA-256 hex digests joined by dashes."""
+    import triton
+
+    rest = key[len(triton.__version__) :] if key.startswith(triton.__version__) else ""
+    return bool(re.fullmatch(r"[0-9a-f]{64}(-[0-9a-f]{64})*", rest))
+
+
+def remembered_key(compute: Callable[[], str], root: Path, memo_dir: Path) -> str:
+    """``compute()`` (Triton's own ``triton_key``), remembered in ``memo_dir`` under
+    :func:`install_stamp`: read back while no file it covers changed, computed and stored again
+    when one did. A missing, unreadable or malformed memo is computed; a folder that cannot be
+    written only costs the next process the same hashing."""
+    stamp = install_stamp(root)
+    if stamp is None:
+        return compute()
+    memo = memo_dir / f"{stamp}.key"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        key = memo.read_text(encoding="ascii")
+        if well_formed_key(key):
+            return key
+    key = compute()
+    with contextlib.suppress(OSError):
+        memo_dir.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(key, encoding="ascii")
+        os.replace(partial, memo)  # whole or not at all, for processes reading it meanwhile
+    return key
+
+
+def remember_triton_key() -> None:
+    """Make Triton's ``triton_key()`` (part of every cache key) read a remembered value.
+
+    Triton 3.3 (only that one: :data:`KEY_TRITON`) computes it once per process by hashing its
+    compiler sources and the whole ``libtriton`` (~180 MB): ~0.25 s of every process that compiles or
+    looks up a kernel, with the kernel in the cache or not. Installed Triton does not change between
+    runs (in the image it is read-only), so the key is kept in Triton's cache folder
+    (:func:`key_memo_dir`) under a stamp of the files it covers (:func:`remembered_key`);
+    ``__wrapped__`` is Triton's own function."""
+    import triton
+    from triton.compiler import compiler
+
+    original = getattr(compiler, "triton_key", None)
+    if original is None or getattr(original, _KEY_MARK, False) or not triton.__version__.startswith(KEY_TRITON):
+        return
+    root = Path(triton.__file__).resolve().parent  # triton_key's TRITON_PATH
+
+    @functools.cache
+    def triton_key() -> str:
+        return remembered_key(original, root, key_memo_dir())
+
+    setattr(triton_key, _KEY_MARK, True)
+    triton_key.__wrapped__ = original
+    compiler.triton_key = triton_key
 
 
 def check_file(name: str, data: bytes, *, metadata: bool = False) -> None:

@@ -53,6 +53,7 @@ def xpu_backend() -> type:
     from xpukit.runtime.triton import triton_cache
 
     triton_cache.install()  # Triton's cache checks its entries and survives a read-only folder
+    triton_cache.remember_triton_key()  # its key's hash of libtriton, once per Triton install, not per process
     backend = backends["intel"].compiler
     triton_cache.key_by_compiler(backend)  # a zebin's key names the ocloc and IGC that made it
     init_globals = backend.__init__.__globals__

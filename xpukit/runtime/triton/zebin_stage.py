@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.isa import disassemble
 from xpukit.runtime.offline.ocloc import find_ocloc
 from xpukit.targets import preset_for_architecture
 
@@ -171,6 +170,10 @@ class IsaOnDemand(dict):
     def __missing__(self, key: str) -> str:
         if key != "isa" or "zebin" not in self:
             raise KeyError(key)
+        # Here, not at the top: the ISA reader brings the zebin reader, PyYAML and pyelftools
+        # (~0.1-0.2 s), which a process that only compiles and launches (invoke demo-ur) never needs.
+        from xpukit.runtime.offline.isa import disassemble
+
         kernels = disassemble(self["zebin"]).kernels
         self["isa"] = (
             "\n".join(kernels.values())

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.compile import (
+from xpukit.runtime.kernels.compile import (
     TargetBuild,
     build_targets,
     load_kernel,
