@@ -75,8 +75,8 @@ RUN install -d "${XPUKIT_COMPILER}/bin"
 # hadolint ignore=DL3006
 FROM ocloc-${OCLOC_STAGE} AS ocloc
 
-# ---- the compiled launch path: the UR launcher (xpukit/runtime/ur/_launcher.c) and Triton's dispatch
-# on it (xpukit/runtime/triton/_dispatch.c); the compiler stays in this stage
+# ---- the compiled launch path: the UR launcher (xpukit/runtime/ur/_launcher*.c) and Triton's dispatch
+# on it (xpukit/runtime/triton/_dispatch*.c); the compiler stays in this stage
 FROM system AS launcher
 ARG BUILD_APT_PACKAGES
 ARG XPUKIT_SCRIPTS
@@ -84,11 +84,11 @@ COPY scripts/build-launcher.sh ${XPUKIT_SCRIPTS}/
 RUN --mount=type=cache,id=xpukit-apt,target=/run/xpukit-apt,sharing=locked \
     --mount=type=secret,id=ca_bundle \
     ${XPUKIT_SCRIPTS}/install-apt.sh ${BUILD_APT_PACKAGES}
-COPY xpukit/runtime/ur/_launcher.c xpukit/runtime/ur/_launcher.h xpukit/runtime/triton/_dispatch.c /tmp/xpukit-csrc/
+COPY xpukit/runtime/ur/_launcher*.c xpukit/runtime/ur/_launcher*.h xpukit/runtime/triton/_dispatch*.c xpukit/runtime/triton/_dispatch.h /tmp/xpukit-csrc/
 # Laid out as the venv's site-packages, which the runtime stage copies it into.
 RUN ${XPUKIT_SCRIPTS}/build-launcher.sh \
         "/tmp/xpukit-venv/$(python3 -c 'import sys; print("lib/python%d.%d/site-packages" % sys.version_info[:2])')" \
-        /tmp/xpukit-csrc/_launcher.c /tmp/xpukit-csrc/_dispatch.c
+        /tmp/xpukit-csrc/_launcher*.c /tmp/xpukit-csrc/_dispatch*.c
 
 # ---- source builds (xpu profile): build tools only live in these stages
 FROM system AS builder

@@ -98,20 +98,21 @@ def test_the_graph_sees_function_level_imports(tmp_path):
 
 def test_triton_on_ur_depends_one_way():
     """xpukit.runtime.triton in layers, each importing only what is below it: the compile side
-    (zebin_stage, the caches, tritonc), the compiled dispatch's switch (dispatch), the launch door
-    (launch), then state -> bench, binder -> driver -> fast_table -> activate (state imports nothing of
-    the package)."""
+    (zebin_stage, the caches, tritonc), the seam (what the C reads), the compiled dispatch's switch
+    (dispatch), the launch door (launch), then state -> bench, binder -> driver -> fast_table ->
+    activate (state imports nothing of the package)."""
     graph = import_graph()
     below: dict[str, set[str]] = {"state": set(), "bench": set(), "zebin_stage": set(), "pointer_params": set()}
     below["program_cache"] = set()
-    below["dispatch"] = set()
+    below["seam"] = set()
+    below["dispatch"] = {"seam"}
     below["kernel_cache"] = {"program_cache"}
     below["triton_cache"] = {"kernel_cache"}
     below["tritonc"] = {"kernel_cache", "triton_cache", "zebin_stage"}
     below["launch"] = {"dispatch", "kernel_cache", "program_cache", "tritonc"}
     below["binder"] = {"state"}
     below["driver"] = {"state", "bench", "launch", "kernel_cache", "tritonc"}
-    below["fast_table"] = {"state", "dispatch", "driver", "launch", "pointer_params", "tritonc"}
+    below["fast_table"] = {"state", "dispatch", "driver", "launch", "pointer_params", "seam", "tritonc"}
     below["activate"] = {"state", "bench", "binder", "driver", "fast_table"}
     files = {p.stem for p in (PACKAGE / "runtime" / "triton").glob("*.py") if p.stem != "__init__"}
     assert files == set(below), f"a module of xpukit.runtime.triton has no layer here: {sorted(files ^ set(below))}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, stub_names
+from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, sources, stub_names
 from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -43,15 +43,12 @@ def test_mypy_catches_a_type_error_and_reads_the_launcher_stub(tmp_path):
     wrong return are reported, with the checkout's settings."""
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "import _xpukit_launcher\n\n\n"
-        "def f() -> int:\n"
-        "    _xpukit_launcher.register_memory_types(1, 2)\n"
-        '    return "text"\n'
+        'import _xpukit_launcher\n\n\ndef f() -> int:\n    _xpukit_launcher.bind(1, 2, 3)\n    return "text"\n'
     )
     config = str(REPO_ROOT / "pyproject.toml")
     result = _mypy("--config-file", config, "--cache-dir", str(tmp_path / "cache"), str(bad))
     assert result.returncode == 1, result.stdout
-    assert '"register_memory_types" has incompatible type "int"' in result.stdout, result.stdout
+    assert '"bind" has incompatible type "int"' in result.stdout, result.stdout
     assert "Incompatible return value type" in result.stdout, result.stdout
 
 
@@ -77,9 +74,9 @@ def test_stubs_match_the_compiled_launch_path(tmp_path):
     include = Path(sysconfig.get_path("include")) / "Python.h"
     if not shutil.which("gcc") or not include.exists():
         pytest.skip("no gcc or Python headers here: tests/image/test_launcher_stub.py checks the stubs in the image")
-    sources = [str(source) for source, _stub in MODULES.values()]
+    paths = [str(path) for module in MODULES for path in sources(module)]
     built = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(tmp_path / "ext"), *sources],
+        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(tmp_path / "ext"), *paths],
         env={**os.environ, "PYTHON": sys.executable},
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
-"""The compiled launch path (_xpukit_launcher from xpukit/runtime/ur/_launcher.c, _xpukit_dispatch from
-xpukit/runtime/triton/_dispatch.c) exports exactly what its type stubs declare: a name added, dropped or
+"""The compiled launch path (_xpukit_launcher from xpukit/runtime/ur/_launcher*.c, _xpukit_dispatch from
+xpukit/runtime/triton/_dispatch*.c) exports exactly what its type stubs declare: a name added, dropped or
 renamed in the C fails here, not in mypy's view."""
 
 from __future__ import annotations

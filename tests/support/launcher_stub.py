@@ -11,11 +11,19 @@ from pathlib import Path
 from tests.support import ROOT
 
 RUNTIME = ROOT / "xpukit" / "runtime"
-# module -> (its C source, its stub); the launcher first (the dispatch imports it)
+# module -> (its main C source, which holds its module table; its stub); the launcher first (the dispatch imports it)
 MODULES: dict[str, tuple[Path, Path]] = {
     "_xpukit_launcher": (RUNTIME / "ur" / "_launcher.c", RUNTIME / "ur" / "stubs" / "_xpukit_launcher.pyi"),
     "_xpukit_dispatch": (RUNTIME / "triton" / "_dispatch.c", RUNTIME / "triton" / "stubs" / "_xpukit_dispatch.pyi"),
 }
+
+
+def sources(module: str) -> list[Path]:
+    """A module's C sources: its main file, then its parts (_NAME_PART.c beside it)."""
+    main = MODULES[module][0]
+    return [main, *sorted(main.parent.glob(f"{main.stem}_*.c"))]
+
+
 # Declared but exported by no name: Dispatch[grid] returns it.
 HIDDEN_TYPES = {"_GridCall"}
 

@@ -1,6 +1,8 @@
-"""Triton's launch path in C and its switch: ``_xpukit_dispatch`` (``_dispatch.c`` beside this file),
-built on the UR launcher (``_xpukit_launcher``, :mod:`xpukit.runtime.ur.launcher`) and used only
-with it, or the Python twins where it is absent or ``XPUKIT_PURE_PYTHON=1``.
+"""Triton's launch path in C and its switch: ``_xpukit_dispatch`` (``_dispatch.c`` and its parts
+``_dispatch_*.c`` beside this file), built on the UR launcher (``_xpukit_launcher``,
+:mod:`xpukit.runtime.ur.launcher`) and used only with it, or the Python twins where it is absent or
+``XPUKIT_PURE_PYTHON=1``. Loading it binds it to :mod:`xpukit.runtime.triton.seam` (every attribute
+name and ``Hit`` field position the C reads).
 
 * ``fast_key``: a key at least as fine as Triton's specialization (the compiled-launch table's key);
   ``py_fast_key`` is its twin.
@@ -13,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from xpukit.runtime.triton import seam
 from xpukit.runtime.ur import launcher as ur_launcher
 
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
-ABI = 1
+ABI = 2
 
 
 def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:
@@ -88,7 +91,11 @@ def _load_extension() -> Any:
         import _xpukit_dispatch
     except ImportError:
         return None
-    return _xpukit_dispatch if getattr(_xpukit_dispatch, "ABI", 0) == ABI else None
+    if getattr(_xpukit_dispatch, "ABI", 0) != ABI:
+        return None
+    # The seam: every attribute name (and Hit field position) the C reads, declared in triton/seam.py.
+    _xpukit_dispatch.bind(seam.table())
+    return _xpukit_dispatch
 
 
 _EXT = _load_extension()

@@ -14,6 +14,7 @@ from xpukit.runtime.triton.dispatch import fast_key
 from xpukit.runtime.triton.driver import TritonRun, URFunction
 from xpukit.runtime.triton.launch import BoundKernel
 from xpukit.runtime.triton.pointer_params import pointer_params
+from xpukit.runtime.triton.seam import Hit
 from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
@@ -119,9 +120,9 @@ class _FastTable:
         }
         self.entries: dict[tuple, _FastEntry] = {}
         # What kernel[grid] reads (the Dispatch, in C or its Python twin): (table key, fast key) ->
-        # (session, submit, argument positions or None for all, compiled kernel, entry), the last
-        # session recorded; another session's call takes the Python door, which finds its own.
-        self.hits: dict[tuple, tuple] = {}
+        # Hit (xpukit.runtime.triton.seam), the last session recorded; another session's call takes
+        # the Python door, which finds its own.
+        self.hits: dict[tuple, Hit] = {}
         self.dispatchers: list[Any] = []  # told to forget what they matched when an entry is recorded
         # Positions of integer parameters the kernel has turned into pointers in a variant seen so
         # far: an int there must be a live address (else Triton would type a stale small address
@@ -206,7 +207,7 @@ class _FastTable:
                     del entry.bound[sid]
                 entry.bound[id(session)] = bound
                 index = None if tuple(idx) == tuple(range(len(args))) else tuple(idx)
-                self.hits[(table_key, key)] = (session, bound.submit, index, kernel, entry)
+                self.hits[(table_key, key)] = Hit(session, bound.submit, index, kernel, entry)
                 for d in self.dispatchers:
                     d.forget()
 

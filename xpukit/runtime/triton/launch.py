@@ -305,16 +305,17 @@ class BoundKernel:
             program.close()
             raise
         self.grows_scratch = any(size > 0 for _name, size, _align in self.abi.scratch)
-        # The one launch door: submit(queue_handle, gx, gy, gz, args[, want_event]) -> event | None.
-        # Without scratch to grow it is the checked launcher itself (no Python frame per launch).
-        self.submit: Callable[..., Any] = self._submit_growing if self.grows_scratch else self.launcher.launch
+        if self.grows_scratch:  # the launcher grows the scratch before a launch of more programs than ever
+            self.launcher.grow_with(self._grow_scratch)
+        # The one launch door: submit(queue_handle, gx, gy, gz, args[, want_event]) -> event | None,
+        # the checked launcher itself (no Python frame per launch).
+        self.submit: Callable[..., Any] = self.launcher.launch
         self._queue = session.queue  # its .handle refuses a closed session's queue
-        # launch() in C for its common call (a tuple grid, no keywords; the compiled launcher, no
-        # scratch to grow): the steps below without their frame; any other call is the method below.
+        # launch() in C for its common call (a tuple grid, no keywords; the compiled launcher): the
+        # steps below without their frame; any other call is the method below.
         if (
             compiled_dispatch.Direct is not None
             and type(self.launcher) is launcher_mod.Launcher
-            and not self.grows_scratch
             and type(self).launch is BoundKernel.launch
         ):
             self.launch = compiled_dispatch.Direct(  # type: ignore[method-assign]  # this instance's own door
@@ -328,15 +329,6 @@ class BoundKernel:
         if self.abi.local_index is not None:
             hidden.append(("L", self.abi.shared))
         return hidden
-
-    def _submit_growing(self, queue: int, gx: Any, gy: Any, gz: Any, args: Any, want_event: bool = False) -> Any:
-        try:
-            programs = int(gx) * int(gy) * int(gz)
-        except (TypeError, ValueError):
-            programs = 0  # the launcher names the bad grid value
-        if programs > self._scratch_programs:
-            self._grow_scratch(programs)
-        return self.launcher.launch(queue, gx, gy, gz, args, want_event)
 
     def _grow_scratch(self, programs: int) -> None:
         """Scratch is per program: reallocated for the largest grid seen. The old buffers stay

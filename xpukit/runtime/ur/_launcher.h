@@ -1,7 +1,9 @@
 /* _launcher.h: what _xpukit_launcher (the UR launch path, _launcher.c) shares with the C that
  * builds on it (Triton's dispatch, xpukit/runtime/triton/_dispatch.c, module _xpukit_dispatch):
  * the AllocTable and Launcher layouts, the attribute-read cache both use, and the table of
- * functions the launcher hands out through its capsule _xpukit_launcher._C_API. One header, so
+ * functions the launcher hands out through its capsule _xpukit_launcher._C_API. Attribute names
+ * are never written here: each module gets its own from Python at import (its bind()), declared in
+ * xpukit/runtime/ur/seam.py and xpukit/runtime/triton/seam.py. One header, so
  * the two modules agree on every layout; XPUKIT_UR_API_VERSION names it at import.
  */
 #ifndef XPUKIT_UR_LAUNCHER_H
@@ -112,6 +114,31 @@ static inline PyObject *inst_attr(attr_site *site, PyObject *o, PyObject *name) 
     return PyObject_GetAttr(o, name);
 }
 
+/* o.name as getattr() reads it, except that a missing attribute makes no exception (CPython's
+ * AttributeError, with its formatted message, costs ~3,200 instructions per argument): 1 and a new
+ * reference in *out, 0 (no error) when o has no such attribute, -1 with the lookup's error. */
+static inline int lookup_attr(PyObject *o, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(o, name, out);
+#else
+    return _PyObject_LookupAttr(o, name, out);
+#endif
+}
+
+/* For a module's bind(): a key of reads (a dict) that is none of the n roles nor the n2 roles2
+ * (borrowed), or NULL when every key is one of them. */
+static inline PyObject *unknown_role(PyObject *reads, const char *const *roles, int n, const char *const *roles2, int n2) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(reads, &pos, &key, &value)) {
+        int known = 0;
+        for (int i = 0; !known && i < n + n2; i++)
+            known = PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, i < n ? roles[i] : roles2[i - n]) == 0;
+        if (!known) return key;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ AllocTable */
 
 typedef struct {
@@ -169,7 +196,10 @@ typedef struct {
     AllocTable *table;
     PyObject *on_arg_error;
     PyObject *on_ur_error;
-    PyObject *ptr_name; /* "ptr" */
+    /* grow_with(): called with the number of programs before a launch of more programs than any
+     * before (Triton's per-program scratch); NULL: none */
+    PyObject *on_grow;
+    uint64_t grown; /* the most programs on_grow has been called for */
 } Launcher;
 
 static inline void *fnptr(PyObject *o) {
@@ -188,7 +218,7 @@ enum { PRE_NONE = 0, PRE_INT = 1, PRE_FLOAT = 2, PRE_OWN = 3 };
 
 /* ------------------------------------------------------------------ the capsule */
 
-#define XPUKIT_UR_API_VERSION 1
+#define XPUKIT_UR_API_VERSION 2
 #define XPUKIT_UR_API_CAPSULE "_xpukit_launcher._C_API"
 
 typedef struct {
@@ -203,6 +233,9 @@ typedef struct {
     int (*get_grid)(PyObject *o, size_t *out);
     int (*own_address)(PyObject *o, uint64_t *out);
     PyObject *(*dtype_of)(PyObject *o);
+    /* o's address attribute (.ptr, named by xpukit/runtime/ur/seam.py): 1 and a new reference, 0
+     * when o has none (no exception made), -1 with its error */
+    int (*lookup_address)(PyObject *o, PyObject **out);
 } xpukit_ur_api;
 
 #endif

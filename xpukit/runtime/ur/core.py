@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ctypes import byref, c_size_t, c_uint32, c_void_p
 from typing import Any
 
-from xpukit.runtime.ur import _api
+from xpukit.runtime.ur import _api, seam
 from xpukit.runtime.ur import foreign as _foreign
 from xpukit.runtime.ur import launcher as _launcher
 from xpukit.runtime.ur.errors import (
@@ -550,5 +550,6 @@ class Session:
 # Every open session, for telling "another session's memory" from "unknown" in argument errors.
 _SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
 
-# The compiled launcher reads these types' addresses straight from the instance.
-_launcher.register_memory_types(USMAllocation, DeviceArray)
+# The seam: the attribute names the compiled launcher reads (declared in xpukit.runtime.ur.seam), and
+# the kit's memory types, whose addresses it reads straight from the instance.
+_launcher.bind(seam.table(seam.LAUNCHER_READS), USMAllocation, DeviceArray)

@@ -6,9 +6,11 @@ urEnqueueKernelLaunchWithArgsExp call whose argument array the launcher keeps fi
 
 Two implementations with one interface and one behaviour:
 
-* ``_xpukit_launcher`` (``_launcher.c`` beside this file), compiled in the image and by
-  ``pip install`` where a C compiler exists. It runs the whole launch under the GIL, so setting
-  arguments and enqueueing never interleave between threads, and costs about 1 us.
+* ``_xpukit_launcher`` (``_launcher.c`` and its parts ``_launcher_*.c`` beside this file), compiled
+  in the image and by ``pip install`` where a C compiler exists; the attribute names it reads come
+  from :mod:`xpukit.runtime.ur.seam` through ``bind``, which the core calls once. It runs the whole
+  launch under the GIL, so setting arguments and enqueueing never interleave between threads, and
+  costs about 1 us.
 * the pure-Python twin below, used when the extension is absent or ``XPUKIT_PURE_PYTHON=1``;
   a lock per launcher gives the same atomicity.
 
@@ -210,6 +212,8 @@ class PyLauncher:
         self._args = self._arg_array(len(kinds))
         self._on_arg = on_arg_error
         self._on_ur = on_ur_error
+        self._on_grow: Callable[[int], None] | None = None
+        self._grown = 0
         self._lock = threading.Lock()
 
     def _arg_array(self, extra: int) -> ctypes.Array:
@@ -224,6 +228,12 @@ class PyLauncher:
             else:
                 a.type, a.value.value = _api.KERNEL_ARG_VALUE, base + 8 * i
         return args
+
+    def grow_with(self, callback: Callable[[int], None]) -> None:
+        """``callback(programs)`` before a launch of more programs than any before (Triton's scratch)."""
+        if not callable(callback):
+            raise TypeError("grow_with(callback): a callable")
+        self._on_grow, self._grown = callback, 0
 
     def hidden(self, entries: Sequence[tuple[str, int]]) -> None:
         """The arguments after the user's: ``("P", address)`` (0 = null) or ``("L", local bytes)``."""
@@ -281,6 +291,10 @@ class PyLauncher:
             if i is None or not 0 <= i <= 0x7FFFFFFF:
                 self._on_arg(-1, ARG_GRID, g)
             grid.append(i)
+        if self._on_grow is not None and grid[0] * grid[1] * grid[2] > self._grown:
+            programs = grid[0] * grid[1] * grid[2]
+            self._on_grow(programs)
+            self._grown = max(self._grown, programs)
         if len(args) != len(self._kinds):
             self._on_arg(len(args), ARG_COUNT, None)
         checked_generation = self._table.generation
@@ -368,7 +382,7 @@ class PyLauncher:
 
 
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
-ABI = 4
+ABI = 5
 
 
 def _load_extension() -> Any:
@@ -381,15 +395,16 @@ def _load_extension() -> Any:
     return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == ABI else None
 
 
-def _register_nothing(*_types: type) -> None:
-    """The Python twin reads ``.ptr`` as any object's."""
+def _bind_nothing(_reads: dict[str, str], *_types: type) -> None:
+    """The Python twin reads the attributes by their Python names."""
 
 
 _EXT = _load_extension()
 COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
-register_memory_types: Callable[..., None] = _EXT.register_memory_types if _EXT else _register_nothing
+# The seam (xpukit.runtime.ur.seam): bind(reads, USMAllocation, DeviceArray), called once by the core.
+bind: Callable[..., None] = _EXT.bind if _EXT else _bind_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
 __all__ = [
@@ -406,6 +421,6 @@ __all__ = [
     "Launcher",
     "PyAllocTable",
     "PyLauncher",
+    "bind",
     "kind_of",
-    "register_memory_types",
 ]

@@ -1,6 +1,7 @@
-# Triton's compiled launch path (../_dispatch.c), as the type checker sees it. mypy reads this through
-# mypy_path in pyproject.toml; tests/image/test_launcher_stub.py checks that it names exactly what the
-# compiled module exports, so a name added or dropped in the C fails a test.
+# Triton's compiled launch path (../_dispatch.c and its parts ../_dispatch_*.c), as the type checker
+# sees it. mypy reads this through mypy_path in pyproject.toml; tests/image/test_launcher_stub.py
+# checks that it names exactly what the compiled module exports, so a name added or dropped in the C
+# fails a test.
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Final, final
@@ -26,6 +27,7 @@ class Direct:
     def __new__(cls, launcher: Launcher, queue: Any, fallback: Callable[..., Any], /) -> Direct: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
+def bind(reads: dict[str, str | int], /) -> None: ...
 def fast_key(
     args: tuple[Any, ...], kwargs: dict[str, Any] | None, modes: bytes, table: AllocTable, /
 ) -> tuple[Any, ...] | None: ...
