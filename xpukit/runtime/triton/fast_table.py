@@ -36,34 +36,39 @@ def _foreign_type(t: type) -> bool:
 
 
 def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
-    """A launch with foreign arrays: each checked through UR and lent to the session
-    (:meth:`ForeignState.borrow`), then the ordinary launch with typed pointers in their place,
-    fenced: the producers' SYCL queues waited for before, the launch finished after (the
-    producers stay referenced here until then)."""
-    session, queue = act.session, act.stream.queue
-    foreign = session.foreign
+    """A launch with foreign arrays: each one's lease (checked through UR and lent to the session,
+    once per dpnp/dpctl array object: :meth:`ForeignState.lease`), then the ordinary launch with
+    typed pointers in their place, ordered: the producers' SYCL queues waited for before, the
+    launch handed back to SYCL after (the producers held until it has run)."""
+    foreign = act.session.foreign
+    lease_of = foreign.lease
     leases: list[Any] = []
-
-    def lend(value: Any) -> Any:
-        if not _foreign_type(type(value)):
-            return value
-        lease = foreign.borrow(value)
-        leases.append(lease)
-        return lease.pointer
-
+    originals: list[Any] = []
     try:
-        args = tuple(lend(a) for a in args)
-        kwargs = {k: lend(v) for k, v in kwargs.items()}
-        waited: set[int] = set()
+        new_args = []
+        for value in args:
+            if _foreign_type(type(value)):
+                lease = lease_of(value)
+                leases.append(lease)
+                originals.append(value)
+                value = lease.pointer
+            new_args.append(value)
+        if kwargs:
+            for k, value in kwargs.items():
+                if _foreign_type(type(value)):
+                    lease = lease_of(value)
+                    leases.append(lease)
+                    originals.append(value)
+                    kwargs[k] = lease.pointer
+        queues: list[Any] = []
         for lease in leases:
-            for q in lease.waits:
-                if id(q) not in waited:
-                    waited.add(id(q))
-                    q.wait()  # everything the producer's queue was given (host tasks too), done
-        result = run(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            q = lease.queue
+            if q is not None and all(q is not other for other in queues):
+                queues.append(q)
+        foreign.before(queues)
+        result = run(fn, *new_args, grid=grid, warmup=warmup, **kwargs)
         if not warmup:
-            queue.finish()
-            foreign.fenced_launches += 1
+            foreign.after(queues, (*originals, *leases))
     finally:
         foreign.release(leases)
     return result
