@@ -35,22 +35,34 @@ def _foreign_type(t: type) -> bool:
     return f
 
 
-def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
+def _run_foreign(
+    inner: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool
+) -> Any:
     """A launch with foreign arrays: each one's lease (checked through UR and lent to the session,
     once per dpnp/dpctl array object: :meth:`ForeignState.lease`), then the ordinary launch with
     typed pointers in their place, ordered: the producers' SYCL queues waited for before, the
     launch handed back to SYCL after (the producers held until it has run)."""
     foreign = act.session.foreign
     lease_of = foreign.lease
+    by_type = _FOREIGN_BY_TYPE
     leases: list[Any] = []
     originals: list[Any] = []
+    queues: list[Any] = []
+    per_launch = False
     try:
         new_args = []
         for value in args:
-            if _foreign_type(type(value)):
+            f = by_type.get(type(value))
+            if f is None:
+                f = _foreign_type(type(value))
+            if f:
                 lease = lease_of(value)
                 leases.append(lease)
                 originals.append(value)
+                per_launch = per_launch or lease.per_launch
+                q = lease.queue
+                if q is not None and all(q is not other for other in queues):
+                    queues.append(q)
                 value = lease.pointer
             new_args.append(value)
         if kwargs:
@@ -59,18 +71,18 @@ def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs
                     lease = lease_of(value)
                     leases.append(lease)
                     originals.append(value)
+                    per_launch = per_launch or lease.per_launch
+                    q = lease.queue
+                    if q is not None and all(q is not other for other in queues):
+                        queues.append(q)
                     kwargs[k] = lease.pointer
-        queues: list[Any] = []
-        for lease in leases:
-            q = lease.queue
-            if q is not None and all(q is not other for other in queues):
-                queues.append(q)
         foreign.before(queues)
-        result = run(fn, *new_args, grid=grid, warmup=warmup, **kwargs)
+        result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
         if not warmup:
-            foreign.after(queues, (*originals, *leases))
+            foreign.after(queues, (originals, leases))
     finally:
-        foreign.release(leases)
+        if per_launch:
+            foreign.release(leases)
     return result
 
 
@@ -312,12 +324,17 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         act = CURRENT.get()
         if act is not None and not act.session._closed:
+            by_type = _FOREIGN_BY_TYPE
             for value in args:
-                if _foreign_type(type(value)):
-                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
+                f = by_type.get(type(value))
+                if f or (f is None and _foreign_type(type(value))):
+                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
             for value in kwargs.values():
                 if _foreign_type(type(value)):
-                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
+                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
+        return inner(self, act, args, kwargs, grid, warmup)
+
+    def inner(self: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
         if (
             act is None
             or act.session._closed  # Triton's path raises the kit's error for it

@@ -78,9 +78,9 @@ class ForeignState:
         self.session = session
         self.lock = threading.RLock()  # a collected array's weak reference may release inside a locked region
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
-        self.held: dict[int, Lease] = {}  # id(usm_ndarray) -> its lease, while the array lives
-        self.refs: dict[int, weakref.ref] = {}  # id(usm_ndarray) -> a weak reference (callback: give back)
-        self.inflight: collections.deque[tuple[Any, tuple]] = collections.deque()  # (SYCL event, producers)
+        # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
+        self.held: dict[int, tuple[weakref.ref, Lease]] = {}
+        self.inflight: collections.deque[tuple[Any, Any]] = collections.deque()  # (SYCL event, producers)
         self.launches = 0  # launches with foreign memory (tests read it)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
@@ -128,30 +128,28 @@ class ForeignState:
 
     def lease(self, obj: Any) -> Lease:
         """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
-        kind = _kind(type(obj))
+        kind = _KIND.get(type(obj)) or _kind(type(obj))
         if kind == 2:
             obj = obj._array_obj
-            kind = _kind(type(obj))
+            kind = _KIND.get(type(obj)) or _kind(type(obj))
         if kind != 1:
             return self.check(obj)
-        key = id(obj)
-        held = self.held.get(key)
-        if held is not None and self.refs[key]() is obj:
-            return held
+        held = self.held.get(id(obj))
+        if held is not None and held[0]() is obj:
+            return held[1]
         lease = self.check(obj)
         lease.per_launch = False
-        lease.pointer.producer = None  # the cache must not keep the array alive: the launch holds it
+        lease.pointer.producer = None  # the cache must not keep the array alive: each launch holds it
+        key = id(obj)
         with self.lock:
-            self.held[key] = lease
-            self.refs[key] = weakref.ref(obj, lambda _r, key=key: self._collected(key))
+            self.held[key] = (weakref.ref(obj, lambda _r, key=key: self._collected(key)), lease)
         return lease
 
     def _collected(self, key: int) -> None:
         with self.lock:
-            lease = self.held.pop(key, None)
-            self.refs.pop(key, None)
-            if lease is not None:
-                self._give_back(lease.pointer.base)
+            held = self.held.pop(key, None)
+            if held is not None:
+                self._give_back(held[1].pointer.base)
 
     def _give_back(self, base: int) -> None:
         if base and base in self.lent:
@@ -179,7 +177,7 @@ class ForeignState:
         if sq is not None:
             sq.wait()
 
-    def after(self, queues: list[Any], producers: tuple) -> None:
+    def after(self, queues: list[Any], producers: Any) -> None:
         """The launch handed back to SYCL (or finished, ``handoff`` off): later SYCL work on the
         session's queue and the producers' queues follows it; the producers are held until it ran."""
         self.launches += 1
@@ -191,11 +189,10 @@ class ForeignState:
             self.inflight.append((None, producers))
             return
         event = sq.submit_barrier()  # on the in-order queue sharing the native one: after the kernel
-        others = [q for q in queues if q is not sq]
-        if others:
-            from dpctl.utils import SequentialOrderManager
+        for q in queues:
+            if q is not sq:
+                from dpctl.utils import SequentialOrderManager
 
-            for q in others:
                 SequentialOrderManager[q].add_event_pair(event, event)
         inflight = self.inflight
         inflight.append((event, producers))
@@ -232,8 +229,7 @@ class ForeignState:
             if self.inflight and self.session.sycl_queue is not None:
                 self.session.sycl_queue.wait()
             self.inflight.clear()
-            self.held.clear()
-            self.refs.clear()  # dropped weak references never call back
+            self.held.clear()  # dropped weak references never call back
             self.lent.clear()
 
 
