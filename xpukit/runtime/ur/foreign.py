@@ -74,6 +74,8 @@ def _libsycl() -> Any:
             lib._ZNK4sycl3_V17context9getNativeEv.argtypes = [c_void_p]
             lib._ZNK4sycl3_V16device9getNativeEv.argtypes = [c_void_p]
             lib._ZNK4sycl3_V15queue9getNativeERi.argtypes = [c_void_p, POINTER(c_int)]
+            lib._ZNK4sycl3_V15queue16ext_oneapi_emptyEv.restype = ctypes.c_bool
+            lib._ZNK4sycl3_V15queue16ext_oneapi_emptyEv.argtypes = [c_void_p]
             _SYCL = lib
         return _SYCL
 
@@ -105,6 +107,12 @@ def sycl_queue_of(obj: Any) -> Any:
         f"a {type(obj).__name__} is not a SYCL queue and carries none",
         "pass a dpctl.SyclQueue, or a dpnp/dpctl array (its .sycl_queue is used)",
     )
+
+
+def sycl_queue_empty() -> Any:
+    """``sycl::queue::ext_oneapi_empty`` (every command submitted to the queue has completed, host
+    tasks too), called on dpctl's ``addressof_ref()``: ``empty(queue.addressof_ref()) -> bool``."""
+    return _libsycl()._ZNK4sycl3_V15queue16ext_oneapi_emptyEv
 
 
 def sycl_native_handles(queue: Any) -> NativeHandles:
@@ -426,6 +434,7 @@ __all__ = [
     "is_foreign_array",
     "release_opencl",
     "sycl_native_handles",
+    "sycl_queue_empty",
     "sycl_queue_of",
     "view_of",
 ]

@@ -9,8 +9,9 @@ reads their protocols and asks UR about their pointers).
   weak reference takes the lending back). A dpnp array is resolved to its ``usm_ndarray`` on every
   launch (dpnp may swap it). Any other producer (SUAI objects, DLPack) is checked and lent per launch.
 * **Ordering is the kit's** (docs/ur.md, "dpnp and foreign memory"). Before a launch every
-  producer's SYCL queue and the session's SYCL queue are waited for (SYCL runs some commands as
-  host tasks the native queue never sees: oneMKL's CPU gemm under ``dpnp.matmul``). After it, the
+  producer's SYCL queue and the session's SYCL queue are waited for unless SYCL reports it empty
+  (SYCL runs some commands as host tasks the native queue never sees: oneMKL's CPU gemm under
+  ``dpnp.matmul``). After it, the
   launch is handed back to SYCL instead of finished: a SYCL barrier on the session's in-order SYCL
   queue (which shares the session's native queue, so the barrier follows the kernel) becomes that
   queue's last event, and the producers' other queues get it in their dpctl order manager, which
@@ -25,7 +26,7 @@ import weakref
 from ctypes import c_void_p
 from typing import Any
 
-from xpukit.runtime.ur.foreign import ForeignPointer, _bad, alloc_info, view_of
+from xpukit.runtime.ur.foreign import ForeignPointer, _bad, alloc_info, sycl_queue_empty, view_of
 
 # Types whose objects never change pointer, dtype, extent or queue: checked once per object.
 _IMMUTABLE = {("dpctl.tensor._usmarray", "usm_ndarray"), ("dpnp.tensor._usmarray", "usm_ndarray")}
@@ -84,6 +85,7 @@ class ForeignState:
         self.launches = 0  # launches with foreign memory (tests read it)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
+        self._empty: Any = None  # sycl::queue::ext_oneapi_empty, once libsycl is needed
 
     # -- checks and lending ------------------------------------------------------------------------
     def check(self, obj: Any) -> Lease:
@@ -169,12 +171,16 @@ class ForeignState:
 
     # -- ordering -----------------------------------------------------------------------------------
     def before(self, queues: list[Any]) -> None:
-        """Every producer's queue and the session's SYCL queue waited for (host tasks too)."""
+        """Every producer's queue and the session's SYCL queue waited for (host tasks too), unless
+        SYCL says everything submitted to it has completed (``ext_oneapi_empty``: no wait needed)."""
         sq = self.session.sycl_queue
+        empty = self._empty
+        if empty is None:
+            empty = self._empty = sycl_queue_empty()
         for q in queues:
-            if q is not sq:
+            if q is not sq and not empty(q.addressof_ref()):
                 q.wait()
-        if sq is not None:
+        if sq is not None and not empty(sq.addressof_ref()):
             sq.wait()
 
     def after(self, queues: list[Any], producers: Any) -> None:
