@@ -47,7 +47,7 @@ def _run_foreign(
     by_type = _FOREIGN_BY_TYPE
     leases: list[Any] = []
     originals: list[Any] = []
-    queues: list[Any] = []
+    queues: dict[int, Any] = {}  # the producers' SYCL queues, once each
     per_launch = False
     try:
         new_args = []
@@ -60,9 +60,8 @@ def _run_foreign(
                 leases.append(lease)
                 originals.append(value)
                 per_launch = per_launch or lease.per_launch
-                q = lease.queue
-                if q is not None and all(q is not other for other in queues):
-                    queues.append(q)
+                if lease.queue is not None:
+                    queues[id(lease.queue)] = lease.queue
                 value = lease.pointer
             new_args.append(value)
         if kwargs:
@@ -72,14 +71,14 @@ def _run_foreign(
                     leases.append(lease)
                     originals.append(value)
                     per_launch = per_launch or lease.per_launch
-                    q = lease.queue
-                    if q is not None and all(q is not other for other in queues):
-                        queues.append(q)
+                    if lease.queue is not None:
+                        queues[id(lease.queue)] = lease.queue
                     kwargs[k] = lease.pointer
-        foreign.before(queues)
+        producer_queues = list(queues.values())
+        foreign.before(producer_queues)
         result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
         if not warmup:
-            foreign.after(queues, (originals, leases))
+            foreign.after(producer_queues, (originals, leases))
     finally:
         if per_launch:
             foreign.release(leases)

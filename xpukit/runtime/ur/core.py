@@ -444,7 +444,7 @@ class Session:
         self._check()
         self.queue.finish()
         if self.foreign.inflight:
-            self.foreign.settle()
+            self.foreign.settle(finished=True)
 
     def new_queue(self, profiling: bool = False) -> Queue:
         """Another in-order queue on this session's device (owned and finished by the session)."""

@@ -20,7 +20,6 @@ reads their protocols and asks UR about their pointers).
 
 from __future__ import annotations
 
-import collections
 import threading
 import weakref
 from ctypes import c_void_p
@@ -45,17 +44,6 @@ def _kind(t: type) -> int:
     return k
 
 
-_COMPLETE: list[Any] = []
-
-
-def _complete() -> Any:
-    if not _COMPLETE:
-        import dpctl
-
-        _COMPLETE.append(dpctl.event_status_type.complete)
-    return _COMPLETE[0]
-
-
 class Lease:
     """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue, and whether
     its allocation was lent for this launch only (returned by :meth:`ForeignState.release`)."""
@@ -73,7 +61,7 @@ class ForeignState:
     table (counted per allocation, so views of one allocation share an entry), and the launches
     handed to SYCL whose producers are still referenced."""
 
-    HANDOFF_LIMIT = 256  # launches in flight before the oldest is waited for (their producers held)
+    HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
 
     def __init__(self, session: Any) -> None:
         self.session = session
@@ -81,7 +69,7 @@ class ForeignState:
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
         # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
         self.held: dict[int, tuple[weakref.ref, Lease]] = {}
-        self.inflight: collections.deque[tuple[Any, Any]] = collections.deque()  # (SYCL event, producers)
+        self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
         self.launches = 0  # launches with foreign memory (tests read it)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
@@ -191,49 +179,40 @@ class ForeignState:
         if not self.handoff or sq is None:
             self.session.queue.finish()
             return
-        if not self.after_barrier:
-            self.inflight.append((None, producers))
-            return
-        event = sq.submit_barrier()  # on the in-order queue sharing the native one: after the kernel
-        for q in queues:
-            if q is not sq:
-                from dpctl.utils import SequentialOrderManager
-
-                SequentialOrderManager[q].add_event_pair(event, event)
         inflight = self.inflight
-        inflight.append((event, producers))
-        if len(inflight) > 32:
-            self.settle(self.HANDOFF_LIMIT)
+        inflight.append(producers)
+        if self.after_barrier:
+            event = sq.submit_barrier()  # on the in-order queue sharing the native one: after the kernel
+            for q in queues:
+                if q is not sq:
+                    from dpctl.utils import SequentialOrderManager
 
-    def settle(self, keep: int = 0) -> None:
-        """Let go of the producers of launches that have run: all of them once the newest barrier
-        has completed (barriers on an in-order queue complete in order); beyond ``keep`` launches
-        the oldest is waited for. ``keep=0``: everything is waited for (a session's finish)."""
+                    SequentialOrderManager[q].add_event_pair(event, event)
+        if len(inflight) > 32:
+            self.settle(finished=False)
+
+    def settle(self, finished: bool = True) -> None:
+        """Let go of the producers of launches that have run: all of them when the session's native
+        queue was just finished, or when SYCL reports the session's queue empty (its last barrier,
+        after every launch so far, has completed); beyond ``HANDOFF_LIMIT`` launches the native
+        queue is finished first."""
         with self.lock:
             inflight = self.inflight
             if not inflight:
                 return
-            if not keep:  # the session's native queue was finished: the SYCL barriers are left
-                if self.session.sycl_queue is not None:
-                    self.session.sycl_queue.wait()
-                inflight.clear()
-                return
-            newest = inflight[-1][0]
-            if newest is not None and newest.execution_status == _complete():
-                inflight.clear()
-            while len(inflight) > keep:
-                event = inflight[0][0]
-                if event is None:
+            if not finished:
+                sq = self.session.sycl_queue
+                if self.after_barrier and sq is not None and self._empty is not None:
+                    finished = self._empty(sq.addressof_ref())
+                if not finished and len(inflight) > self.HANDOFF_LIMIT:
                     self.session.queue.finish()
-                else:
-                    event.wait()
-                inflight.popleft()
+                    finished = True
+            if finished:
+                inflight.clear()
 
     def close(self) -> None:
         """The session closes (its queue finished): nothing is held or lent any more."""
         with self.lock:
-            if self.inflight and self.session.sycl_queue is not None:
-                self.session.sycl_queue.wait()
             self.inflight.clear()
             self.held.clear()  # dropped weak references never call back
             self.lent.clear()
