@@ -40,8 +40,9 @@ def _run_foreign(
 ) -> Any:
     """A launch with foreign arrays: each one's lease (checked through UR and lent to the session,
     once per dpnp/dpctl array object: :meth:`ForeignState.lease`), then the ordinary launch with
-    typed pointers in their place, ordered: the producers' SYCL queues waited for before, the
-    launch handed back to SYCL after (the producers held until it has run)."""
+    typed pointers in their place (through the kernel's Dispatch, compiled where the launcher is),
+    ordered: the producers' SYCL queues waited for before, the launch handed back to SYCL after
+    (the producers held until it has run)."""
     foreign = act.session.foreign
     lease_of = foreign.lease
     by_type = _FOREIGN_BY_TYPE
@@ -76,7 +77,11 @@ def _run_foreign(
                     kwargs[k] = lease.pointer
         producer_queues = list(queues.values())
         foreign.before(producer_queues)
-        result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
+        d = None if warmup else fn.__dict__.get("_xpukit_dispatch")
+        if d is not None:  # the compiled dispatch, as for the kit's arrays (its door is run() again)
+            result = d[grid](*new_args, **kwargs)
+        else:
+            result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
         if not warmup:
             foreign.after(producer_queues, (originals, leases))
     finally:
