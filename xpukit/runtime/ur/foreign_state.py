@@ -20,6 +20,7 @@ reads their protocols and asks UR about their pointers).
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from ctypes import c_void_p
@@ -132,10 +133,10 @@ class ForeignState:
         lease.pointer.producer = None  # the cache must not keep the array alive: each launch holds it
         key = id(obj)
         with self.lock:
-            self.held[key] = (weakref.ref(obj, lambda _r, key=key: self._collected(key)), lease)
+            self.held[key] = (weakref.ref(obj, functools.partial(self._collected, key)), lease)
         return lease
 
-    def _collected(self, key: int) -> None:
+    def _collected(self, key: int, _ref: Any = None) -> None:
         with self.lock:
             held = self.held.pop(key, None)
             if held is not None:
