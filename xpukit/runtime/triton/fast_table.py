@@ -19,6 +19,7 @@ from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.foreign import is_foreign_array
+from xpukit.runtime.ur.foreign_state import foreign_kind
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 
 _FOREIGN_BY_TYPE: dict[type, bool] = {}
@@ -35,6 +36,18 @@ def _foreign_type(t: type) -> bool:
     return f
 
 
+# An argument type's kind, decided once: 0 not a foreign array, else foreign_state.foreign_kind's
+# (1 a dpnp/dpctl usm_ndarray, 2 a dpnp array around one, 3 any other producer).
+_ARG_KIND: dict[type, int] = {}
+
+
+def _arg_kind(t: type) -> int:
+    k = _ARG_KIND.get(t)
+    if k is None:
+        k = _ARG_KIND[t] = foreign_kind(t) if _foreign_type(t) else 0
+    return k
+
+
 def _run_foreign(
     inner: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool
 ) -> Any:
@@ -44,8 +57,8 @@ def _run_foreign(
     ordered: the producers' SYCL queues waited for before, the launch handed back to SYCL after
     (the producers held until it has run)."""
     foreign = act.session.foreign
-    lease_of = foreign.lease
-    by_type = _FOREIGN_BY_TYPE
+    held = foreign.held
+    kinds = _ARG_KIND
     leases: list[Any] = []
     originals: list[Any] = []
     queues: dict[int, Any] = {}  # the producers' SYCL queues, once each
@@ -53,28 +66,32 @@ def _run_foreign(
     try:
         new_args = []
         for value in args:
-            f = by_type.get(type(value))
-            if f is None:
-                f = _foreign_type(type(value))
-            if f:
-                lease = lease_of(value)
+            k = kinds.get(type(value))
+            if k is None:
+                k = _arg_kind(type(value))
+            if k:
+                # the held lease of a usm_ndarray seen before, inline (ForeignState.lease's first lines)
+                u = value._array_obj if k == 2 else value
+                h = held.get(id(u))
+                lease = h[1] if h is not None and h[0]() is u else foreign.lease(value)
                 leases.append(lease)
                 originals.append(value)
                 per_launch = per_launch or lease.per_launch
-                if lease.queue is not None:
-                    queues[id(lease.queue)] = lease.queue
+                q = lease.queue
+                if q is not None:
+                    queues[id(q)] = q
                 value = lease.pointer
             new_args.append(value)
         if kwargs:
-            for k, value in kwargs.items():
-                if _foreign_type(type(value)):
-                    lease = lease_of(value)
+            for name, value in kwargs.items():
+                if _arg_kind(type(value)):
+                    lease = foreign.lease(value)
                     leases.append(lease)
                     originals.append(value)
                     per_launch = per_launch or lease.per_launch
                     if lease.queue is not None:
                         queues[id(lease.queue)] = lease.queue
-                    kwargs[k] = lease.pointer
+                    kwargs[name] = lease.pointer
         producer_queues = list(queues.values())
         foreign.before(producer_queues)
         d = None if warmup else fn.__dict__.get("_xpukit_dispatch")
@@ -328,13 +345,13 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         act = CURRENT.get()
         if act is not None and not act.session._closed:
-            by_type = _FOREIGN_BY_TYPE
+            kinds = _ARG_KIND
             for value in args:
-                f = by_type.get(type(value))
-                if f or (f is None and _foreign_type(type(value))):
+                k = kinds.get(type(value))
+                if k or (k is None and _arg_kind(type(value))):
                     return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
             for value in kwargs.values():
-                if _foreign_type(type(value)):
+                if _arg_kind(type(value)):
                     return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
         return inner(self, act, args, kwargs, grid, warmup)
 

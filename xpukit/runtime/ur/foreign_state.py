@@ -36,7 +36,9 @@ _WRAPPERS = {("dpnp.dpnp_array", "dpnp_array")}  # hold one in ._array_obj (reso
 _KIND: dict[type, int] = {}
 
 
-def _kind(t: type) -> int:
+def foreign_kind(t: type) -> int:
+    """How arguments of foreign-array type ``t`` are leased: 1 held per object (a dpnp/dpctl
+    ``usm_ndarray``), 2 through the ``usm_ndarray`` it wraps (a dpnp array), 3 checked per launch."""
     k = _KIND.get(t)
     if k is None:
         name = (t.__module__, t.__name__)
@@ -119,10 +121,10 @@ class ForeignState:
 
     def lease(self, obj: Any) -> Lease:
         """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
-        kind = _KIND.get(type(obj)) or _kind(type(obj))
+        kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
         if kind == 2:
             obj = obj._array_obj
-            kind = _KIND.get(type(obj)) or _kind(type(obj))
+            kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
         if kind != 1:
             return self.check(obj)
         held = self.held.get(id(obj))
@@ -219,4 +221,4 @@ class ForeignState:
             self.lent.clear()
 
 
-__all__ = ["ForeignState", "Lease"]
+__all__ = ["ForeignState", "Lease", "foreign_kind"]
