@@ -16,7 +16,8 @@ shared machine): each case in a child process under ``valgrind --tool=callgrind
 --separate-threads=yes``, ``--calls`` launches after a warm-up, each followed by a clFinish on the
 session's native queue called straight from ctypes (excluded: the drain, not the launch; a
 urQueueFinish or SYCL wait inside the launch counts). ``--kit DIR`` imports xpukit from another
-checkout (before/after in one run: ``--kit /path/to/main --kit .``).
+checkout (before/after in one run: ``--kit /path/to/main --kit .``). ``XPUKIT_BENCH_KEEP=DIR`` copies
+the callgrind dumps there (for callgrind_annotate).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dpnp_launch.py [--rounds 7] [--reps 300] [--n 1024] [--json F]
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dpnp_launch.py --instructions [--calls 500] [--kit DIR ...]

@@ -99,7 +99,7 @@ def test_dpnp_arrays_on_the_sessions_in_order_queue(ooo_queue):
 
 def test_dpnp_matmul_around_a_kernel(ooo_queue):
     """oneMKL's gemm runs as a SYCL host task on the CPU device, which the native queue never sees:
-    without the fences the kernel read unfinished scores and gemm read unfinished weights."""
+    without the kit's ordering the kernel read unfinished scores and gemm read unfinished weights."""
     rng = np.random.default_rng(1)
     a_h, b_h = rng.standard_normal((200, 32), dtype=np.float32), rng.standard_normal((32, 150), dtype=np.float32)
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
@@ -112,7 +112,7 @@ def test_dpnp_matmul_around_a_kernel(ooo_queue):
             np.testing.assert_allclose(dpnp.asnumpy(back), (2 * (a_h @ b_h)) @ b_h.T, rtol=1e-4, atol=1e-3)
 
 
-def test_arrays_of_another_queue_are_fenced_and_exact(ooo_queue):
+def test_arrays_of_another_queue_are_ordered_and_exact(ooo_queue):
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
         n = 1 << 16
         x = dpnp.arange(n, dtype=dpnp.float32, sycl_queue=ooo_queue)
@@ -268,9 +268,10 @@ def test_foreign_launches_from_threads(ooo_queue):
 
 def test_an_out_of_order_queue_never_races_the_kit():
     """dpnp on an out-of-order queue -> a Triton kernel -> dpnp, temporaries dropped at once, in
-    separate processes (a crash is a failure here, not a dead pytest). Without the kit's fences the
-    same probe (``--unordered``) gave wrong results in 5 of 6 runs of 12 iterations on this device; the spike saw 5
-    segfaults and 4 wrong results in 13."""
+    separate processes (a crash is a failure here, not a dead pytest). Without the kit's ordering the
+    same probe gave wrong results on this device: ``--unordered`` in 3 of 5 runs of 12 iterations,
+    ``--no-after-barrier`` (no SYCL barrier after the launch) in 5 of 6; the spike saw 5 segfaults and
+    4 wrong results in 13."""
     probe = ROOT / "tests" / "support" / "dpnp_order_probe.py"
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
