@@ -6,39 +6,52 @@ float32 vectors (3 pointers, n). Cases, in interleaved rounds (the queue drained
 outside the timing), per-call medians:
   own          kernel[grid](x, y, out, n) with the kit's DeviceArrays: the C dispatch, enqueue only
   own_finish   the same, then the session queue's finish (enqueue + completion)
-  dpnp         kernel[grid](x, y, out, n) with dpnp arrays on the session's SYCL queue: the Python
-               door (each pointer checked through urUSMGetMemAllocInfo and lent to the session), its
-               fences (the SYCL queue waited for before, the launch finished after)
-  dpnp_checks  a diagnostic, never a mode of the kit: the dpnp case with its fences switched off
-               (no queue waited for, the launch not finished): what the checks and the Python door
-               cost by themselves
-Ratios (median of per-round ratios): dpnp / own (the issue's "enqueue" ratio; dpnp's time also
-holds the kernel's completion), dpnp / own_finish (both including completion), dpnp_checks / own.
+  dpnp         kernel[grid](x, y, out, n) with dpnp arrays on the session's SYCL queue: the kit's
+               foreign launch (each array's check and lending cached per array object, the
+               producers' queues ordered before the launch, the launch handed back to SYCL after)
+Ratio (median of per-round ratios): dpnp / own, the issue's "enqueue" ratio.
+
+``--instructions``: instructions per call on the launching thread (callgrind, deterministic on a
+shared machine): each case in a child process under ``valgrind --tool=callgrind
+--separate-threads=yes``, ``--calls`` launches after a warm-up, each followed by a clFinish on the
+session's native queue called straight from ctypes (excluded: the drain, not the launch; a
+urQueueFinish or SYCL wait inside the launch counts). ``--kit DIR`` imports xpukit from another
+checkout (before/after in one run: ``--kit /path/to/main --kit .``). ``XPUKIT_BENCH_KEEP=DIR`` copies
+the callgrind dumps there (for callgrind_annotate).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dpnp_launch.py [--rounds 7] [--reps 300] [--n 1024] [--json F]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dpnp_launch.py --instructions [--calls 500] [--kit DIR ...]
 
-Needs dpnp (the dpnp image: invoke build --with dpnp).
+Needs dpnp (the dpnp image: invoke build --with dpnp); --instructions needs valgrind.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import glob
 import json
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+KIT = os.environ.get("XPUKIT_BENCH_KIT")  # --kit: the checkout whose xpukit the child imports
+sys.path.insert(0, KIT or str(REPO))
 
 import numpy as np  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+CASES = ("none", "own", "dpnp")
 
 
 @triton.jit
@@ -55,73 +68,169 @@ def per_call(fn, reps: int) -> float:
     return (time.perf_counter() - start) / reps * 1e6
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--reps", type=int, default=300)
-    p.add_argument("--n", type=int, default=1024)
-    p.add_argument("--json", type=Path)
-    args = p.parse_args()
-
+def setup(n: int) -> tuple[Any, ...]:
+    """The session over dpnp's default queue, the kit's and dpnp's arrays, the launches."""
     import dpctl
     import dpnp
 
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate, from_numpy
-    from xpukit.runtime.ur import foreign
-    from xpukit.runtime.ur.objects import Queue
 
-    def unfenced(launch):
-        borrow, finish = foreign.ForeignState.borrow, Queue.finish
-
-        def no_waits(self, obj):
-            lease = borrow(self, obj)
-            lease.waits = ()
-            return lease
-
-        foreign.ForeignState.borrow, Queue.finish = no_waits, lambda self: None
-        try:
-            launch()
-        finally:
-            foreign.ForeignState.borrow, Queue.finish = borrow, finish
-
-    n, block = args.n, 1024
+    block = 1024
     grid = (triton.cdiv(n, block),)
     host = np.arange(n, dtype=np.float32)
-    with ur.Session.from_sycl(dpctl.SyclQueue()) as s, activate(s):
-        q = s.sycl_queue
-        kx, ky, kout = from_numpy(host), from_numpy(host), from_numpy(host)
-        dx, dy, dout = (dpnp.asarray(host, sycl_queue=q) for _ in range(3))
-        cases = {
-            "own": lambda: add[grid](kx, ky, kout, n, BLOCK=block),
-            "own_finish": lambda: (add[grid](kx, ky, kout, n, BLOCK=block), s.queue.finish()),
-            "dpnp": lambda: add[grid](dx, dy, dout, n, BLOCK=block),
-            "dpnp_checks": lambda: unfenced(lambda: add[grid](dx, dy, dout, n, BLOCK=block)),
-        }
-        for fn in cases.values():  # compile, record, warm
-            for _ in range(20):
-                fn()
-        s.finish()
-        np.testing.assert_array_equal(kout.to_numpy(), host * 2)
-        np.testing.assert_array_equal(dpnp.asnumpy(dout), host * 2)
-        times: dict[str, list[float]] = {k: [] for k in cases}
-        for _ in range(args.rounds):
-            for name, fn in cases.items():
-                times[name].append(per_call(fn, args.reps))
-                s.finish()
-    med = {k: statistics.median(v) for k, v in times.items()}
-    ratio = statistics.median(d / o for d, o in zip(times["dpnp"], times["own"], strict=True))
-    ratio_finish = statistics.median(d / o for d, o in zip(times["dpnp"], times["own_finish"], strict=True))
-    print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}], n={n}, {args.rounds} rounds x {args.reps}")
+    s = ur.Session.from_sycl(dpctl.SyclQueue())
+    act = activate(s)
+    act.__enter__()
+    q = s.sycl_queue
+    kx, ky, kout = from_numpy(host), from_numpy(host), from_numpy(host)
+    dx, dy, dout = (dpnp.asarray(host, sycl_queue=q) for _ in range(3))
+    cases = {
+        "none": lambda: None,
+        "own": lambda: add[grid](kx, ky, kout, n, BLOCK=block),
+        "own_finish": lambda: (add[grid](kx, ky, kout, n, BLOCK=block), s.queue.finish()),
+        "dpnp": lambda: add[grid](dx, dy, dout, n, BLOCK=block),
+    }
+    for fn in cases.values():  # compile, record, warm
+        for _ in range(20):
+            fn()
+    s.finish()
+    q.wait()
+    np.testing.assert_array_equal(kout.to_numpy(), host * 2)
+    np.testing.assert_array_equal(dpnp.asnumpy(dout), host * 2)
+    return s, act, cases
+
+
+def child(case: str, calls: int, n: int) -> None:
+    """The process callgrind measures: ``calls`` launches of ``case``, each then drained by a
+    clFinish called from ctypes (the parse leaves those out)."""
+    import ctypes
+
+    from xpukit.runtime.ur import foreign
+
+    s, act, cases = setup(n)
+    f = cases[case]
+    ocl = ctypes.CDLL(foreign._loaded_library("libOpenCL.so"))
+    native = ctypes.c_void_p(foreign.sycl_native_handles(s.sycl_queue).queue)  # retained once: the process ends
+    drain = ocl.clFinish
+    for _ in range(50):
+        f()
+        drain(native)
+    s.sycl_queue.wait()
+    os.getppid()  # callgrind zeroes its counters here (--zero-before=getppid)
+    for _ in range(calls):
+        f()
+        drain(native)
+    os.getpgrp()  # and dumps them here (--dump-before=getpgrp): the loop alone
+    s.sycl_queue.wait()
+    act.__exit__(None, None, None)
+    s.close()
+
+
+def parse(path: str) -> int:
+    """Instructions of one callgrind dump without the loop's drains: clFinish called from ctypes
+    (not from UR's urQueueFinish), inclusive. A urQueueFinish in the launch (a fence) counts."""
+    fns: dict[str, str] = {}
+    fn, cfn, call, total, drained = "", "", False, 0, 0
+    ref = re.compile(r"\((\d+)\)(?: (.*))?")
+
+    def name(text: str) -> str:
+        m = ref.match(text.strip())
+        if not m:
+            return text.strip()
+        if m.group(2):
+            fns[m.group(1)] = m.group(2)
+        return fns.get(m.group(1), "?")
+
+    with open(path) as fh:
+        for line in fh:
+            c = line[:1]
+            if c.isdigit() or c in "+-*":
+                if call:
+                    call = False
+                    if cfn == "clFinish" and "urQueueFinish" not in fn:
+                        drained += int(line.split()[-1])
+            elif line.startswith("fn="):
+                fn = name(line[3:])
+            elif line.startswith("cfn="):
+                cfn = name(line[4:])
+            elif line.startswith("calls="):
+                call = True
+            elif line.startswith(("summary:", "totals:")):
+                total = int(line.split()[-1])
+    if not drained:
+        sys.exit(f"bench_dpnp_launch: no drain (clFinish outside urQueueFinish) found in {path}")
+    return total - drained
+
+
+def instructions(args: argparse.Namespace) -> dict[str, Any]:
+    kits = [str(Path(k).resolve()) for k in (args.kit or [str(REPO)])]
+    rows: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as td:
+        for kit in kits:
+            env = {**os.environ, "PYTHONHASHSEED": "0", "XPUKIT_BENCH_KIT": kit}
+            rows[kit] = {}
+            for case in CASES:
+                me = [sys.executable, str(Path(__file__).resolve()), "--n", str(args.n), "--child", case]
+                subprocess.run([*me, "1"], check=True, capture_output=True, env=env)  # warm Triton's caches
+                base = f"{td}/cg.{len(rows)}.{case}"
+                cmd = [args.valgrind, "--tool=callgrind", "--separate-threads=yes", "--zero-before=getppid"]
+                cmd += ["--dump-before=getpgrp", f"--callgrind-out-file={base}.%p", *me, str(args.calls)]
+                r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                if os.environ.get("XPUKIT_BENCH_KEEP"):
+                    subprocess.run(["sh", "-c", f"cp {base}.* {os.environ['XPUKIT_BENCH_KEEP']}/"])
+                files = glob.glob(f"{base}.*.1-01")  # the dump at getpgrp, thread 1 (the launching thread)
+                if r.returncode or len(files) != 1:
+                    sys.exit(f"bench_dpnp_launch: {case} under callgrind failed: {r.stderr.strip().splitlines()[-3:]}")
+                rows[kit][case] = round(parse(files[0]) / args.calls)
+            own, dpnp, loop = rows[kit]["own"], rows[kit]["dpnp"], rows[kit]["none"]
+            rows[kit]["dpnp_over_own"] = round(dpnp / own, 3)  # type: ignore[assignment]
+            rows[kit]["dpnp_over_own_without_loop"] = round((dpnp - loop) / (own - loop), 3)  # type: ignore[assignment]
+            print(f"{kit}: {rows[kit]}", flush=True)
+    return {"instructions_per_call": rows, "calls": args.calls, "n": args.n}
+
+
+def times(args: argparse.Namespace) -> dict[str, Any]:
+    s, act, cases = setup(args.n)
+    del cases["none"]
+    rounds: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(args.rounds):
+        for name, fn in cases.items():
+            rounds[name].append(per_call(fn, args.reps))
+            s.finish()
+            s.sycl_queue.wait()
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    ratio = statistics.median(d / o for d, o in zip(rounds["dpnp"], rounds["own"], strict=True))
+    ratio_finish = statistics.median(d / o for d, o in zip(rounds["dpnp"], rounds["own_finish"], strict=True))
+    print(f"device: {s.device.name} [{s.device.type}, {s.device.backend}], n={args.n}, "
+          f"{args.rounds} rounds x {args.reps}, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     for k, v in med.items():
-        print(f"  {k:<11} {v:8.1f} us/call (fastest round {min(times[k]):.1f})")
+        print(f"  {k:<11} {v:8.1f} us/call (fastest round {min(rounds[k]):.1f})")
     print(f"  dpnp / own        {ratio:.2f}x")
     print(f"  dpnp / own_finish {ratio_finish:.2f}x")
-    checks = statistics.median(d / o for d, o in zip(times["dpnp_checks"], times["own"], strict=True))
-    print(f"  dpnp_checks / own {checks:.2f}x")
+    act.__exit__(None, None, None)
+    s.close()
+    return {"median_us": med, "rounds_us": rounds, "n": args.n, "dpnp_over_own": ratio,
+            "dpnp_over_own_finish": ratio_finish, "load": os.getloadavg()[0]}  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--reps", type=int, default=300)
+    p.add_argument("--n", type=int, default=1024)
+    p.add_argument("--instructions", action="store_true", help="callgrind instructions per call instead of times")
+    p.add_argument("--calls", type=int, default=500)
+    p.add_argument("--kit", action="append", help="an xpukit checkout to measure (repeatable; default: this one)")
+    p.add_argument("--valgrind", default="valgrind")
+    p.add_argument("--json", type=Path)
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]), args.n)
+        return 0
+    result = instructions(args) if args.instructions else times(args)
     if args.json:
-        result = {"median_us": med, "rounds_us": times, "n": n, "dpnp_over_own": ratio}
-        result.update(dpnp_over_own_finish=ratio_finish, checks_over_own=checks)
         args.json.write_text(json.dumps(result, indent=1))
     return 0
 

@@ -74,8 +74,9 @@ def _cl_refcount(kind: str, handle: int) -> int:
 
 
 def test_dpnp_arrays_on_the_sessions_in_order_queue(ooo_queue):
-    """dpnp -> kernel -> kernel -> dpnp on the session's in-order SYCL queue, exact; every launch
-    with foreign memory fenced, and the lent ranges back out of the session's table after it."""
+    """dpnp -> kernel -> kernel -> dpnp on the session's in-order SYCL queue, exact; each array's
+    allocation lent to the session's table while the array lives (checked once), and back out of
+    it when the array is collected."""
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
         assert s.sycl_queue.is_in_order and s.sycl_queue.sycl_context == ooo_queue.sycl_context
         n = 3001
@@ -84,14 +85,21 @@ def test_dpnp_arrays_on_the_sessions_in_order_queue(ooo_queue):
         out = dpnp.empty(n, dtype=dpnp.float32, sycl_queue=s.sycl_queue)
         add[grid(n)](x, y, out, n, BLOCK=256)
         add[grid(n)](out, y, out, n, BLOCK=256)  # the fast-table path on the second call
-        assert s.foreign.fenced_launches == 2 and not s.foreign.lent and len(s.allocations) == 0
+        assert s.foreign.launches == 2 and len(s.foreign.lent) == 3 and len(s.allocations) == 3
+        assert len(s.foreign.held) == 3  # one check per array object, not per launch
         result = dpnp.asnumpy(out * 2)  # a dpnp op after the kernel, on the same queue
+        assert len(s.foreign.inflight) == 2  # the launches' producers, held until they are known to have run
+        s.finish()
+        assert not s.foreign.inflight
+        del x, y, out
+        gc.collect()
+        assert not s.foreign.held and not s.foreign.lent and len(s.allocations) == 0
     np.testing.assert_array_equal(result, (np.arange(n, dtype=np.float32) + 1.0) * 2)
 
 
 def test_dpnp_matmul_around_a_kernel(ooo_queue):
     """oneMKL's gemm runs as a SYCL host task on the CPU device, which the native queue never sees:
-    without the fences the kernel read unfinished scores and gemm read unfinished weights."""
+    without the kit's ordering the kernel read unfinished scores and gemm read unfinished weights."""
     rng = np.random.default_rng(1)
     a_h, b_h = rng.standard_normal((200, 32), dtype=np.float32), rng.standard_normal((32, 150), dtype=np.float32)
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
@@ -104,13 +112,13 @@ def test_dpnp_matmul_around_a_kernel(ooo_queue):
             np.testing.assert_allclose(dpnp.asnumpy(back), (2 * (a_h @ b_h)) @ b_h.T, rtol=1e-4, atol=1e-3)
 
 
-def test_arrays_of_another_queue_are_fenced_and_exact(ooo_queue):
+def test_arrays_of_another_queue_are_ordered_and_exact(ooo_queue):
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
         n = 1 << 16
         x = dpnp.arange(n, dtype=dpnp.float32, sycl_queue=ooo_queue)
         out = dpnp.empty_like(x)
         add[grid(n)](x, x, out, n, BLOCK=256)
-        assert s.foreign.fenced_launches == 1 and not s.foreign.lent
+        assert s.foreign.launches == 1 and len(s.foreign.inflight) == 1  # x, out held until it ran
         np.testing.assert_array_equal(dpnp.asnumpy(out + 1), np.arange(n, dtype=np.float32) * 2 + 1)
 
 
@@ -176,6 +184,7 @@ def test_dlpack_both_ways_without_copies(ooo_queue):
         a.close()  # dpnp still holds the memory: the free waits for it
         assert s._pending_frees == 1
         np.testing.assert_array_equal(dpnp.asnumpy(d), host * 3)
+        s.finish()  # the kit let go of the launch's producers (d among them) once it has run
         del d
         gc.collect()
         assert s._pending_frees == 0 and a.alloc._exports == 0
@@ -252,14 +261,17 @@ def test_foreign_launches_from_threads(ooo_queue):
 
         with ThreadPoolExecutor(4) as pool:
             assert all(pool.map(work, range(8)))
-        assert not s.foreign.lent
+        s.finish()  # the launches have run: their producers are let go
+        gc.collect()
+        assert not s.foreign.lent and not s.foreign.held and not s.foreign.inflight
 
 
 def test_an_out_of_order_queue_never_races_the_kit():
     """dpnp on an out-of-order queue -> a Triton kernel -> dpnp, temporaries dropped at once, in
-    separate processes (a crash is a failure here, not a dead pytest). Without the kit's fences the
-    same probe (``--unordered``) gave wrong results in 5 of 6 runs of 12 iterations on this device; the spike saw 5
-    segfaults and 4 wrong results in 13."""
+    separate processes (a crash is a failure here, not a dead pytest). Without the kit's ordering the
+    same probe gave wrong results on this device: ``--unordered`` in 3 of 5 runs of 12 iterations,
+    ``--no-after-barrier`` (no SYCL barrier after the launch) in 5 of 6; the spike saw 5 segfaults and
+    4 wrong results in 13."""
     probe = ROOT / "tests" / "support" / "dpnp_order_probe.py"
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 

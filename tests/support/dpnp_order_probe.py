@@ -2,9 +2,16 @@
 out-of-order SYCL queue handing arrays to a Triton kernel and back, temporaries dropped at once.
 Prints "exact <iterations>" or exits non-zero naming the first wrong result; a crash is the signal.
 
-``--unordered`` (a control, never used by the tests' assertions): no queue is waited for and the
-launch is not finished, as a session without the kit's ordering would launch; on the CPU device
-that races (wrong results, segfaults), which shows the probe can see the race the kit prevents.
+Orderings (``--on``, ``--before``, ``--after``), the kit's by default:
+  --on session       the dpnp arrays on the session's own in-order SYCL queue, not another queue
+  --finish           every launch finished before it returns (the kit's earlier fence) instead of
+                     handed back to SYCL
+  --no-after-barrier a control: no SYCL barrier after the launch (the producers still held)
+  --unordered        a control: no queue waited for before the launch and no barrier after it
+                     (producers kept), as a session without the kit's ordering would launch; on the
+                     CPU device that races (wrong results, segfaults), which shows the probe can see
+                     the race the kit prevents
+The controls are never the tests' expectations.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--n", type=int, default=1 << 21)
     parser.add_argument("--unordered", action="store_true")
+    parser.add_argument("--no-after-barrier", action="store_true")
+    parser.add_argument("--finish", action="store_true")
+    parser.add_argument("--on", choices=("other", "session"), default="other")
     args = parser.parse_args()
 
     import dpctl
@@ -39,28 +49,19 @@ def main() -> int:
 
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate
-    from xpukit.runtime.ur import foreign
+    from xpukit.runtime.ur.foreign_state import ForeignState
 
     if args.unordered:
-        from xpukit.runtime.ur.objects import Queue
-
-        borrow = foreign.ForeignState.borrow
-
-        kept = []  # producers kept to the end: freeing USM blocks until its users finish, a hidden fence
-
-        def unfenced(self, obj):  # the control: no waits at either handoff
-            lease = borrow(self, obj)
-            lease.waits = ()
-            kept.append(obj)
-            return lease
-
-        foreign.ForeignState.borrow = unfenced
-        Queue.finish = lambda self: None  # only the launch's fence calls it before the end
+        ForeignState.before = lambda self, queues: None  # type: ignore[method-assign]
 
     queue = dpctl.SyclQueue()  # dpctl's default: out-of-order
     assert not queue.is_in_order, "the probe needs an out-of-order queue"
     n = args.n
     with ur.Session.from_sycl(queue) as s, activate(s):
+        s.foreign.handoff = not args.finish
+        s.foreign.after_barrier = not (args.unordered or args.no_after_barrier)
+        if args.on == "session":
+            queue = s.sycl_queue
         for it in range(args.iterations):
             x = dpnp.full(n, float(it), dtype=dpnp.float32, sycl_queue=queue)
             x = x * 2.0  # a second dpnp kernel the launch must follow

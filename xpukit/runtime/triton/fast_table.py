@@ -20,6 +20,7 @@ from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.foreign import is_foreign_array
+from xpukit.runtime.ur.foreign_state import foreign_kind
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 
 _FOREIGN_BY_TYPE: dict[type, bool] = {}
@@ -36,37 +37,74 @@ def _foreign_type(t: type) -> bool:
     return f
 
 
-def _run_foreign(run: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
-    """A launch with foreign arrays: each checked through UR and lent to the session
-    (:meth:`ForeignState.borrow`), then the ordinary launch with typed pointers in their place,
-    fenced: the producers' SYCL queues waited for before, the launch finished after (the
-    producers stay referenced here until then)."""
-    session, queue = act.session, act.stream.queue
-    foreign = session.foreign
+# An argument type's kind, decided once: 0 not a foreign array, else foreign_state.foreign_kind's
+# (1 a dpnp/dpctl usm_ndarray, 2 a dpnp array around one, 3 any other producer).
+_ARG_KIND: dict[type, int] = {}
+
+
+def _arg_kind(t: type) -> int:
+    k = _ARG_KIND.get(t)
+    if k is None:
+        k = _ARG_KIND[t] = foreign_kind(t) if _foreign_type(t) else 0
+    return k
+
+
+def _run_foreign(
+    inner: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool
+) -> Any:
+    """A launch with foreign arrays: each one's lease (checked through UR and lent to the session,
+    once per dpnp/dpctl array object: :meth:`ForeignState.lease`), then the ordinary launch with
+    typed pointers in their place (through the kernel's Dispatch, compiled where the launcher is),
+    ordered: the producers' SYCL queues waited for before, the launch handed back to SYCL after
+    (the producers held until it has run)."""
+    foreign = act.session.foreign
+    held = foreign.held
+    kinds = _ARG_KIND
     leases: list[Any] = []
-
-    def lend(value: Any) -> Any:
-        if not _foreign_type(type(value)):
-            return value
-        lease = foreign.borrow(value)
-        leases.append(lease)
-        return lease.pointer
-
+    originals: list[Any] = []
+    queues: dict[int, Any] = {}  # the producers' SYCL queues, once each
+    per_launch = False
     try:
-        args = tuple(lend(a) for a in args)
-        kwargs = {k: lend(v) for k, v in kwargs.items()}
-        waited: set[int] = set()
-        for lease in leases:
-            for q in lease.waits:
-                if id(q) not in waited:
-                    waited.add(id(q))
-                    q.wait()  # everything the producer's queue was given (host tasks too), done
-        result = run(fn, *args, grid=grid, warmup=warmup, **kwargs)
+        new_args = []
+        for value in args:
+            k = kinds.get(type(value))
+            if k is None:
+                k = _arg_kind(type(value))
+            if k:
+                # the held lease of a usm_ndarray seen before, inline (ForeignState.lease's first lines)
+                u = value._array_obj if k == 2 else value
+                h = held.get(id(u))
+                lease = h[1] if h is not None and h[0]() is u else foreign.lease(value)
+                leases.append(lease)
+                originals.append(value)
+                per_launch = per_launch or lease.per_launch
+                q = lease.queue
+                if q is not None:
+                    queues[id(q)] = q
+                value = lease.pointer
+            new_args.append(value)
+        if kwargs:
+            for name, value in kwargs.items():
+                if _arg_kind(type(value)):
+                    lease = foreign.lease(value)
+                    leases.append(lease)
+                    originals.append(value)
+                    per_launch = per_launch or lease.per_launch
+                    if lease.queue is not None:
+                        queues[id(lease.queue)] = lease.queue
+                    kwargs[name] = lease.pointer
+        producer_queues = list(queues.values())
+        foreign.before(producer_queues)
+        d = None if warmup else fn.__dict__.get("_xpukit_dispatch")
+        if d is not None:  # the compiled dispatch, as for the kit's arrays (its door is run() again)
+            result = d[grid](*new_args, **kwargs)
+        else:
+            result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
         if not warmup:
-            queue.finish()
-            foreign.fenced_launches += 1
+            foreign.after(producer_queues, (originals, leases))
     finally:
-        foreign.release(leases)
+        if per_launch:
+            foreign.release(leases)
     return result
 
 
@@ -308,12 +346,17 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         act = CURRENT.get()
         if act is not None and not act.session._closed:
+            kinds = _ARG_KIND
             for value in args:
-                if _foreign_type(type(value)):
-                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
+                k = kinds.get(type(value))
+                if k or (k is None and _arg_kind(type(value))):
+                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
             for value in kwargs.values():
-                if _foreign_type(type(value)):
-                    return _run_foreign(run, self, act, args, kwargs, grid, warmup)
+                if _arg_kind(type(value)):
+                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
+        return inner(self, act, args, kwargs, grid, warmup)
+
+    def inner(self: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
         if (
             act is None
             or act.session._closed  # Triton's path raises the kit's error for it

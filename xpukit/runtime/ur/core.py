@@ -21,6 +21,7 @@ from typing import Any
 
 from xpukit.runtime.ur import _api, seam
 from xpukit.runtime.ur import foreign as _foreign
+from xpukit.runtime.ur import foreign_state as _foreign_state
 from xpukit.runtime.ur import launcher as _launcher
 from xpukit.runtime.ur.errors import (
     BadDeviceRequest,
@@ -142,7 +143,7 @@ class Session:
         # Sessions over someone else's device (from_native, from_sycl): the SYCL queue shared with
         # the session (in-order), foreign memory lent for launches, allocations freed by their last DLPack consumer.
         self.sycl_queue: Any = None
-        self.foreign = _foreign.ForeignState(self)
+        self.foreign = _foreign_state.ForeignState(self)
         self._pending_frees = 0
         self.lib = load(loader)
         _SESSIONS.add(self)
@@ -171,8 +172,8 @@ class Session:
         """A session sharing a SYCL queue's context and device (a ``dpctl.SyclQueue``, or a dpnp/dpctl
         array's queue). Launches go to an in-order SYCL queue (``session.sycl_queue``): the queue
         itself when it is in-order, else a new in-order queue on its context and device. A launch
-        with foreign memory waits for the producers' queues first and is finished before it returns
-        (xpukit.runtime.ur.foreign), so out-of-order queues and SYCL host tasks never race it."""
+        with foreign memory waits for the producers' queues first and is handed back to SYCL after
+        (xpukit.runtime.ur.foreign_state), so out-of-order queues and SYCL host tasks never race it."""
         import dpctl
 
         given = _foreign.sycl_queue_of(queue)
@@ -438,9 +439,12 @@ class Session:
         return Program(self, binary, "binary", options)
 
     def finish(self) -> None:
-        """Wait for the session's default queue (urQueueFinish)."""
+        """Wait for the session's default queue (urQueueFinish), and let go of the producers of
+        the foreign launches it ran."""
         self._check()
         self.queue.finish()
+        if self.foreign.inflight:
+            self.foreign.settle(finished=True)
 
     def new_queue(self, profiling: bool = False) -> Queue:
         """Another in-order queue on this session's device (owned and finished by the session)."""
@@ -477,6 +481,8 @@ class Session:
                 queue.finish()
             except UrError as exc:
                 errors.append(exc)
+        if getattr(self, "foreign", None) is not None:
+            self.foreign.close()
         for res in reversed(list(self._children.values())):
             try:
                 res.close()

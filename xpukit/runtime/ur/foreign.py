@@ -4,10 +4,9 @@ producers of device type kDLOneAPI), and DLPack export of the kit's own memory.
 
 A session opened over SYCL's context (:meth:`xpukit.runtime.ur.Session.from_sycl`) knows SYCL's USM
 pointers through UR itself (``urUSMGetMemAllocInfo``): every foreign pointer is checked there (type,
-base, size, device) before a launch, and its allocation is lent to the session's table for that
-launch only. Every such launch is fenced: the producers' queues are waited for before it and the
-launch is finished before it returns (the producer object is held until then), so neither an
-out-of-order queue nor SYCL's host tasks race a kernel (docs/ur.md, "dpnp and foreign memory").
+base, size, device) before a launch, and its allocation is lent to the session's table; what a
+session holds and how its launches are ordered is :mod:`xpukit.runtime.ur.foreign_state`
+(docs/ur.md, "dpnp and foreign memory").
 """
 
 from __future__ import annotations
@@ -75,6 +74,8 @@ def _libsycl() -> Any:
             lib._ZNK4sycl3_V17context9getNativeEv.argtypes = [c_void_p]
             lib._ZNK4sycl3_V16device9getNativeEv.argtypes = [c_void_p]
             lib._ZNK4sycl3_V15queue9getNativeERi.argtypes = [c_void_p, POINTER(c_int)]
+            lib._ZNK4sycl3_V15queue16ext_oneapi_emptyEv.restype = ctypes.c_bool
+            lib._ZNK4sycl3_V15queue16ext_oneapi_emptyEv.argtypes = [c_void_p]
             _SYCL = lib
         return _SYCL
 
@@ -106,6 +107,12 @@ def sycl_queue_of(obj: Any) -> Any:
         f"a {type(obj).__name__} is not a SYCL queue and carries none",
         "pass a dpctl.SyclQueue, or a dpnp/dpctl array (its .sycl_queue is used)",
     )
+
+
+def sycl_queue_empty() -> Any:
+    """``sycl::queue::ext_oneapi_empty`` (every command submitted to the queue has completed, host
+    tasks too), called on dpctl's ``addressof_ref()``: ``empty(queue.addressof_ref()) -> bool``."""
+    return _libsycl()._ZNK4sycl3_V15queue16ext_oneapi_emptyEv
 
 
 def sycl_native_handles(queue: Any) -> NativeHandles:
@@ -339,88 +346,6 @@ def alloc_info(lib: Any, context: Any, address: int) -> AllocInfo:
     return AllocInfo(_api.USM_TYPE_NAMES[kind.value], base.value or 0, size.value, dev.value or 0)
 
 
-# --- foreign memory held by a session -----------------------------------------------------------------
-
-
-class Lease:
-    """Foreign memory one launch uses: the checked pointer and the SYCL queues to wait for first."""
-
-    __slots__ = ("pointer", "waits")
-
-    def __init__(self, pointer: ForeignPointer, waits: tuple[Any, ...]) -> None:
-        self.pointer = pointer
-        self.waits = waits
-
-
-class ForeignState:
-    """A session's foreign memory: ranges lent to its allocation table while a launch uses them
-    (counted per allocation, so two views of one allocation share an entry).
-
-    Every launch with foreign memory is fenced: the producers' queues (and the session's SYCL
-    queue) are waited for before it, and the launch is finished before it returns. Sharing one
-    in-order native queue is not enough: SYCL runs some commands as host tasks (oneMKL's CPU
-    gemm under ``dpnp.matmul``) that the native queue never sees, so a kernel queued behind them
-    natively can start first, and a host task queued after the kernel can read unfinished output
-    (``examples/dpnp_triton.py`` gave wrong results that way)."""
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.lock = threading.Lock()
-        self.lent: dict[int, int] = {}  # allocation base -> leases using it (bases the kit did not allocate)
-        self.fenced_launches = 0  # launches with foreign memory (tests read it)
-
-    def borrow(self, obj: Any) -> Lease:
-        """Check ``obj``'s memory through UR (this context's USM, in bounds, this device) and lend
-        its allocation to the session's table until :meth:`release`."""
-        s = self.session
-        s._check()
-        view = view_of(obj, s.sycl_queue)
-        if not view.data:
-            raise _bad(obj, "its data pointer is null", "pass a live array")
-        info = alloc_info(s.lib, c_void_p(s._ctx), view.data)
-        if info.kind == "unknown":
-            raise _bad(
-                obj,
-                f"{view.data:#x} is not USM memory of this session's context (another SYCL context, host "
-                "memory, or freed)",
-                "open the session over the array's own queue: ur.Session.from_sycl(array.sycl_queue), or copy "
-                "the array into a queue of this session's context (dpnp.asarray(a, sycl_queue=session.sycl_queue))",
-            )
-        if view.data + view.low < info.base or view.data + view.high > info.base + info.size:
-            raise _bad(
-                obj,
-                f"its elements [{view.data + view.low:#x}, {view.data + view.high:#x}) overrun its allocation "
-                f"[{info.base:#x}, {info.base + info.size:#x})",
-                "pass an array whose shape and strides lie inside its memory",
-            )
-        if info.kind != "host" and info.device and info.device != s._device:
-            raise _bad(
-                obj,
-                f"its {info.kind} USM belongs to another device of the context",
-                "pass memory of the session's device",
-            )
-        waits = tuple(q for q in (view.queue, s.sycl_queue) if q is not None and hasattr(q, "wait"))
-        pointer = ForeignPointer(view.data, view.dtype, view.keep, view.queue, 0, info.size)
-        with self.lock:
-            if not (s.allocations.find(info.base) is not None and info.base not in self.lent):
-                if info.base not in self.lent:
-                    s.allocations.add(info.base, info.size)
-                self.lent[info.base] = self.lent.get(info.base, 0) + 1
-                pointer.base = info.base  # lent (0: the kit's own allocation, a DLPack round trip)
-        return Lease(pointer, waits)
-
-    def release(self, leases: list[Lease]) -> None:
-        """The launches using ``leases`` have finished (or never ran): take the lent ranges back."""
-        with self.lock:
-            for lease in leases:
-                base = lease.pointer.base
-                if base and base in self.lent:
-                    self.lent[base] -= 1
-                    if self.lent[base] == 0:
-                        del self.lent[base]
-                        self.session.allocations.remove(base)
-
-
 # --- DLPack export of the kit's memory ---------------------------------------------------------------
 
 _EXPORTS: dict[int, tuple[Any, ...]] = {}  # manager_ctx -> (managed tensor, shape+strides, owner)
@@ -503,14 +428,13 @@ __all__ = [
     "AllocInfo",
     "ArrayView",
     "ForeignPointer",
-    "ForeignState",
-    "Lease",
     "NativeHandles",
     "alloc_info",
     "export_dlpack",
     "is_foreign_array",
     "release_opencl",
     "sycl_native_handles",
+    "sycl_queue_empty",
     "sycl_queue_of",
     "view_of",
 ]

@@ -1,0 +1,224 @@
+"""A session's foreign memory: what ``kernel[grid]`` does with dpnp/dpctl arrays,
+``__sycl_usm_array_interface__`` objects and DLPack producers (:mod:`xpukit.runtime.ur.foreign`
+reads their protocols and asks UR about their pointers).
+
+* **Checked once per array object.** A dpctl/dpnp ``usm_ndarray`` cannot change its data pointer,
+  element type, extent or queue, and its allocation lives while it does: its UR check
+  (``urUSMGetMemAllocInfo``), its ``__sycl_usm_array_interface__`` and the lending of its
+  allocation to the session's table are done on its first launch and held until it is collected (a
+  weak reference takes the lending back). A dpnp array is resolved to its ``usm_ndarray`` on every
+  launch (dpnp may swap it). Any other producer (SUAI objects, DLPack) is checked and lent per launch.
+* **Ordering is the kit's** (docs/ur.md, "dpnp and foreign memory"). Before a launch every
+  producer's SYCL queue and the session's SYCL queue are waited for unless SYCL reports it empty
+  (SYCL runs some commands as host tasks the native queue never sees: oneMKL's CPU gemm under
+  ``dpnp.matmul``). After it, the
+  launch is handed back to SYCL instead of finished: a SYCL barrier on the session's in-order SYCL
+  queue (which shares the session's native queue, so the barrier follows the kernel) becomes that
+  queue's last event, and the producers' other queues get it in their dpctl order manager, which
+  every dpnp operation waits for. The producers stay referenced until that barrier has completed.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from ctypes import c_void_p
+from typing import Any
+
+from xpukit.runtime.ur.foreign import ForeignPointer, _bad, alloc_info, sycl_queue_empty, view_of
+
+# Types whose objects never change pointer, dtype, extent or queue: checked once per object.
+_IMMUTABLE = {("dpctl.tensor._usmarray", "usm_ndarray"), ("dpnp.tensor._usmarray", "usm_ndarray")}
+_WRAPPERS = {("dpnp.dpnp_array", "dpnp_array")}  # hold one in ._array_obj (resolved per launch)
+
+# What a type is, decided once: 1 an immutable array, 2 a wrapper of one, 3 any other producer.
+_KIND: dict[type, int] = {}
+
+
+def foreign_kind(t: type) -> int:
+    """How arguments of foreign-array type ``t`` are leased: 1 held per object (a dpnp/dpctl
+    ``usm_ndarray``), 2 through the ``usm_ndarray`` it wraps (a dpnp array), 3 checked per launch."""
+    k = _KIND.get(t)
+    if k is None:
+        name = (t.__module__, t.__name__)
+        k = 1 if name in _IMMUTABLE and t.__weakrefoffset__ else 2 if name in _WRAPPERS else 3
+        _KIND[t] = k
+    return k
+
+
+class Lease:
+    """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue, and whether
+    its allocation was lent for this launch only (returned by :meth:`ForeignState.release`)."""
+
+    __slots__ = ("per_launch", "pointer", "queue")
+
+    def __init__(self, pointer: ForeignPointer, queue: Any, per_launch: bool) -> None:
+        self.pointer = pointer
+        self.queue = queue
+        self.per_launch = per_launch
+
+
+class ForeignState:
+    """A session's foreign memory: the per-array checks held, the ranges lent to its allocation
+    table (counted per allocation, so views of one allocation share an entry), and the launches
+    handed to SYCL whose producers are still referenced."""
+
+    HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.lock = threading.RLock()  # a collected array's weak reference may release inside a locked region
+        self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
+        # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
+        self.held: dict[int, tuple[weakref.ref, Lease]] = {}
+        self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
+        self.launches = 0  # launches with foreign memory (tests read it)
+        self.handoff = True  # False: every launch finished before it returns (the probe's control)
+        self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
+        self._empty: Any = None  # sycl::queue::ext_oneapi_empty, once libsycl is needed
+
+    # -- checks and lending ------------------------------------------------------------------------
+    def check(self, obj: Any) -> Lease:
+        """Check ``obj``'s memory through UR (this context's USM, in bounds, this device) and lend its
+        allocation to the session's table (until :meth:`release`, or while ``obj`` lives if it is held)."""
+        s = self.session
+        s._check()
+        view = view_of(obj, s.sycl_queue)
+        if not view.data:
+            raise _bad(obj, "its data pointer is null", "pass a live array")
+        info = alloc_info(s.lib, c_void_p(s._ctx), view.data)
+        if info.kind == "unknown":
+            raise _bad(
+                obj,
+                f"{view.data:#x} is not USM memory of this session's context (another SYCL context, host "
+                "memory, or freed)",
+                "open the session over the array's own queue: ur.Session.from_sycl(array.sycl_queue), or copy "
+                "the array into a queue of this session's context (dpnp.asarray(a, sycl_queue=session.sycl_queue))",
+            )
+        if view.data + view.low < info.base or view.data + view.high > info.base + info.size:
+            raise _bad(
+                obj,
+                f"its elements [{view.data + view.low:#x}, {view.data + view.high:#x}) overrun its allocation "
+                f"[{info.base:#x}, {info.base + info.size:#x})",
+                "pass an array whose shape and strides lie inside its memory",
+            )
+        if info.kind != "host" and info.device and info.device != s._device:
+            raise _bad(
+                obj,
+                f"its {info.kind} USM belongs to another device of the context",
+                "pass memory of the session's device",
+            )
+        queue = view.queue if view.queue is not None and hasattr(view.queue, "wait") else None
+        pointer = ForeignPointer(view.data, view.dtype, view.keep, queue, 0, info.size)
+        with self.lock:
+            if not (s.allocations.find(info.base) is not None and info.base not in self.lent):
+                if info.base not in self.lent:
+                    s.allocations.add(info.base, info.size)
+                self.lent[info.base] = self.lent.get(info.base, 0) + 1
+                pointer.base = info.base  # lent (0: the kit's own allocation, a DLPack round trip)
+        return Lease(pointer, queue, True)
+
+    def lease(self, obj: Any) -> Lease:
+        """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
+        kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
+        if kind == 2:
+            obj = obj._array_obj
+            kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
+        if kind != 1:
+            return self.check(obj)
+        held = self.held.get(id(obj))
+        if held is not None and held[0]() is obj:
+            return held[1]
+        lease = self.check(obj)
+        lease.per_launch = False
+        lease.pointer.producer = None  # the cache must not keep the array alive: each launch holds it
+        key = id(obj)
+        with self.lock:
+            self.held[key] = (weakref.ref(obj, functools.partial(self._collected, key)), lease)
+        return lease
+
+    def _collected(self, key: int, _ref: Any = None) -> None:
+        with self.lock:
+            held = self.held.pop(key, None)
+            if held is not None:
+                self._give_back(held[1].pointer.base)
+
+    def _give_back(self, base: int) -> None:
+        if base and base in self.lent:
+            self.lent[base] -= 1
+            if self.lent[base] == 0:
+                del self.lent[base]
+                if not self.session._closed:
+                    self.session.allocations.remove(base)
+
+    def release(self, leases: list[Lease]) -> None:
+        """The launches using ``leases`` have been enqueued (or never were): take back what was lent
+        for them only."""
+        with self.lock:
+            for lease in leases:
+                if lease.per_launch:
+                    self._give_back(lease.pointer.base)
+
+    # -- ordering -----------------------------------------------------------------------------------
+    def before(self, queues: list[Any]) -> None:
+        """Every producer's queue and the session's SYCL queue waited for (host tasks too), unless
+        SYCL says everything submitted to it has completed (``ext_oneapi_empty``: no wait needed)."""
+        sq = self.session.sycl_queue
+        empty = self._empty
+        if empty is None:
+            empty = self._empty = sycl_queue_empty()
+        for q in queues:
+            if q is not sq and not empty(q.addressof_ref()):
+                q.wait()
+        if sq is not None and not empty(sq.addressof_ref()):
+            sq.wait()
+
+    def after(self, queues: list[Any], producers: Any) -> None:
+        """The launch handed back to SYCL (or finished, ``handoff`` off): later SYCL work on the
+        session's queue and the producers' queues follows it; the producers are held until it ran."""
+        self.launches += 1
+        sq = self.session.sycl_queue
+        if not self.handoff or sq is None:
+            self.session.queue.finish()
+            return
+        inflight = self.inflight
+        inflight.append(producers)
+        if self.after_barrier:
+            event = sq.submit_barrier()  # on the in-order queue sharing the native one: after the kernel
+            for q in queues:
+                if q is not sq:
+                    from dpctl.utils import SequentialOrderManager
+
+                    SequentialOrderManager[q].add_event_pair(event, event)
+        if len(inflight) > 32:
+            self.settle(finished=False)
+
+    def settle(self, finished: bool = True) -> None:
+        """Let go of the producers of launches that have run: all of them when the session's native
+        queue was just finished, or when SYCL reports the session's queue empty (its last barrier,
+        after every launch so far, has completed); beyond ``HANDOFF_LIMIT`` launches the native
+        queue is finished first."""
+        with self.lock:
+            inflight = self.inflight
+            if not inflight:
+                return
+            if not finished:
+                sq = self.session.sycl_queue
+                if self.after_barrier and sq is not None and self._empty is not None:
+                    finished = self._empty(sq.addressof_ref())
+                if not finished and len(inflight) > self.HANDOFF_LIMIT:
+                    self.session.queue.finish()
+                    finished = True
+            if finished:
+                inflight.clear()
+
+    def close(self) -> None:
+        """The session closes (its queue finished): nothing is held or lent any more."""
+        with self.lock:
+            self.inflight.clear()
+            self.held.clear()  # dropped weak references never call back
+            self.lent.clear()
+
+
+__all__ = ["ForeignState", "Lease", "foreign_kind"]
