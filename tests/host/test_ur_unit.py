@@ -7,6 +7,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -330,3 +331,18 @@ def test_only_the_core_layer_calls_unified_runtime():
                 assert not any(m.split(".")[0] == "ctypes" for m in modules), f"{name}:{node.lineno} imports ctypes"
             if isinstance(node, ast.Attribute) and node.attr in ("lib", "raw"):
                 raise AssertionError(f"{name}:{node.lineno} reaches the UR library directly (.{node.attr})")
+
+
+def test_a_stale_compiled_launcher_is_set_aside_with_one_line(tmp_path):
+    """A `_xpukit_launcher` of another ABI (an image from another commit under a mounted checkout)
+    is not used, and the launch path says so once instead of running slower in silence. The stale
+    module is a real module on the path carrying only an old ABI constant."""
+    (tmp_path / "_xpukit_launcher.py").write_text("ABI = 1\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    env.pop("XPUKIT_PURE_PYTHON", None)
+    code = "from xpukit.runtime.ur import launcher; print(launcher.COMPILED, launcher.IMPLEMENTATION)"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False pure Python"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "_xpukit_launcher is ABI 1" in lines[0] and "invoke build" in lines[0], lines

@@ -91,7 +91,7 @@ def _load_extension() -> Any:
         import _xpukit_dispatch
     except ImportError:
         return None
-    if getattr(_xpukit_dispatch, "ABI", 0) != ABI:
+    if ur_launcher.stale_extension(_xpukit_dispatch, ABI):
         return None
     # The seam: every attribute name (and Hit field position) the C reads, declared in triton/seam.py.
     _xpukit_dispatch.bind(seam.table())

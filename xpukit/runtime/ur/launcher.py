@@ -28,6 +28,7 @@ import ctypes
 import math
 import os
 import struct
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -385,6 +386,21 @@ class PyLauncher:
 ABI = 5
 
 
+def stale_extension(module: Any, wanted: int) -> bool:
+    """Whether a compiled module is of another interface version than this source wants (an image
+    built from another commit under a mounted checkout). Says so once, on stderr: the launch path
+    then runs its pure-Python twin, correct but several times slower, never silently."""
+    found = getattr(module, "ABI", 0)
+    if found == wanted:
+        return False
+    print(
+        f"xpukit: warning: {module.__name__} is ABI {found}, this checkout needs {wanted}: launching through "
+        "the pure-Python twin (slower) (fix: rebuild the image with `invoke build`)",
+        file=sys.stderr,
+    )
+    return True
+
+
 def _load_extension() -> Any:
     if os.environ.get("XPUKIT_PURE_PYTHON") == "1":
         return None
@@ -392,7 +408,7 @@ def _load_extension() -> Any:
         import _xpukit_launcher
     except ImportError:
         return None
-    return _xpukit_launcher if getattr(_xpukit_launcher, "ABI", 0) == ABI else None
+    return None if stale_extension(_xpukit_launcher, ABI) else _xpukit_launcher
 
 
 def _bind_nothing(_reads: dict[str, str], *_types: type) -> None:
