@@ -24,7 +24,7 @@ import uuid
 import pytest
 
 from tests.support.image_checks import needles_in_stream
-from tests.support.podman_kit import REQUIRED, ROOT, Kit, need_podman
+from tests.support.podman_kit import REQUIRED, Kit, need_podman
 from xpukit.host import engine
 from xpukit.host import podman as podman_mod
 
@@ -153,7 +153,7 @@ def test_auto_picks_podman_only_where_docker_does_not_answer(kit):
     env = {**kit.env, "XPUKIT_ENGINE": "auto"}
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "build", "--dry-run"],
-        cwd=ROOT,
+        cwd=kit.tree,
         env=env,
         capture_output=True,
         text=True,

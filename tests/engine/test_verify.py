@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.podman_kit import unmount_under
-from tests.support.verify import _git
+from tests.support.verify import checkout_copy
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host.build import build, pins
@@ -71,21 +71,6 @@ RUN echo after > /opt/xpukit/after
 """
 
 
-def _checkout_copy(dest: Path, dockerfile: str = "") -> Path:
-    """This tree's build context and tasks as a fresh git commit (a fixed commit time);
-    ``dockerfile``: that Dockerfile instead of the kit's."""
-    build.copy_context(ROOT, dest)
-    for name in ("tasks.py", "invoke.yaml"):
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, dest / name)
-    if dockerfile:
-        (dest / "Dockerfile").write_text(dockerfile)
-    _git(dest, "init", "-q")
-    _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "verify test")
-    return dest
-
-
 def _verify_env(tree: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     full = {**os.environ, "PYTHONPATH": str(tree), "XPUKIT_BUILD_NETWORK": "host", "XPUKIT_PROFILE": "cpu"}
     for name in ("XPUKIT_ENGINE", "CONTAINERS_STORAGE_CONF", "SOURCE_DATE_EPOCH", "XPUKIT_BASE_IMAGE"):
@@ -128,7 +113,7 @@ def test_two_cold_podman_builds_give_the_same_image_id(tmp_path):
     gzip. (The kit's own Dockerfile: two more cold builds, compared by the test below and in
     tests/engine/test_podman.py.)"""
     _need_podman_and_base()
-    result = _verify(_checkout_copy(tmp_path / "tree", STEADY_DOCKERFILE), "--against", "rebuild")
+    result = _verify(checkout_copy(tmp_path / "tree", STEADY_DOCKERFILE), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "verify: rebuild: built in" in out and "verify: second rebuild: built in" in out
@@ -152,10 +137,9 @@ def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_re
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     image_id, gzip_digest = _reproducible(first.stdout), _pushed(first.stdout)
     tag = podman_kit.tag.rsplit(":", 1)[1]
-    # The copy's commit has another time: its rebuild takes the kit's build's SOURCE_DATE_EPOCH.
-    epoch = build.source_date(ROOT, podman_kit.env).epoch
-    tree = _checkout_copy(tmp_path / "tree")
-    kit = podman_kit.with_env({"PYTHONPATH": str(tree), "SOURCE_DATE_EPOCH": epoch})
+    # A copy of the kit's checkout copy (same commit, time and content): its lock is written there.
+    tree = Path(shutil.copytree(podman_kit.tree, tmp_path / "tree", symlinks=True))
+    kit = podman_kit.with_env({"PYTHONPATH": str(tree)})
     password = tmp_path / "password"
     password.write_text("verify-pw\n")
     with registry(tmp_path / "registry", {"ci": "verify-pw"}) as address:
@@ -192,7 +176,7 @@ def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
     """Two builds from nothing of a Dockerfile whose one step writes the clock: verify fails,
     names that file, and finds only that step's layer different."""
     _need_podman_and_base()
-    result = _verify(_checkout_copy(tmp_path / "tree", TIME_RECORDING_DOCKERFILE), "--against", "rebuild")
+    result = _verify(checkout_copy(tmp_path / "tree", TIME_RECORDING_DOCKERFILE), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 1, out[-4000:]
     assert "verify: NOT reproducible" in out

@@ -2,9 +2,12 @@
 tests/engine/test_podman.py and tests/engine/test_verify.py (tests/engine/conftest.py holds the
 fixtures): `invoke base` and one cold `invoke build` there, and `invoke verify` of that build.
 
-Everything runs in a podman store of its own (graphroot and runroot in a temporary folder, through
-CONTAINERS_STORAGE_CONF), so the machine's podman images are never touched. Builds use
-XPUKIT_BUILD_NETWORK=host: rootful podman's bridge here gives RUN steps no route out.
+The tasks run in a checkout copy (a fresh git commit of this tree's build context and tasks, at a
+fixed time: tests/support/verify.py), so that another copy of it rebuilds the same image (the
+revision and creation labels, SOURCE_DATE_EPOCH). Everything runs in a podman store of its own
+(graphroot and runroot in a temporary folder, through CONTAINERS_STORAGE_CONF), so the machine's
+podman images are never touched. Builds use XPUKIT_BUILD_NETWORK=host: rootful podman's bridge here
+gives RUN steps no route out.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.verify import checkout_copy
 from xpukit.host.build import pins
 
 ROOT = pins.REPO_ROOT
@@ -55,8 +59,8 @@ def unmount_under(root: Path) -> None:
 class Kit:
     """The kit on a private podman store: runs `invoke` tasks there."""
 
-    def __init__(self, root: Path, bundle: Path, canary: str) -> None:
-        self.root, self.bundle, self.canary = root, bundle, canary
+    def __init__(self, root: Path, bundle: Path, canary: str, tree: Path) -> None:
+        self.root, self.bundle, self.canary, self.tree = root, bundle, canary, tree
         conf = root / "storage.conf"
         conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{root}/graph"\nrunroot = "{root}/run"\n')
         self.env = {
@@ -66,15 +70,17 @@ class Kit:
             "XPUKIT_BUILD_NETWORK": "host",
             "XPUKIT_CA_BUNDLE": str(bundle),
             "XPUKIT_PROFILE": "cpu",
+            "PYTHONPATH": str(tree),
         }
-        for name in ("DOCKER_HOST", "CONTAINER_HOST", "XPUKIT_TEST_IMAGE", "CI"):
+        for name in ("DOCKER_HOST", "CONTAINER_HOST", "XPUKIT_TEST_IMAGE", "CI", "SOURCE_DATE_EPOCH"):
             self.env.pop(name, None)
         self.tag = ""
 
-    def invoke(self, *args: str, timeout: int = 1800, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    def invoke(self, *args: str, timeout: int = 1800, cwd: Path | None = None) -> subprocess.CompletedProcess:
+        """`invoke ARGS` in the kit's checkout copy (or ``cwd``)."""
         result = subprocess.run(
             [sys.executable, "-m", "invoke", *args],
-            cwd=cwd,
+            cwd=cwd or self.tree,
             env=self.env,
             capture_output=True,
             text=True,
@@ -106,14 +112,14 @@ class Kit:
 
 
 def built_kit(root: Path) -> Kit:
-    """A private podman store in ``root`` with the kit's base (`invoke base`) and image (one cold
+    """A checkout copy and a private podman store in ``root`` with the kit's base (`invoke base`) and image (one cold
     `invoke build`); the build trusted a CA bundle carrying a unique canary line. On a failure the
     store is removed before the assertion propagates."""
     canary = f"# xpukit-canary-{uuid.uuid4().hex}"
     source = os.environ.get("XPUKIT_TEST_CA_BUNDLE") or "/etc/ssl/certs/ca-certificates.crt"
     bundle = root / "ca-bundle.pem"
     bundle.write_text((Path(source).read_text() if Path(source).is_file() else "") + f"\n{canary}\n")
-    kit = Kit(root, bundle, canary)
+    kit = Kit(root, bundle, canary, checkout_copy(root / "tree"))
     try:
         base = kit.invoke("base", timeout=900)
         assert base.returncode == 0, base.stdout[-1500:] + base.stderr[-1500:]
