@@ -2,8 +2,8 @@
 tests/engine/test_podman.py and tests/engine/test_verify.py (tests/engine/conftest.py holds the
 fixtures): `invoke base` and one cold `invoke build` there, and `invoke verify` of that build.
 
-The tasks run in a checkout copy (a fresh git commit of this tree's build context and tasks, at a
-fixed time: tests/support/verify.py), so that another copy of it rebuilds the same image (the
+The tasks run in a checkout copy (a fresh git commit of this tree's files, at a fixed time:
+tests/support/verify.py), so that another copy of it rebuilds the same image (the
 revision and creation labels, SOURCE_DATE_EPOCH). Everything runs in a podman store of its own
 (graphroot and runroot in a temporary folder, through CONTAINERS_STORAGE_CONF), so the machine's
 podman images are never touched. Builds use XPUKIT_BUILD_NETWORK=host: rootful podman's bridge here
@@ -119,7 +119,7 @@ def built_kit(root: Path) -> Kit:
     source = os.environ.get("XPUKIT_TEST_CA_BUNDLE") or "/etc/ssl/certs/ca-certificates.crt"
     bundle = root / "ca-bundle.pem"
     bundle.write_text((Path(source).read_text() if Path(source).is_file() else "") + f"\n{canary}\n")
-    kit = Kit(root, bundle, canary, checkout_copy(root / "tree"))
+    kit = Kit(root, bundle, canary, checkout_copy(root / "tree", whole=True))
     try:
         base = kit.invoke("base", timeout=900)
         assert base.returncode == 0, base.stdout[-1500:] + base.stderr[-1500:]
