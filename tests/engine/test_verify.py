@@ -201,6 +201,9 @@ def test_a_verify_stopped_in_its_first_build_step_leaves_nothing_behind(sig):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # SIGINT as a terminal gives it, also when pytest was started in the background by a shell
+        # (which ignores SIGINT there, and an ignored signal stays ignored across exec).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen: list[str] = []
     folder = None
