@@ -2,9 +2,10 @@
 XPUKIT_ENGINE=podman, and the CA bundle kept out of podman-built layers.
 
 Everything runs in a podman store of its own (graphroot and runroot in a temporary folder, through
-CONTAINERS_STORAGE_CONF), so the machine's podman images are never touched. The kit starts podman's
-API service itself for each task and stops it by pid; the tests check that it did. Builds use
-XPUKIT_BUILD_NETWORK=host: rootful podman's bridge here gives RUN steps no route out.
+CONTAINERS_STORAGE_CONF), so the machine's podman images are never touched: the session's
+`podman_kit` (tests/support/podman_kit.py, one cold build shared with tests/engine/test_verify.py).
+The kit starts podman's API service itself for each task and stops it by pid; the tests check that
+it did. Builds use XPUKIT_BUILD_NETWORK=host: rootful podman's bridge here gives RUN steps no route out.
 Rootless podman needs subordinate id ranges (/etc/subuid) that CI machines lack: it is skipped
 there, with the reason, and documented in docs/engines.md.
 """
@@ -19,111 +20,27 @@ import shutil
 import subprocess
 import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.support.image_checks import needles_in_stream
+from tests.support.podman_kit import REQUIRED, Kit, need_podman
 from xpukit.host import engine
 from xpukit.host import podman as podman_mod
-from xpukit.host.build import pins
 
 pytestmark = pytest.mark.docker
-ROOT = pins.REPO_ROOT
-REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"
-
-
-def _need_podman() -> str:
-    path = shutil.which("podman")
-    why = "" if path else "podman is not installed (apt-get install podman)"
-    if path and os.geteuid() != 0:
-        why = "these tests drive rootful podman; rootless needs /etc/subuid ranges (docs/engines.md)"
-    if why:
-        if REQUIRED:
-            pytest.fail(f"XPUKIT_REQUIRE_PODMAN=1 but {why}")
-        pytest.skip(why)
-    return str(path)
-
-
-class Kit:
-    """The kit on a private podman store: runs `invoke` tasks there."""
-
-    def __init__(self, root: Path, bundle: Path, canary: str) -> None:
-        self.root, self.bundle, self.canary = root, bundle, canary
-        conf = root / "storage.conf"
-        conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{root}/graph"\nrunroot = "{root}/run"\n')
-        self.env = {
-            **os.environ,
-            "CONTAINERS_STORAGE_CONF": str(conf),
-            "XPUKIT_ENGINE": "podman",
-            "XPUKIT_BUILD_NETWORK": "host",
-            "XPUKIT_CA_BUNDLE": str(bundle),
-            "XPUKIT_PROFILE": "cpu",
-        }
-        for name in ("DOCKER_HOST", "CONTAINER_HOST", "XPUKIT_TEST_IMAGE", "CI"):
-            self.env.pop(name, None)
-        self.tag = ""
-
-    def invoke(self, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [sys.executable, "-m", "invoke", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        # Every task that needed podman started its service and stopped it again by pid.
-        for pid in re.findall(r"started one for this task \(pid (\d+)\)", result.stdout + result.stderr):
-            assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid), f"podman service {pid} left running"
-        return result
-
-    def podman(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], env=self.env, capture_output=True, text=True, check=False)
-
-
-def _is_zombie(pid: str) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
-
-
-def _unmount_under(root: Path) -> None:
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
-    for mount in sorted((m for m in mounts if m.startswith(str(root))), key=len, reverse=True):
-        subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
-def kit(tmp_path_factory) -> Kit:
-    """A private podman store with the kit's base (`invoke base`) and image (`invoke build`) in it;
-    the build trusted a CA bundle carrying a unique canary line."""
-    _need_podman()
-    root = tmp_path_factory.mktemp("podman")
-    canary = f"# xpukit-canary-{uuid.uuid4().hex}"
-    source = os.environ.get("XPUKIT_TEST_CA_BUNDLE") or "/etc/ssl/certs/ca-certificates.crt"
-    bundle = root / "ca-bundle.pem"
-    bundle.write_text((Path(source).read_text() if Path(source).is_file() else "") + f"\n{canary}\n")
-    kit = Kit(root, bundle, canary)
-    try:
-        base = kit.invoke("base", timeout=900)
-        assert base.returncode == 0, base.stdout[-1500:] + base.stderr[-1500:]
-        built = kit.invoke("build")
-        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-1500:]
-        assert "engine: podman's API service is not running; started one" in built.stdout
-        kit.tag = re.search(r"building (xpukit:cpu-[0-9a-f]{12})", built.stdout).group(1)
-        yield kit
-    finally:
-        kit.podman("rm", "-af")
-        _unmount_under(root)
-        shutil.rmtree(root, ignore_errors=True)
+def kit(podman_kit: Kit) -> Kit:
+    """The session's kit on its private podman store (tests/engine/conftest.py): base and one cold
+    build, shared with tests/engine/test_verify.py."""
+    return podman_kit
 
 
 def test_podman_build_keeps_the_ca_bundle_out_of_every_layer(kit):
     """The bundle (a BuildKit-style secret to buildah) is in no layer, history line or label."""
-    service = podman_mod.Service(_need_podman(), lambda _m: None, kit.env)
+    service = podman_mod.Service(need_podman(), lambda _m: None, kit.env)
     try:
         service.wait_ready(engine.answers_at)
         sdk = engine.client(service.endpoint)
@@ -138,12 +55,12 @@ def test_podman_build_keeps_the_ca_bundle_out_of_every_layer(kit):
         service.stop()
 
 
-def test_verify_finds_the_local_podman_build_bit_for_bit(kit):
+def test_verify_finds_the_local_podman_build_bit_for_bit(kit, podman_kit_verified):
     """The user's path (docs/reproducible.md): `invoke build` on podman, then `invoke verify` with no
     --against. The fixture's build was cold at this commit, so verify takes the local image and its
     rebuild from nothing, in an empty store, must have the local image's ID (one more cold build)."""
     local_id = kit.podman("image", "inspect", "--format", "{{.Id}}", kit.tag).stdout.strip()
-    result = kit.invoke("verify", timeout=2400)
+    result = podman_kit_verified
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert f"verify: comparing a rebuild from nothing with the local image {kit.tag}" in out, out[-3000:]
@@ -178,7 +95,7 @@ def test_podman_demo_uses_the_hosts_shared_kernel_cache(kit, tmp_path):
             "HOME": str(tmp_path / "home"),
         }
         # A fresh cache volume each time: a new machine, whose local caches are empty.
-        runs = [_with_env(kit, {**env, "XPUKIT_CACHE_VOLUME": f"xpukit-cache-{uuid.uuid4().hex[:8]}"}).invoke(
+        runs = [kit.with_env({**env, "XPUKIT_CACHE_VOLUME": f"xpukit-cache-{uuid.uuid4().hex[:8]}"}).invoke(
             "demo-ur", "--", "--n", "4096") for _ in range(2)]  # fmt: skip
         for run in runs:
             assert run.returncode == 0 and run.stdout.rstrip().endswith("OK"), run.stdout[-2000:] + run.stderr[-1000:]
@@ -186,13 +103,6 @@ def test_podman_demo_uses_the_hosts_shared_kernel_cache(kit, tmp_path):
             assert redis.keys("xpukit:k*")
         assert "kernel cache miss" in runs[0].stdout and "kernel cache hit" not in runs[0].stdout
         assert "kernel cache hit" in runs[1].stdout and "kernel cache miss" not in runs[1].stdout
-
-
-def _with_env(kit: Kit, env: dict[str, str]) -> Kit:
-    other = Kit.__new__(Kit)
-    other.__dict__.update(kit.__dict__)
-    other.env = {**kit.env, **env}
-    return other
 
 
 def test_podman_runs_the_container_tests(kit):
@@ -243,7 +153,7 @@ def test_auto_picks_podman_only_where_docker_does_not_answer(kit):
     env = {**kit.env, "XPUKIT_ENGINE": "auto"}
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "build", "--dry-run"],
-        cwd=ROOT,
+        cwd=kit.tree,
         env=env,
         capture_output=True,
         text=True,
@@ -282,7 +192,7 @@ def test_container_ulimits_are_the_service_processes_own(tmp_path):
 
 def test_docker_host_naming_podmans_socket_is_podman(kit):
     """A DOCKER_HOST that points at podman's API is recognised as podman (its version says so)."""
-    service = podman_mod.Service(_need_podman(), lambda _m: None, kit.env)
+    service = podman_mod.Service(need_podman(), lambda _m: None, kit.env)
     try:
         service.wait_ready(engine.answers_at)
         found = engine.resolve_engine("auto", service.endpoint, say=lambda _m: None)

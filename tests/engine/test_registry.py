@@ -5,6 +5,7 @@ digest, and every fault the registry or network can raise."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -22,8 +23,12 @@ USERS = {"alice": "correct horse"}
 
 @pytest.fixture(scope="module")
 def live_registry(tmp_path_factory, docker_client):
-    with registry(tmp_path_factory.mktemp("registry"), USERS) as address:
-        yield address
+    folder = tmp_path_factory.mktemp("registry")
+    try:
+        with registry(folder, USERS) as address:
+            yield address
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # its blobs: not held through the modules after
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.verify import _git
+from tests.support.podman_kit import unmount_under
+from tests.support.verify import checkout_copy
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host.build import build, pins
 from xpukit.host.share import registry as registry_mod
-from xpukit.host.verify import rebuild as verify_mod
 
 ROOT = pins.REPO_ROOT
 
@@ -50,10 +50,18 @@ def _need_podman_and_base() -> None:
         pytest.skip(why)
 
 
-# A Dockerfile of the kit's shape (its base, a runtime stage) whose middle step records the build
-# time: the steps before and after it must give equal layers, that one must differ. Small, so its
-# two builds from nothing take seconds (the kit's own Dockerfile is rebuilt from nothing by the
-# module fixture and the lock test).
+# Dockerfiles of the kit's shape (its base, a runtime stage), small, so that their two builds from
+# nothing take seconds: the kit's own Dockerfile is built from nothing once per session on podman
+# (tests/engine/conftest.py's podman_kit), rebuilt by `invoke verify` (tests/engine/test_podman.py)
+# and rebuilt again by the lock test here.
+STEADY_DOCKERFILE = """\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE} AS runtime
+RUN mkdir -p /opt/xpukit && echo before > /opt/xpukit/before
+RUN echo after > /opt/xpukit/after
+"""
+# Its middle step records the build time: the steps before and after it must give equal layers,
+# that one must differ.
 TIME_RECORDING_DOCKERFILE = """\
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE} AS runtime
@@ -61,21 +69,6 @@ RUN mkdir -p /opt/xpukit && echo before > /opt/xpukit/before
 RUN date +%s%N > /opt/xpukit/built-at
 RUN echo after > /opt/xpukit/after
 """
-
-
-def _checkout_copy(dest: Path, dockerfile: str = "") -> Path:
-    """This tree's build context and tasks as a fresh git commit (a fixed commit time);
-    ``dockerfile``: that Dockerfile instead of the kit's."""
-    build.copy_context(ROOT, dest)
-    for name in ("tasks.py", "invoke.yaml"):
-        if (ROOT / name).exists():
-            shutil.copy2(ROOT / name, dest / name)
-    if dockerfile:
-        (dest / "Dockerfile").write_text(dockerfile)
-    _git(dest, "init", "-q")
-    _git(dest, "add", "-A")
-    _git(dest, "commit", "-q", "-m", "verify test")
-    return dest
 
 
 def _verify_env(tree: Path, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -113,27 +106,14 @@ def _pushed(out: str) -> str:
     return line[0].removeprefix("pushed with gzip: ")
 
 
-@pytest.fixture(scope="module")
-def rebuilt(tmp_path_factory):
-    """`invoke verify --against rebuild --keep` on a checkout copy: two cold builds in two empty
-    podman stores, kept (their folder is printed) so that the next test pushes the first one."""
-    _need_podman_and_base()
-    root = tmp_path_factory.mktemp("verify")
-    tree = _checkout_copy(root / "tree")
-    result = _verify(tree, "--against", "rebuild", "--keep")
-    kept = re.search(r"kept the stores and archives in (\S+)", result.stdout + result.stderr)
-    try:
-        yield tree, result, Path(kept.group(1)) if kept else None
-    finally:
-        if kept:
-            for store in sorted(Path(kept.group(1)).glob("store-*")):
-                verify_mod.Store(shutil.which("podman") or "podman", store).remove()
-            shutil.rmtree(kept.group(1), ignore_errors=True)
-
-
 @pytest.mark.docker
-def test_two_cold_podman_builds_give_the_same_image_id(rebuilt):
-    _tree, result, _kept = rebuilt
+def test_two_cold_podman_builds_give_the_same_image_id(tmp_path):
+    """`verify --against rebuild`: two builds from nothing in two empty podman stores, from the Docker
+    engine's base, have one image ID; verify prints it and the second one's manifest digest pushed with
+    gzip. (The kit's own Dockerfile: two more cold builds, compared by the test below and in
+    tests/engine/test_podman.py.)"""
+    _need_podman_and_base()
+    result = _verify(checkout_copy(tmp_path / "tree", STEADY_DOCKERFILE), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:]
     assert "verify: rebuild: built in" in out and "verify: second rebuild: built in" in out
@@ -142,28 +122,31 @@ def test_two_cold_podman_builds_give_the_same_image_id(rebuilt):
 
 
 @pytest.mark.docker
-def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_rebuilds(rebuilt, tmp_path):
-    """A rebuild pushed (podman push, its default gzip) to a real registry with a password gets the
-    manifest digest verify printed for its own rebuild pushed with gzip; recorded in the copy's lock
-    (never the committed one), `verify --against lock` fetches it with the registry credentials and
-    finds a new rebuild equal to it, and the registry serving that manifest digest."""
+def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_rebuilds(
+    podman_kit, podman_kit_verified, tmp_path
+):
+    """The session's cold podman build of the kit, pushed (podman push, its default gzip) to a real
+    registry with a password, gets the manifest digest `invoke verify` printed for its own rebuild
+    from nothing pushed with gzip (one build pushed, the other computed); recorded in a checkout
+    copy's lock (never the committed one), `verify --against lock` fetches it with the registry
+    credentials and finds a third build from nothing equal to it, and the registry serving that
+    manifest digest."""
     from tests.support.services import registry
 
-    tree, first, kept = rebuilt
-    assert first.returncode == 0 and kept is not None, (first.stdout + first.stderr)[-3000:]
+    first = podman_kit_verified
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     image_id, gzip_digest = _reproducible(first.stdout), _pushed(first.stdout)
-    store = verify_mod.Store(shutil.which("podman") or "podman", kept / "store-1")
-    (local,) = [
-        ln for ln in store.run("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split() if "verify" in ln
-    ]
-    tag = local.rsplit(":", 1)[1]
+    tag = podman_kit.tag.rsplit(":", 1)[1]
+    # A copy of the kit's checkout copy (same commit, time and content): its lock is written there.
+    tree = Path(shutil.copytree(podman_kit.tree, tmp_path / "tree", symlinks=True))
+    kit = podman_kit.with_env({"PYTHONPATH": str(tree)})
     password = tmp_path / "password"
     password.write_text("verify-pw\n")
     with registry(tmp_path / "registry", {"ci": "verify-pw"}) as address:
         repository = f"{address}/ci/xpukit"
         digest_file = tmp_path / "digest"
-        pushed = store.run("push", "-q", "--tls-verify=false", "--creds", "ci:verify-pw",
-                           "--digestfile", str(digest_file), local, f"{repository}:{tag}")  # fmt: skip
+        pushed = kit.podman("push", "-q", "--tls-verify=false", "--creds", "ci:verify-pw",
+                            "--digestfile", str(digest_file), podman_kit.tag, f"{repository}:{tag}")  # fmt: skip
         assert pushed.returncode == 0, pushed.stderr[-2000:]
         assert digest_file.read_text().strip() == gzip_digest  # one build pushed, the other computed
         lock = tree / "env" / "lock" / "images.toml"
@@ -175,14 +158,15 @@ def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_re
         }
         registry_mod.write_lock(lock, {"cpu": entry})
         creds = {"XPUKIT_REGISTRY_USER": "ci", "XPUKIT_REGISTRY_PASSWORD_FILE": str(password)}
-        result = _verify(tree, "--against", "lock", env=creds)
+        result = kit.with_env(creds).invoke("verify", "--against", "lock", timeout=2400, cwd=tree)
         out = result.stdout + result.stderr
         assert result.returncode == 0, out[-4000:]
         assert f"with the pushed image {repository}@{gzip_digest}" in out
+        assert "was built from other inputs" not in out  # the copy's content tag is the kit's
         assert _reproducible(result.stdout) == image_id
         assert _pushed(result.stdout) == gzip_digest
         assert "the registry serves that manifest digest" in out
-        denied = _verify(tree, "--against", "lock")  # no credentials: refused in one line, before building
+        denied = kit.invoke("verify", "--against", "lock", cwd=tree)  # no credentials: refused in one line
         assert denied.returncode == 1 and "fetching" in denied.stderr, denied.stderr[-2000:]
         assert "Traceback" not in denied.stderr and "building from nothing" not in denied.stdout + denied.stderr
 
@@ -192,7 +176,7 @@ def test_a_build_that_records_its_time_fails_verify_naming_the_file(tmp_path):
     """Two builds from nothing of a Dockerfile whose one step writes the clock: verify fails,
     names that file, and finds only that step's layer different."""
     _need_podman_and_base()
-    result = _verify(_checkout_copy(tmp_path / "tree", TIME_RECORDING_DOCKERFILE), "--against", "rebuild")
+    result = _verify(checkout_copy(tmp_path / "tree", TIME_RECORDING_DOCKERFILE), "--against", "rebuild")
     out = result.stdout + result.stderr
     assert result.returncode == 1, out[-4000:]
     assert "verify: NOT reproducible" in out
@@ -217,6 +201,9 @@ def test_a_verify_stopped_in_its_first_build_step_leaves_nothing_behind(sig):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # SIGINT as a terminal gives it, also when pytest was started in the background by a shell
+        # (which ignores SIGINT there, and an ignored signal stays ignored across exec).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen: list[str] = []
     folder = None
@@ -242,6 +229,9 @@ def test_a_verify_stopped_in_its_first_build_step_leaves_nothing_behind(sig):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            if folder is not None:  # killed: its stores (GB, overlay mounts) are this test's to remove
+                unmount_under(folder)
+                shutil.rmtree(folder, ignore_errors=True)
     out = "".join(seen) + rest
     assert proc.returncode == 128 + sig, out[-3000:]
     stopped = [ln for ln in out.splitlines() if "verify stopped by" in ln]
