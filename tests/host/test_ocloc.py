@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.offline import ocloc as ocloc_mod
 from xpukit.runtime.offline.ocloc import (
     LARGE_GRF_FLAG,
     Ocloc,
@@ -178,3 +179,22 @@ def test_missing_ocloc_is_an_error(tmp_path):
 
 
 # --- real ocloc -----------------------------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_a_build_asked_after_ctrl_c_never_starts_its_ocloc(tmp_path):
+    """The race the CI run of 2026-12-03 hit (tests/image/test_interrupts.py timed out): Ctrl-C
+    killed the ocloc runs that had started, while a worker thread had not yet started its own; it
+    then started it after the kill and the interrupted run waited for it. After ``stop_builds`` no
+    new ocloc process starts, until ``builds_may_run`` clears the mark. The command is a real
+    process that would leave a file behind."""
+    marker = tmp_path / "started"
+    cmd = ["sh", "-c", f"touch {marker}"]
+    try:
+        ocloc_mod.stop_builds()
+        with pytest.raises(ocloc_mod.BuildStopped, match="not started"):
+            ocloc_mod._run_stoppable(cmd, tmp_path)
+        assert not marker.exists()
+    finally:
+        ocloc_mod.builds_may_run()
+    assert ocloc_mod._run_stoppable(cmd, tmp_path).returncode == 0 and marker.exists()

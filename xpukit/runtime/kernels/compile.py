@@ -131,11 +131,11 @@ def build_targets(
     order = {t: i for i, t in enumerate(presets)}
     builds.sort(key=lambda b: order[b.target])  # the order the user gave
     workers = max(1, min(len(builds), os.cpu_count() or 1))
+    builds_may_run()  # an earlier run in this process may have been interrupted
     if workers == 1:  # in this thread: Ctrl-C stops the build where it runs
         for build in builds:
             native(build)
         return builds
-    builds_may_run()
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         list(pool.map(native, builds))

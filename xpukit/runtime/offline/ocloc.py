@@ -72,11 +72,17 @@ _LIVE_LOCK = threading.Lock()
 
 
 def _run_stoppable(cmd: list[str], work: Path) -> subprocess.CompletedProcess:
-    with subprocess.Popen(
-        cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
-    ) as proc:
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
+    # The stop mark is read and the process registered under the lock ``stop_builds`` kills under:
+    # a worker that had not yet started its ocloc when Ctrl-C came must not start it afterwards
+    # (it would outlive the kill, and the interrupted run would wait for it).
+    with _LIVE_LOCK:
+        if _STOPPING.is_set():
+            raise BuildStopped(f"{cmd[0]} not started: the run was interrupted")
+        proc = subprocess.Popen(
+            cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+        )
+        _LIVE.add(proc)
+    with proc:
         try:
             stdout, stderr = proc.communicate(timeout=_TIMEOUT_S)
         except BaseException:
