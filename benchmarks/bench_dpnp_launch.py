@@ -35,15 +35,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import glob
 import json
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.common import callgrind_calls, per_call_us  # noqa: E402  (this checkout's, whatever --kit runs)
+
 KIT = os.environ.get("XPUKIT_BENCH_KIT")  # --kit: the checkout whose xpukit the child imports
 sys.path.insert(0, KIT or str(REPO))
 
@@ -59,13 +60,6 @@ def add(x, y, out, n, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = i < n
     tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
-
-
-def per_call(fn, reps: int) -> float:
-    start = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - start) / reps * 1e6
 
 
 def setup(n: int) -> tuple[Any, ...]:
@@ -130,34 +124,8 @@ def child(case: str, calls: int, n: int) -> None:
 def parse(path: str) -> int:
     """Instructions of one callgrind dump without the loop's drains: clFinish called from ctypes
     (not from UR's urQueueFinish), inclusive. A urQueueFinish in the launch (a fence) counts."""
-    fns: dict[str, str] = {}
-    fn, cfn, call, total, drained = "", "", False, 0, 0
-    ref = re.compile(r"\((\d+)\)(?: (.*))?")
-
-    def name(text: str) -> str:
-        m = ref.match(text.strip())
-        if not m:
-            return text.strip()
-        if m.group(2):
-            fns[m.group(1)] = m.group(2)
-        return fns.get(m.group(1), "?")
-
-    with open(path) as fh:
-        for line in fh:
-            c = line[:1]
-            if c.isdigit() or c in "+-*":
-                if call:
-                    call = False
-                    if cfn == "clFinish" and "urQueueFinish" not in fn:
-                        drained += int(line.split()[-1])
-            elif line.startswith("fn="):
-                fn = name(line[3:])
-            elif line.startswith("cfn="):
-                cfn = name(line[4:])
-            elif line.startswith("calls="):
-                call = True
-            elif line.startswith(("summary:", "totals:")):
-                total = int(line.split()[-1])
+    total, calls = callgrind_calls(path)
+    drained = sum(cost for fn, cfn, cost in calls if cfn == "clFinish" and "urQueueFinish" not in fn)
     if not drained:
         sys.exit(f"bench_dpnp_launch: no drain (clFinish outside urQueueFinish) found in {path}")
     return total - drained
@@ -196,7 +164,7 @@ def times(args: argparse.Namespace) -> dict[str, Any]:
     rounds: dict[str, list[float]] = {k: [] for k in cases}
     for _ in range(args.rounds):
         for name, fn in cases.items():
-            rounds[name].append(per_call(fn, args.reps))
+            rounds[name].append(per_call_us(fn, args.reps))
             s.finish()
             s.sycl_queue.wait()
     med = {k: statistics.median(v) for k, v in rounds.items()}

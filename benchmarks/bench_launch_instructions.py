@@ -38,13 +38,15 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.common import callgrind_calls  # noqa: E402
+
 CASES = ("none", "many", "many_launcher", "cl_many", "scale", "cl_scale")
 PAIRS = (("many", "cl_many"), ("many_launcher", "cl_many"), ("scale", "cl_scale"))
 
 
 def child(case: str, calls: int) -> None:
     """Run one case `calls` times after a warm-up (the process valgrind measures)."""
-    sys.path.insert(0, str(REPO))
     import numpy as np
 
     from benchmarks.bench_launch import BLOCK, many_args
@@ -135,37 +137,13 @@ def parse(path: str) -> tuple[int, int]:
     """(Ir, Ir in the runtime's launch calls) of one callgrind dump, both without what the queue
     drains cost: the calls of urQueueFinish and clFinish, inclusive (the main thread may run
     queued kernels' bookkeeping there, as much as the worker threads left, which varies)."""
-    fns: dict[str, str] = {}
-    fn, cfn, call, total, drained, runtime = "", "", False, 0, 0, 0
-    ref = re.compile(r"\((\d+)\)(?: (.*))?")
-
-    def name(text: str) -> str:
-        m = ref.match(text.strip())
-        if not m:
-            return text.strip()
-        if m.group(2):
-            fns[m.group(1)] = m.group(2)
-        return fns.get(m.group(1), "?")
-
-    with open(path) as fh:
-        for line in fh:
-            c = line[:1]
-            if c.isdigit() or c in "+-*":
-                if call:  # the inclusive cost of the call on the line before
-                    call = False
-                    cost = int(line.split()[-1])
-                    if FINISH.search(cfn) and not FINISH.search(fn):
-                        drained += cost
-                    elif RUNTIME.search(cfn) and not RUNTIME.search(fn):
-                        runtime += cost
-            elif line.startswith("fn="):
-                fn = name(line[3:])
-            elif line.startswith("cfn="):
-                cfn = name(line[4:])
-            elif line.startswith("calls="):
-                call = True
-            elif line.startswith(("summary:", "totals:")):
-                total = int(line.split()[-1])
+    total, calls = callgrind_calls(path)
+    drained = runtime = 0
+    for fn, cfn, cost in calls:
+        if FINISH.search(cfn) and not FINISH.search(fn):
+            drained += cost
+        elif RUNTIME.search(cfn) and not RUNTIME.search(fn):
+            runtime += cost
     return total - drained, runtime
 
 

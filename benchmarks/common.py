@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,3 +60,39 @@ def report(result: dict[str, Any], path: Path | None) -> None:
     print(text)
     if path:
         path.write_text(text + "\n")
+
+
+_CALLGRIND_REF = re.compile(r"\((\d+)\)(?: (.*))?")
+
+
+def callgrind_calls(path: str | Path) -> tuple[int, list[tuple[str, str, int]]]:
+    """One callgrind dump read: its total instructions, and each call as (caller, callee,
+    inclusive cost), names resolved through the dump's compressed ``(id) name`` references."""
+    names: dict[str, str] = {}
+
+    def name(text: str) -> str:
+        m = _CALLGRIND_REF.match(text.strip())
+        if not m:
+            return text.strip()
+        if m.group(2):
+            names[m.group(1)] = m.group(2)
+        return names.get(m.group(1), "?")
+
+    fn, cfn, call, total = "", "", False, 0
+    calls: list[tuple[str, str, int]] = []
+    with open(path) as fh:
+        for line in fh:
+            c = line[:1]
+            if c.isdigit() or c in "+-*":
+                if call:  # the cost line after calls= is the call's inclusive cost
+                    call = False
+                    calls.append((fn, cfn, int(line.split()[-1])))
+            elif line.startswith("fn="):
+                fn = name(line[3:])
+            elif line.startswith("cfn="):
+                cfn = name(line[4:])
+            elif line.startswith("calls="):
+                call = True
+            elif line.startswith(("summary:", "totals:")):
+                total = int(line.split()[-1])
+    return total, calls
