@@ -6,16 +6,13 @@ host; the image's tests/image/test_launch.py runs the real one with real scratch
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
-from tests.support.launcher_stub import sources
+from tests.support.launcher_stub import build_on_host
 
 pytestmark = pytest.mark.unit
 
@@ -69,17 +66,7 @@ def test_the_twin_grows_before_a_larger_grid_only():
 
 
 def test_the_compiled_launcher_grows_before_a_larger_grid_only(tmp_path):
-    if not shutil.which("gcc") or not (Path(sysconfig.get_path("include")) / "Python.h").exists():
-        pytest.skip("no gcc or Python headers here: tests/image/test_launch.py runs the image's launcher")
-    paths = [str(p) for p in sources("_xpukit_launcher")]
-    built = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-launcher.sh"), str(tmp_path), *paths],
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
+    build_on_host(tmp_path, ["_xpukit_launcher"], "tests/image/test_launch.py runs the image's launcher")
     env = {k: v for k, v in os.environ.items() if k != "XPUKIT_PURE_PYTHON"}
     r = subprocess.run(
         [sys.executable, "-c", "import xpukit.runtime.ur.core\n" + SCRIPT],

@@ -10,16 +10,14 @@ import dataclasses
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
-from tests.support.launcher_stub import MODULES, sources
+from tests.support.launcher_stub import MODULES, build_on_host, sources
 from xpukit.runtime.triton import seam as triton_seam
 from xpukit.runtime.ur import seam
 from xpukit.runtime.ur.seam import Read
@@ -169,19 +167,7 @@ def test_every_role_the_c_reads_is_declared():
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Both modules compiled here from their C (scripts/build-launcher.sh, as the image builds them)."""
-    if not shutil.which("gcc") or not (Path(sysconfig.get_path("include")) / "Python.h").exists():
-        pytest.skip("no gcc or Python headers here: tests/image/test_seam.py binds the image's modules")
-    out = tmp_path_factory.mktemp("ext")
-    paths = [str(p) for module in MODULES for p in sources(module)]
-    r = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "build-launcher.sh"), str(out), *paths],
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    return out
+    return build_on_host(tmp_path_factory.mktemp("ext"), MODULES, "tests/image/test_seam.py binds the image's modules")
 
 
 def _run(built: Path, code: str) -> subprocess.CompletedProcess[str]:

@@ -10,12 +10,10 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import pytest
 
-from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, sources, stub_names
+from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, build_on_host, stub_names
 from xpukit.host.build.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -71,18 +69,7 @@ def test_stubs_match_the_compiled_launch_path(tmp_path):
     """mypy's stubtest against both modules compiled here from their C (scripts/build-launcher.sh, as
     the image's build stage runs it): every name, class flag (final) and what the C lets it
     introspect agree with the stubs."""
-    include = Path(sysconfig.get_path("include")) / "Python.h"
-    if not shutil.which("gcc") or not include.exists():
-        pytest.skip("no gcc or Python headers here: tests/image/test_launcher_stub.py checks the stubs in the image")
-    paths = [str(path) for module in MODULES for path in sources(module)]
-    built = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "build-launcher.sh"), str(tmp_path / "ext"), *paths],
-        env={**os.environ, "PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
+    build_on_host(tmp_path / "ext", MODULES, "tests/image/test_launcher_stub.py checks the stubs in the image")
     stub_dirs = os.pathsep.join(str(stub.parent) for _source, stub in MODULES.values())
     result = subprocess.run(
         [sys.executable, "-m", "mypy.stubtest", *MODULES, "--concise"],

@@ -6,7 +6,15 @@ its C source, the image test against the compiled module. Two modules: the UR la
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterable
 from pathlib import Path
+
+import pytest
 
 from tests.support import ROOT
 
@@ -22,6 +30,24 @@ def sources(module: str) -> list[Path]:
     """A module's C sources: its main file, then its parts (_NAME_PART.c beside it)."""
     main = MODULES[module][0]
     return [main, *sorted(main.parent.glob(f"{main.stem}_*.c"))]
+
+
+def build_on_host(out: Path, modules: Iterable[str], elsewhere: str) -> Path:
+    """``modules`` compiled into ``out`` from their C with scripts/build-launcher.sh, as the image's
+    build stage runs it, for this interpreter; the test is skipped (naming ``elsewhere``, where it
+    runs instead) on a host without gcc or Python's headers."""
+    if not shutil.which("gcc") or not (Path(sysconfig.get_path("include")) / "Python.h").exists():
+        pytest.skip(f"no gcc or Python headers here: {elsewhere}")
+    paths = [str(p) for module in modules for p in sources(module)]
+    built = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "build-launcher.sh"), str(out), *paths],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    return out
 
 
 # Declared but exported by no name: Dispatch[grid] returns it.
