@@ -182,6 +182,7 @@ class Session:
         )
         session = cls._over(_foreign.sycl_native_handles(shared), loader)
         session.sycl_queue = shared
+        session.foreign.fast = True  # launches of its held arrays are submitted to SYCL (foreign_state)
         return session
 
     @classmethod
