@@ -283,7 +283,8 @@ def test_an_out_of_order_queue_never_races_the_kit():
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(run, ons))
     for on, r in zip(ons, results, strict=True):
-        assert r.returncode == 0 and r.stdout.strip().startswith("exact 16"), (on, r.returncode, r.stdout, r.stderr[-2000:])
+        wrong = (on, r.returncode, r.stdout, r.stderr[-2000:])
+        assert r.returncode == 0 and r.stdout.strip().startswith("exact 16"), wrong
         # "other": every launch ordered by the Python door; "session": the arrays kept, so after the
         # first launch (which leases them) SYCL orders every launch itself
         door = "door 16 of 16" if on == "other" else "door 1 of 16"

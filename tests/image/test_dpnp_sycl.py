@@ -40,7 +40,9 @@ from xpukit.runtime.triton import activate  # noqa: E402
 from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
 
 if not COMPILED:
-    pytest.skip("the compiled dispatch is off (XPUKIT_PURE_PYTHON=1): every launch takes the door", allow_module_level=True)
+    pytest.skip(
+        "the compiled dispatch is off (XPUKIT_PURE_PYTHON=1): the door takes every launch", allow_module_level=True
+    )
 
 
 @triton.jit
@@ -55,7 +57,8 @@ def program_ids(out, nx, ny, BLOCK: tl.constexpr):
     """out[z, y, x*BLOCK + j] = x + 1000 y + 1000000 z: which program wrote where."""
     px, py, pz = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     j = tl.arange(0, BLOCK)
-    tl.store(out + (pz * ny + py) * nx * BLOCK + px * BLOCK + j, tl.zeros([BLOCK], tl.int32) + px + 1000 * py + 1000000 * pz)
+    where = out + (pz * ny + py) * nx * BLOCK + px * BLOCK + j
+    tl.store(where, tl.zeros([BLOCK], tl.int32) + px + 1000 * py + 1000000 * pz)
 
 
 @triton.jit

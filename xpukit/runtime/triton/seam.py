@@ -60,7 +60,7 @@ DISPATCH_READS: tuple[Read, ...] = (
     ),
     Read("SESSION_FOREIGN", "xpukit.runtime.ur.core:Session", "foreign", "the session's foreign memory (dpnp arrays)"),
     Read("FOREIGN_FAST", _FOREIGN, "fast", "true: held dpnp arrays on the session's SYCL queue are launched in C"),
-    Read("FOREIGN_KINDS", _FOREIGN, "kinds", "argument type -> kind (0 not foreign, 1 usm_ndarray, 2 dpnp array, 3 other)"),
+    Read("FOREIGN_KINDS", _FOREIGN, "kinds", "argument type -> kind (0 no, 1 usm_ndarray, 2 dpnp array, 3 other)"),
     Read("FOREIGN_HELD", _FOREIGN, "held", "id(usm_ndarray) -> (weak reference, Lease): the arrays checked and lent"),
     Read("FOREIGN_INFLIGHT", _FOREIGN, "inflight", "a list: a SYCL launch's arguments appended, held until it ran"),
     Read("FOREIGN_LAUNCHES", _FOREIGN, "launches", "incremented per launch with foreign memory"),
