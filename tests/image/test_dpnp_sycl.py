@@ -36,7 +36,7 @@ except ImportError as exc:  # the default image has no dpnp
     pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
 
 from xpukit.runtime import ur  # noqa: E402
-from xpukit.runtime.triton import activate  # noqa: E402
+from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
 
 if not COMPILED:
@@ -169,6 +169,28 @@ def test_host_tasks_on_either_side():
             want = (2 * ((a_h * np.float32(it + 1)) @ b_h)) @ b_h.T
             np.testing.assert_allclose(dpnp.asnumpy(back), want, rtol=1e-4, atol=2e-2)
         assert s.foreign.door_launches == 1 and s.foreign.launches == 6
+
+
+def test_the_kits_own_memory_beside_dpnp_arrays_takes_the_door():
+    """A launch mixing dpnp arrays and the kit's own memory is ordered by the Python door (queues
+    waited for, a barrier after), never submitted to SYCL: SYCL may hold a submitted launch back
+    behind a host task, and a later launch on the kit's memory alone goes straight to UR."""
+    rng = np.random.default_rng(2)
+    a_h, b_h = rng.standard_normal((128, 32), dtype=np.float32), rng.standard_normal((32, 96), dtype=np.float32)
+    y_h = rng.standard_normal(128 * 96, dtype=np.float32)
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        a, b = dpnp.asarray(a_h, sycl_queue=q), dpnp.asarray(b_h, sycl_queue=q)
+        prod = dpnp.empty((128, 96), dtype=dpnp.float32, sycl_queue=q)
+        y, mixed, own = from_numpy(y_h), from_numpy(np.zeros_like(y_h)), from_numpy(np.zeros_like(y_h))
+        size = y_h.size
+        for it in range(4):
+            dpnp.matmul(a * float(it + 1), b, out=prod)  # a host task
+            add[(triton.cdiv(size, 256),)](prod, y, mixed, size, BLOCK=256)  # dpnp beside the kit's memory
+            add[(triton.cdiv(size, 256),)](mixed, mixed, own, size, BLOCK=256)  # the kit's memory alone: UR
+            want = 2 * (((a_h * np.float32(it + 1)) @ b_h).ravel() + y_h)
+            np.testing.assert_allclose(own.to_numpy(), want, rtol=1e-5, atol=1e-3)
+        assert s.foreign.launches == 4 and s.foreign.door_launches == 4
 
 
 def test_arrays_dropped_while_their_launch_is_queued():

@@ -26,7 +26,10 @@ PyObject *foreign_state(PyObject *session) {
 }
 
 /* args with each held dpnp/dpctl array replaced by its lease's pointer: 1 and a new tuple in *out;
- * 0: no foreign array among them; 2: one the C does not take (the Python door); -1: an error. */
+ * 0: no foreign array among them; 2: the Python door: an array not held yet, of another queue, or
+ * another producer, or any other object beside them (the kit's own memory among dpnp arrays is
+ * launched by the door, which orders it: a launch SYCL holds back behind a host task must not be
+ * overtaken by a later UR launch on that memory); -1: an error. */
 int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
     *out = NULL;
     PyObject *kinds = inst_attr(&site_kinds, fstate, N(FOREIGN_KINDS));
@@ -38,20 +41,20 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
         return 2;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(args);
-    int rc = 0;
-    for (Py_ssize_t i = 0; i < n && rc >= 0 && rc != 2; i++) {
+    int foreign = 0, door = 0, rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         PyObject *o = PyTuple_GET_ITEM(args, i);
-        if (PyLong_CheckExact(o) || PyFloat_CheckExact(o)) continue;
+        if (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o) || o == Py_None) continue;
         PyObject *k = PyDict_GetItemWithError(kinds, (PyObject *)Py_TYPE(o)); /* borrowed; absent: not foreign */
         long kind = k && PyLong_CheckExact(k) ? PyLong_AsLong(k) : 0;
-        if (!kind) {
+        if (kind != 1 && kind != 2) {
             if (PyErr_Occurred()) rc = -1;
+            foreign |= kind == 3;
+            door = 1; /* the door's, if any foreign array is here */
             continue;
         }
-        if (kind != 1 && kind != 2) {
-            rc = 2;
-            break;
-        }
+        foreign = 1;
+        if (door) continue;
         PyObject *u = kind == 2 ? inst_attr(&site_wrapped, o, N(WRAPPED_ARRAY)) : Py_NewRef(o);
         PyObject *id = u ? PyLong_FromVoidPtr(u) : NULL;
         PyObject *h = id ? PyDict_GetItemWithError(held, id) : NULL; /* borrowed: (weak reference, lease) */
@@ -61,16 +64,13 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
             PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(h, 0)) == u)
             lease = PyTuple_GET_ITEM(h, 1);
         Py_XDECREF(u);
-        if (!lease || !truthy_attr(&site_on_session, lease, N(LEASE_ON_SESSION))) {
-            PyErr_Clear(); /* not held yet, or of another queue: the Python door leases and orders it */
-            rc = 2;
-            break;
-        }
-        PyObject *p = inst_attr(&site_pointer, lease, N(LEASE_POINTER));
-        if (!p) {
+        PyObject *p = lease && truthy_attr(&site_on_session, lease, N(LEASE_ON_SESSION))
+                          ? inst_attr(&site_pointer, lease, N(LEASE_POINTER))
+                          : NULL;
+        if (!p) { /* not held yet, or of another queue: the Python door leases and orders it */
             PyErr_Clear();
-            rc = 2;
-            break;
+            door = 1;
+            continue;
         }
         if (!*out) { /* a new tuple (PyTuple_GetSlice of a whole tuple returns the tuple itself) */
             if (!(*out = PyTuple_New(n))) {
@@ -83,12 +83,11 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
         PyObject *old = PyTuple_GET_ITEM(*out, i);
         PyTuple_SET_ITEM(*out, i, p); /* the new tuple is ours alone */
         Py_DECREF(old);
-        rc = 1;
     }
     Py_DECREF(kinds);
     Py_DECREF(held);
+    if (rc == 0) rc = !foreign ? 0 : door ? 2 : 1;
     if (rc != 1) Py_CLEAR(*out);
-    if (rc == -1 && !PyErr_Occurred()) rc = 2;
     return rc;
 }
 
