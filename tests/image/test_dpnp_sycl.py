@@ -35,6 +35,8 @@ except ImportError as exc:  # the default image has no dpnp
         raise
     pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
 
+from tests.support.kernels import row_sum  # noqa: E402
+from tests.support.kernels import vector_add as add  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
@@ -43,13 +45,6 @@ if not COMPILED:
     pytest.skip(
         "the compiled dispatch is off (XPUKIT_PURE_PYTHON=1): the door takes every launch", allow_module_level=True
     )
-
-
-@triton.jit
-def add(x, y, out, n, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = i < n
-    tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
 
 
 @triton.jit
@@ -67,13 +62,6 @@ def scalars(x, out, n, a_f32, b_i64, c_f64, d_i32, e_bool, BLOCK: tl.constexpr):
     m = i < n
     v = tl.load(x + i, mask=m).to(tl.float64) * a_f32 + b_i64 + c_f64 + d_i32
     tl.store(out + i, tl.where(e_bool, v, -v), mask=m)
-
-
-@triton.jit
-def row_sums(x, out, cols, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    c = tl.arange(0, BLOCK)
-    tl.store(out + r, tl.sum(tl.load(x + r * cols + c, mask=c < cols, other=0.0), axis=0))
 
 
 def _session() -> ur.Session:
@@ -144,10 +132,10 @@ def test_a_kernel_with_local_memory():
     with _session() as s, activate(s):
         x = dpnp.asarray(h, sycl_queue=s.sycl_queue)
         out = dpnp.zeros(rows, dtype=dpnp.float32, sycl_queue=s.sycl_queue)
-        k = row_sums[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
+        k = row_sum[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
         assert k.metadata.shared > 0, "the kernel must use local memory for this test to mean anything"
         out.fill(0)
-        row_sums[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
+        row_sum[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
         assert s.foreign.door_launches == 1
         np.testing.assert_allclose(dpnp.asnumpy(out), h.sum(axis=1), rtol=1e-5, atol=1e-4)
 
