@@ -7,8 +7,8 @@ outside the timing), per-call medians:
   own          kernel[grid](x, y, out, n) with the kit's DeviceArrays: the C dispatch, enqueue only
   own_finish   the same, then the session queue's finish (enqueue + completion)
   dpnp         kernel[grid](x, y, out, n) with dpnp arrays on the session's SYCL queue: the kit's
-               foreign launch (each array's check and lending cached per array object, the
-               producers' queues ordered before the launch, the launch handed back to SYCL after)
+               foreign launch (each array checked and lent on its first launch, in the warm-up;
+               every measured call submitted to SYCL from the compiled dispatch, docs/ur.md)
 Ratio (median of per-round ratios): dpnp / own, the issue's "enqueue" ratio.
 
 ``--instructions``: instructions per call on the launching thread (callgrind, deterministic on a

@@ -1,6 +1,6 @@
 /* _dispatch.h: what the parts of _xpukit_dispatch share among themselves. _dispatch.c: the module,
  * bind() and Direct; _dispatch_key.c: fast_key and matching a call against a recorded key;
- * _dispatch_grid.c: Dispatch and GridCall (kernel[grid]). Built together with -flto, so calls
+ * _dispatch_grid.c: Dispatch and GridCall (kernel[grid]); _dispatch_foreign.c: kernel[grid] on dpnp arrays. Built together with -flto, so calls
  * between the parts are inlined as if they were one file. The launcher's C (argument checks, the
  * allocation table, the enqueue) comes from its capsule (_launcher.h), never copied here.
  */
@@ -16,7 +16,8 @@
     X(ACTIVE_SESSION) X(ACTIVE_STREAM) X(ACTIVE_TABLE_KEY) X(ACTIVE_DRIVER) X(DRIVER_STATS) X(STATS_LAUNCHES) \
     X(SESSION_ALLOCATIONS) X(SESSION_CLOSED) X(STREAM_EVENTS) X(STREAM_QUEUE) X(QUEUE_HANDLE) X(QUEUE_CLOSED)  \
     X(JIT_PRE_RUN_HOOKS) X(JIT_USED_GLOBALS) X(JIT_RUN) X(RUN_GRID) X(RUN_WARMUP) X(HOOK_ENTER) X(HOOK_EXIT)   \
-    X(ENTRY_META)
+    X(ENTRY_META) X(ENTRY_SYCL_ATTACH) X(SESSION_FOREIGN) X(FOREIGN_FAST) X(FOREIGN_KINDS) X(FOREIGN_HELD)      \
+    X(FOREIGN_INFLIGHT) X(FOREIGN_LAUNCHES) X(FOREIGN_SETTLE) X(LEASE_POINTER) X(LEASE_ON_SESSION) X(WRAPPED_ARRAY)
 #define XPUKIT_HIT_FIELDS(X) X(HIT_SESSION) X(HIT_SUBMIT) X(HIT_POSITIONS) X(HIT_KERNEL) X(HIT_ENTRY)
 
 #define XPUKIT_ROLE_ENUM(r) READ_##r,
@@ -45,5 +46,12 @@ Launcher *launcher_of(PyObject *f);
 
 /* _dispatch_grid.c */
 int truthy_attr(attr_site *site, PyObject *o, PyObject *name);
+int bump_counter(PyObject *o, PyObject *name);
+
+/* _dispatch_foreign.c */
+PyObject *foreign_state(PyObject *session);
+int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out);
+int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry);
+int foreign_launched(PyObject *fstate, PyObject *args);
 
 #endif

@@ -144,7 +144,7 @@ static int class_attr_set(PyObject *cls, PyObject *name) {
 
 /* stats.launches += 1 for a plain instance (a dataclass): the instance dict itself when nothing
  * on the type takes part (no __getattr__/__setattr__, no descriptor of that name), else getattr/setattr. */
-static int bump_counter(PyObject *o, PyObject *name) {
+int bump_counter(PyObject *o, PyObject *name) {
     PyTypeObject *t = Py_TYPE(o);
     PyObject *cls_attr = _PyType_Lookup(t, name); /* borrowed; a dataclass keeps the default here */
     if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_setattro == PyObject_GenericSetAttr &&
@@ -213,6 +213,10 @@ static PyObject *dispatch_fallback(Dispatch *d, PyObject *grid, PyObject *args, 
 static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
     Dispatch *d = g->d;
     PyObject *act = NULL;
+    /* dpnp arrays: the call's own arguments (what the Python door gets, what a SYCL launch holds),
+     * the session's foreign state and the arguments with pointers in the arrays' places (owned) */
+    PyObject *const call_args = args;
+    PyObject *fstate = NULL, *fargs = NULL;
     if (PyContextVar_Get(d->current, NULL, &act) < 0) return NULL;
     if (!act || act == Py_None) goto python_door; /* no session: the door raises NoActiveSession */
     if (act != d->act && dispatch_refresh(d, act) < 0) goto python_door;
@@ -234,6 +238,7 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         uint64_t generation = ((AllocTable *)alloc)->generation;
         pre_t pre[MAX_PARAMS]; /* what the key match read, handed to the launch (one pass over the arguments) */
         int have_pre = 0;
+    match_last:
         if (last_key && last_hit && d->last_table_key == table_key) {
             /* held: matching may run Python code (a .ptr property), and another thread may replace them */
             Py_INCREF(last_key);
@@ -247,6 +252,18 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
             }
             Py_DECREF(last_key);
             if (PyErr_Occurred()) PyErr_Clear();
+        }
+        if (!hit && !fstate && (fstate = foreign_state(session)) != NULL) {
+            /* dpnp arrays held by the session: their pointers in their places, then match again */
+            int fr = foreign_substitute(fstate, args, &fargs);
+            if (fr < 0) goto error;
+            if (fr == 2) goto python_door;
+            if (fr == 1) {
+                args = fargs;
+                last_key = d->last_key, last_hit = d->last_hit;
+                goto match_last;
+            }
+            Py_CLEAR(fstate); /* no dpnp array: the ordinary launch */
         }
         if (!hit) {
             PyObject *fk_args[4] = {args, kwargs ? kwargs : Py_None, d->modes, alloc};
@@ -321,6 +338,13 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         }
         PyObject *r = NULL;
         Launcher *lf = launcher_of(submit);
+        if (fargs && !(lf && lf->kernel && lf->table == (AllocTable *)alloc)) {
+            /* dpnp arrays go to SYCL or through the door, never to the UR queue behind SYCL's back */
+            Py_DECREF(queue);
+            Py_DECREF(gseq);
+            Py_DECREF(hit);
+            goto python_door;
+        }
         if (lf && lf->kernel && lf->table == (AllocTable *)alloc && PyLong_CheckExact(queue)) {
             /* submit is the kernel's own checked launcher (which grows any scratch): launch from here,
              * from the values the match read, without a call, an argument tuple or a second read */
@@ -376,10 +400,29 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
                 items = picked_items;
                 if (pl) pl = picked_pre;
             }
-            r = ur->launch_core(lf, qh, gs, items, m, 0, pl, generation);
+            if (fargs) { /* dpnp arrays: the launch submitted to SYCL on the session's in-order SYCL queue */
+                int ready = foreign_ready(session, lf, entry);
+                if (ready <= 0) {
+                    Py_DECREF(queue);
+                    Py_DECREF(gseq);
+                    Py_DECREF(hit);
+                    if (ready < 0) goto error;
+                    goto python_door; /* no SYCL kernel: the door orders the UR launch itself */
+                }
+                r = ur->launch_sycl(lf, gs, items, m, pl, generation);
+                if (r && foreign_launched(fstate, call_args) < 0) Py_CLEAR(r);
+            } else {
+                r = ur->launch_core(lf, qh, gs, items, m, 0, pl, generation);
+            }
             goto launched;
         }
     vectorcall:;
+        if (fargs) { /* not the checked launcher's own launch: the door orders dpnp arrays itself */
+            Py_DECREF(queue);
+            Py_DECREF(gseq);
+            Py_DECREF(hit);
+            goto python_door;
+        }
         PyObject *picked;
         if (index == Py_None) {
             Py_INCREF(args);
@@ -421,13 +464,19 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         Py_INCREF(kernel);
         Py_DECREF(hit);
         Py_XDECREF(act);
+        Py_XDECREF(fstate);
+        Py_XDECREF(fargs);
         return kernel;
     }
 python_door:
     Py_XDECREF(act);
-    return dispatch_fallback(d, g->grid, args, kwargs);
+    Py_XDECREF(fstate);
+    Py_XDECREF(fargs);
+    return dispatch_fallback(d, g->grid, call_args, kwargs);
 error:
     Py_XDECREF(act);
+    Py_XDECREF(fstate);
+    Py_XDECREF(fargs);
     return NULL;
 }
 

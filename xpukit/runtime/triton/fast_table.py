@@ -20,7 +20,7 @@ from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
 from xpukit.runtime.ur.foreign import is_foreign_array
-from xpukit.runtime.ur.foreign_state import foreign_kind
+from xpukit.runtime.ur.foreign_state import ARG_KINDS, foreign_kind
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 
 _FOREIGN_BY_TYPE: dict[type, bool] = {}
@@ -38,8 +38,9 @@ def _foreign_type(t: type) -> bool:
 
 
 # An argument type's kind, decided once: 0 not a foreign array, else foreign_state.foreign_kind's
-# (1 a dpnp/dpctl usm_ndarray, 2 a dpnp array around one, 3 any other producer).
-_ARG_KIND: dict[type, int] = {}
+# (1 a dpnp/dpctl usm_ndarray, 2 a dpnp array around one, 3 any other producer). The compiled
+# dispatch reads the same dict (ForeignState.kinds).
+_ARG_KIND = ARG_KINDS
 
 
 def _arg_kind(t: type) -> int:
@@ -120,6 +121,15 @@ class _FastEntry:
         self.param_names = param_names
         self.defaults = defaults
         self.bound: dict[int, BoundKernel] = {}
+
+    def sycl_attach(self, session: Session, launcher: Any) -> bool:
+        """Called by the compiled dispatch before its first launch of dpnp arrays through
+        ``launcher`` (this entry's on ``session``): the kernel built by SYCL too, so that launch is
+        submitted to SYCL (:meth:`ForeignState.attach`); False for a kernel that is not SPIR-V."""
+        function = getattr(self.kernel, "function", None)
+        if not isinstance(function, URFunction) or function.form != "spirv":
+            return False
+        return session.foreign.attach(launcher, function.name, function.spirv, function.options)
 
     def meta(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         """What Triton hands a grid callable: every parameter by name."""

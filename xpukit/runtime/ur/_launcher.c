@@ -18,7 +18,8 @@
  * links against nothing but Python. What it reads from Python objects is named by
  * xpukit/runtime/ur/seam.py and handed over by bind() (below), once, when xpukit's core imports.
  * Parts: this file (the module, bind(), the Launcher and its launch), _launcher_args.c (one
- * argument converted and checked), _launcher_table.c (the AllocTable).
+ * argument converted and checked), _launcher_table.c (the AllocTable), _launcher_sycl.c (the same
+ * launch submitted to SYCL, for launches SYCL must order).
  */
 #include "_launcher_internal.h" /* the parts' shared declarations; _launcher.h: what the dispatch shares */
 
@@ -29,6 +30,7 @@ static int launcher_traverse(Launcher *l, visitproc visit, void *arg) {
     Py_VISIT(l->on_arg_error);
     Py_VISIT(l->on_ur_error);
     Py_VISIT(l->on_grow);
+    Py_VISIT(l->sycl_keep);
     return 0;
 }
 
@@ -37,6 +39,8 @@ static int launcher_clear(Launcher *l) {
     Py_CLEAR(l->on_arg_error);
     Py_CLEAR(l->on_ur_error);
     Py_CLEAR(l->on_grow);
+    l->sycl_kernel = NULL; /* what it points into goes with sycl_keep */
+    Py_CLEAR(l->sycl_keep);
     return 0;
 }
 
@@ -138,13 +142,14 @@ PyObject *ur_error(Launcher *l, int32_t code, const char *fn) {
     return NULL;
 }
 
-/* The launch after the caller has checked that the kernel is open and read its queue handle and
- * grid: the count, every argument converted and checked (nothing touched on a bad one), then the release's enqueue.
+/* What every launch does first, after the caller has checked that the kernel is open and read its
+ * grid: the count, every argument converted and checked into vals/sizes (nothing touched on a bad
+ * one). 0: launch, 1: an empty grid (launch nothing), -1: an error is set.
  * items: n borrowed arguments, kept alive by the caller; pre: what the caller read from each (or
  * NULL); checked_generation: the table's generation before anything was read from the arguments
  * (the caller's reads count: a free since then re-checks every address). */
-static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject *const *items, Py_ssize_t n,
-                             int want_event, const pre_t *pre, uint64_t checked_generation) {
+int launch_prepare(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
+                   uint64_t checked_generation, uint64_t *vals, size_t *sizes) {
     if (l->on_grow) { /* more programs than ever: the callback grows the per-program scratch first */
         uint64_t programs;
         if (__builtin_mul_overflow((uint64_t)g[0], (uint64_t)g[1], &programs) ||
@@ -152,15 +157,16 @@ static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject
             programs = UINT64_MAX;
         if (programs > l->grown) {
             PyObject *r = PyObject_CallFunction(l->on_grow, "K", (unsigned long long)programs);
-            if (!r) return NULL;
+            if (!r) return -1;
             Py_DECREF(r);
             if (programs > l->grown) l->grown = programs;
         }
     }
-    if (n != l->nparams) return arg_error(l, n, ARG_COUNT, Py_None);
+    if (n != l->nparams) {
+        arg_error(l, n, ARG_COUNT, Py_None);
+        return -1;
+    }
     /* 1: convert and check everything; nothing is touched on a bad argument */
-    uint64_t vals[MAX_PARAMS];
-    size_t sizes[MAX_PARAMS];
     for (Py_ssize_t i = 0; i < n; i++) {
         int rc = pre && pre[i].tag ? convert_pre(l, l->kinds[i], &pre[i], &vals[i], &sizes[i]) : -1;
         if (rc) /* not covered, or bad: convert() gives the code the launch has always given */
@@ -168,9 +174,9 @@ static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject
         if (rc) {
             PyObject *bad = items[i];
             Py_INCREF(bad);
-            PyObject *r = arg_error(l, i, rc, bad);
+            arg_error(l, i, rc, bad);
             Py_DECREF(bad);
-            return r;
+            return -1;
         }
     }
     if (l->table->generation != checked_generation) {
@@ -183,13 +189,23 @@ static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject
             if (is_address && check_live(l, vals[i])) {
                 PyObject *bad = items[i];
                 Py_INCREF(bad);
-                PyObject *r = arg_error(l, i, ARG_NOT_LIVE, bad);
+                arg_error(l, i, ARG_NOT_LIVE, bad);
                 Py_DECREF(bad);
-                return r;
+                return -1;
             }
         }
     }
-    if (g[0] == 0 || g[1] == 0 || g[2] == 0) Py_RETURN_NONE; /* an empty grid launches nothing */
+    return g[0] == 0 || g[1] == 0 || g[2] == 0; /* an empty grid launches nothing */
+}
+
+/* launch_prepare's checks, then the release's enqueue on queue. */
+static PyObject *launch_core(Launcher *l, void *queue, const size_t *g, PyObject *const *items, Py_ssize_t n,
+                             int want_event, const pre_t *pre, uint64_t checked_generation) {
+    uint64_t vals[MAX_PARAMS];
+    size_t sizes[MAX_PARAMS];
+    int rc = launch_prepare(l, g, items, n, pre, checked_generation, vals, sizes);
+    if (rc < 0) return NULL;
+    if (rc) Py_RETURN_NONE;
     size_t global[3] = {g[0] * l->local[0], g[1] * l->local[1], g[2] * l->local[2]};
     void *event = NULL;
     void **pev = want_event ? &event : NULL;
@@ -350,6 +366,8 @@ static PyMethodDef launcher_methods[] = {
     {"grow_with", (PyCFunction)launcher_grow_with, METH_O,
      "grow_with(callback): callback(programs) before a launch of more programs than any before (Triton's scratch)"},
     {"forget", (PyCFunction)launcher_forget, METH_NOARGS, "set every argument again at the next launch"},
+    {"via_sycl", (PyCFunction)launcher_via_sycl, METH_VARARGS,
+     "via_sycl(kernel_ref, queue_ref, submit, event_delete, keep): the same kernel built by SYCL, for launch_sycl"},
     {"hidden", (PyCFunction)launcher_hidden, METH_O,
      "hidden(((kind, value), ...)): arguments after the user's: ('P', address) or ('L', local bytes)"},
     {NULL, NULL, 0, NULL},
@@ -439,6 +457,7 @@ static xpukit_ur_api ur_api = {
     .own_address = own_address,
     .dtype_of = dtype_of,
     .lookup_address = lookup_address,
+    .launch_sycl = launch_sycl,
 };
 
 PyMODINIT_FUNC PyInit__xpukit_launcher(void) {

@@ -40,5 +40,12 @@ int get_grid(PyObject *o, size_t *out);
 /* _launcher.c */
 PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value);
 PyObject *ur_error(Launcher *l, int32_t code, const char *fn);
+int launch_prepare(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
+                   uint64_t checked_generation, uint64_t *vals, size_t *sizes);
+
+/* _launcher_sycl.c */
+PyObject *launch_sycl(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
+                      uint64_t checked_generation);
+PyObject *launcher_via_sycl(Launcher *l, PyObject *args);
 
 #endif

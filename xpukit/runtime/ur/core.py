@@ -172,8 +172,9 @@ class Session:
         """A session sharing a SYCL queue's context and device (a ``dpctl.SyclQueue``, or a dpnp/dpctl
         array's queue). Launches go to an in-order SYCL queue (``session.sycl_queue``): the queue
         itself when it is in-order, else a new in-order queue on its context and device. A launch
-        with foreign memory waits for the producers' queues first and is handed back to SYCL after
-        (xpukit.runtime.ur.foreign_state), so out-of-order queues and SYCL host tasks never race it."""
+        of dpnp arrays already seen on that queue is submitted to SYCL, which orders it; any other
+        launch with foreign memory waits for the producers' queues first and is handed back to SYCL
+        after (xpukit.runtime.ur.foreign_state), so out-of-order queues and SYCL host tasks never race it."""
         import dpctl
 
         given = _foreign.sycl_queue_of(queue)
@@ -182,6 +183,7 @@ class Session:
         )
         session = cls._over(_foreign.sycl_native_handles(shared), loader)
         session.sycl_queue = shared
+        session.foreign.fast = True  # launches of its held arrays are submitted to SYCL (foreign_state)
         return session
 
     @classmethod

@@ -115,6 +115,19 @@ def sycl_queue_empty() -> Any:
     return _libsycl()._ZNK4sycl3_V15queue16ext_oneapi_emptyEv
 
 
+def dpctl_submit_functions() -> tuple[int, int]:
+    """Addresses of dpctl's ``DPCTLQueue_SubmitNDRange`` and ``DPCTLEvent_Delete`` (its C API,
+    libDPCTLSyclInterface, loaded with dpctl): what a launcher submits to SYCL with."""
+    path = _loaded_library("libDPCTLSyclInterface")
+    if path is None:
+        raise BadDeviceRequest("dpctl's C library (libDPCTLSyclInterface) is not loaded", "import dpctl")
+    lib = ctypes.CDLL(path)
+    return (
+        ctypes.cast(lib.DPCTLQueue_SubmitNDRange, c_void_p).value or 0,
+        ctypes.cast(lib.DPCTLEvent_Delete, c_void_p).value or 0,
+    )
+
+
 def sycl_native_handles(queue: Any) -> NativeHandles:
     """The native context, device and queue of a ``dpctl.SyclQueue`` (what ``sycl::get_native``
     returns: on OpenCL the context and queue come retained, and the session takes them over)."""

@@ -8,7 +8,14 @@ reads their protocols and asks UR about their pointers).
   allocation to the session's table are done on its first launch and held until it is collected (a
   weak reference takes the lending back). A dpnp array is resolved to its ``usm_ndarray`` on every
   launch (dpnp may swap it). Any other producer (SUAI objects, DLPack) is checked and lent per launch.
-* **Ordering is the kit's** (docs/ur.md, "dpnp and foreign memory"). Before a launch every
+* **Submitted to SYCL when SYCL can order it.** A launch whose dpnp/dpctl arrays all live on the
+  session's own in-order SYCL queue and are held goes, from the compiled dispatch
+  (``triton/_dispatch_foreign.c``), to SYCL itself: the same kernel built by SYCL once per kernel
+  and session (:meth:`ForeignState.attach`), submitted with ``DPCTLQueue_SubmitNDRange`` on that
+  queue, which orders it after every SYCL command before it and before every one after it, host
+  tasks included; nothing is waited for and no barrier is needed. Its arguments are held in
+  ``inflight`` until SYCL reports the queue empty.
+* **Otherwise ordering is the kit's** (docs/ur.md, "dpnp and foreign memory"). Before a launch every
   producer's SYCL queue and the session's SYCL queue are waited for unless SYCL reports it empty
   (SYCL runs some commands as host tasks the native queue never sees: oneMKL's CPU gemm under
   ``dpnp.matmul``). After it, the
@@ -26,7 +33,14 @@ import weakref
 from ctypes import c_void_p
 from typing import Any
 
-from xpukit.runtime.ur.foreign import ForeignPointer, _bad, alloc_info, sycl_queue_empty, view_of
+from xpukit.runtime.ur.foreign import (
+    ForeignPointer,
+    _bad,
+    alloc_info,
+    dpctl_submit_functions,
+    sycl_queue_empty,
+    view_of,
+)
 
 # Types whose objects never change pointer, dtype, extent or queue: checked once per object.
 _IMMUTABLE = {("dpctl.tensor._usmarray", "usm_ndarray"), ("dpnp.tensor._usmarray", "usm_ndarray")}
@@ -34,6 +48,9 @@ _WRAPPERS = {("dpnp.dpnp_array", "dpnp_array")}  # hold one in ._array_obj (reso
 
 # What a type is, decided once: 1 an immutable array, 2 a wrapper of one, 3 any other producer.
 _KIND: dict[type, int] = {}
+# What an argument's type is for a launch, decided once by the Triton layer (fast_table._arg_kind):
+# 0 not a foreign array, else foreign_kind's. Read by the compiled dispatch (ForeignState.kinds).
+ARG_KINDS: dict[type, int] = {}
 
 
 def foreign_kind(t: type) -> int:
@@ -51,12 +68,13 @@ class Lease:
     """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue, and whether
     its allocation was lent for this launch only (returned by :meth:`ForeignState.release`)."""
 
-    __slots__ = ("per_launch", "pointer", "queue")
+    __slots__ = ("on_session", "per_launch", "pointer", "queue")
 
-    def __init__(self, pointer: ForeignPointer, queue: Any, per_launch: bool) -> None:
+    def __init__(self, pointer: ForeignPointer, queue: Any, per_launch: bool, on_session: bool = False) -> None:
         self.pointer = pointer
         self.queue = queue
         self.per_launch = per_launch
+        self.on_session = on_session  # the producer's queue is the session's SYCL queue: SYCL can order the launch
 
 
 class ForeignState:
@@ -65,6 +83,7 @@ class ForeignState:
     handed to SYCL whose producers are still referenced."""
 
     HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
+    kinds = ARG_KINDS  # the compiled dispatch reads it: which argument types are foreign arrays
 
     def __init__(self, session: Any) -> None:
         self.session = session
@@ -74,9 +93,15 @@ class ForeignState:
         self.held: dict[int, tuple[weakref.ref, Lease]] = {}
         self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
         self.launches = 0  # launches with foreign memory (tests read it)
+        self.door_launches = 0  # of those, the ones the Python door ordered (the rest were submitted to SYCL)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
         self._empty: Any = None  # sycl::queue::ext_oneapi_empty, once libsycl is needed
+        # Launches of held arrays on the session's SYCL queue submitted to SYCL (attach); Session.from_sycl
+        # turns it on, the probe's controls off. sycl_kernels: (name, SPIR-V, options) -> dpctl's
+        # program and kernel, or the reason SYCL could not build it (those launches take the Python door).
+        self.fast = False
+        self.sycl_kernels: dict[tuple[str, bytes, str], Any] = {}
 
     # -- checks and lending ------------------------------------------------------------------------
     def check(self, obj: Any) -> Lease:
@@ -110,6 +135,8 @@ class ForeignState:
                 "pass memory of the session's device",
             )
         queue = view.queue if view.queue is not None and hasattr(view.queue, "wait") else None
+        sq = s.sycl_queue
+        on_session = queue is not None and sq is not None and (queue is sq or queue == sq)
         pointer = ForeignPointer(view.data, view.dtype, view.keep, queue, 0, info.size)
         with self.lock:
             if not (s.allocations.find(info.base) is not None and info.base not in self.lent):
@@ -117,7 +144,7 @@ class ForeignState:
                     s.allocations.add(info.base, info.size)
                 self.lent[info.base] = self.lent.get(info.base, 0) + 1
                 pointer.base = info.base  # lent (0: the kit's own allocation, a DLPack round trip)
-        return Lease(pointer, queue, True)
+        return Lease(pointer, queue, True, on_session)
 
     def lease(self, obj: Any) -> Lease:
         """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
@@ -160,6 +187,42 @@ class ForeignState:
                 if lease.per_launch:
                     self._give_back(lease.pointer.base)
 
+    # -- launches submitted to SYCL ------------------------------------------------------------------
+    def attach(self, launcher: Any, name: str, spirv: bytes, options: str) -> bool:
+        """Give ``launcher`` the same kernel built by SYCL for the session's SYCL queue (once per
+        kernel and session; dpctl's ``create_program_from_spirv``), so launches of held arrays on
+        that queue are submitted to SYCL. False (and the reason kept in ``sycl_kernels``) when SYCL
+        cannot build it: those launches take the Python door, ordered there."""
+        sq = self.session.sycl_queue
+        if not self.fast or sq is None:
+            return False
+        key = (name, spirv, options)
+        built = self.sycl_kernels.get(key)
+        if built is None:
+            try:
+                import dpctl.program
+
+                program = dpctl.program.create_program_from_spirv(sq, spirv, options)
+                built = (program, program.get_sycl_kernel(name))
+            except Exception as e:  # any failure: the door's ordered UR launch instead
+                built = f"{type(e).__name__}: {e}"
+            self.sycl_kernels[key] = built
+        if isinstance(built, str):
+            return False
+        if self._empty is None:
+            self._empty = sycl_queue_empty()
+        submit, delete = dpctl_submit_functions()
+        program, kernel = built
+        launcher.via_sycl(kernel.addressof_ref(), sq.addressof_ref(), submit, delete, (program, kernel, sq))
+        return True
+
+    def wait_sycl(self) -> None:
+        """Wait for the launches submitted to SYCL (a SYCL queue's wait; the native queue's finish
+        does not see a launch SYCL still holds back behind a host task)."""
+        sq = self.session.sycl_queue
+        if self.fast and sq is not None:
+            sq.wait()
+
     # -- ordering -----------------------------------------------------------------------------------
     def before(self, queues: list[Any]) -> None:
         """Every producer's queue and the session's SYCL queue waited for (host tasks too), unless
@@ -178,6 +241,7 @@ class ForeignState:
         """The launch handed back to SYCL (or finished, ``handoff`` off): later SYCL work on the
         session's queue and the producers' queues follows it; the producers are held until it ran."""
         self.launches += 1
+        self.door_launches += 1
         sq = self.session.sycl_queue
         if not self.handoff or sq is None:
             self.session.queue.finish()
@@ -191,7 +255,7 @@ class ForeignState:
                     from dpctl.utils import SequentialOrderManager
 
                     SequentialOrderManager[q].add_event_pair(event, event)
-        if len(inflight) > 32:
+        if len(inflight) % 32 == 0:  # every 32nd held launch (SYCL may not yet say empty)
             self.settle(finished=False)
 
     def settle(self, finished: bool = True) -> None:
@@ -209,16 +273,21 @@ class ForeignState:
                     finished = self._empty(sq.addressof_ref())
                 if not finished and len(inflight) > self.HANDOFF_LIMIT:
                     self.session.queue.finish()
+                    self.wait_sycl()
                     finished = True
+            else:
+                self.wait_sycl()  # the native queue was finished; SYCL may still hold a launch back
             if finished:
                 inflight.clear()
 
     def close(self) -> None:
         """The session closes (its queue finished): nothing is held or lent any more."""
+        if self.inflight:
+            self.wait_sycl()
         with self.lock:
             self.inflight.clear()
             self.held.clear()  # dropped weak references never call back
             self.lent.clear()
 
 
-__all__ = ["ForeignState", "Lease", "foreign_kind"]
+__all__ = ["ARG_KINDS", "ForeignState", "Lease", "foreign_kind"]

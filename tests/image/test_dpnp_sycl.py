@@ -1,0 +1,251 @@
+"""Launches of dpnp arrays submitted to SYCL (xpukit/runtime/ur/_launcher_sycl.c,
+xpukit/runtime/triton/_dispatch_foreign.c): once an array on the session's in-order SYCL queue has
+been checked and lent (its first launch, through the Python door), kernel[grid] on it goes from the
+compiled dispatch to ``DPCTLQueue_SubmitNDRange`` with the same kernel built by SYCL, and SYCL orders
+it among its own work. Checked here on the real CPU OpenCL device: the path is taken, results are
+exact for 1-3 dimensional grids, every scalar kind and a kernel with local memory, SYCL host tasks
+(oneMKL's gemm) on either side, arrays dropped while their launch is queued, threads, and dpctl's
+constants as its installed header states them.
+
+Runs where dpnp is installed (the dpnp image variant sets XPUKIT_REQUIRE_DPNP=1).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+
+pytestmark = pytest.mark.container
+
+try:
+    import dpctl
+    import dpnp
+except ImportError as exc:  # the default image has no dpnp
+    if os.environ.get("XPUKIT_REQUIRE_DPNP") == "1":
+        raise
+    pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
+
+from tests.support.kernels import row_sum  # noqa: E402
+from tests.support.kernels import vector_add as add  # noqa: E402
+from xpukit.runtime import ur  # noqa: E402
+from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
+from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
+
+if not COMPILED:
+    pytest.skip(
+        "the compiled dispatch is off (XPUKIT_PURE_PYTHON=1): the door takes every launch", allow_module_level=True
+    )
+
+
+@triton.jit
+def program_ids(out, nx, ny, BLOCK: tl.constexpr):
+    """out[z, y, x*BLOCK + j] = x + 1000 y + 1000000 z: which program wrote where."""
+    px, py, pz = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    j = tl.arange(0, BLOCK)
+    where = out + (pz * ny + py) * nx * BLOCK + px * BLOCK + j
+    tl.store(where, tl.zeros([BLOCK], tl.int32) + px + 1000 * py + 1000000 * pz)
+
+
+@triton.jit
+def scalars(x, out, n, a_f32, b_i64, c_f64, d_i32, e_bool, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    v = tl.load(x + i, mask=m).to(tl.float64) * a_f32 + b_i64 + c_f64 + d_i32
+    tl.store(out + i, tl.where(e_bool, v, -v), mask=m)
+
+
+def _session() -> ur.Session:
+    return ur.Session.from_sycl(dpctl.SyclQueue())
+
+
+def test_held_arrays_on_the_sessions_queue_are_submitted_to_sycl():
+    """The first launch leases the arrays (the door); the next ones are SYCL's, exact, with no UR
+    queue wait or barrier; the call's arguments are held until SYCL has run them."""
+    n = 5000
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        x = dpnp.arange(n, dtype=dpnp.float32, sycl_queue=q)
+        out = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
+        for _ in range(10):
+            add[(triton.cdiv(n, 256),)](x, out, out, n, BLOCK=256)  # out += x, ten times, in order
+        assert (s.foreign.launches, s.foreign.door_launches) == (10, 1)
+        assert len(s.foreign.sycl_kernels) == 1 and not any(isinstance(v, str) for v in s.foreign.sycl_kernels.values())
+        assert 1 <= len(s.foreign.inflight) <= 10
+        result = dpnp.asnumpy(out)
+        s.finish()
+        assert not s.foreign.inflight
+    np.testing.assert_array_equal(result, np.arange(n, dtype=np.float32) * 10)
+
+
+@pytest.mark.parametrize("grid", [(3,), (3, 2), (2, 3, 4), (1, 1, 3)])
+def test_grids_of_one_to_three_dimensions(grid):
+    """SYCL's dimension 0 is the native last: the submission reverses a 3-dimensional range."""
+    block = 64
+    nx, ny, nz = (*grid, 1, 1)[:3]
+    want = np.zeros((nz, ny, nx * block), dtype=np.int32)
+    for z in range(nz):
+        for y in range(ny):
+            for x in range(nx):
+                want[z, y, x * block : (x + 1) * block] = x + 1000 * y + 1000000 * z
+    with _session() as s, activate(s):
+        out = dpnp.full(want.size, -1, dtype=dpnp.int32, sycl_queue=s.sycl_queue)
+        program_ids[grid](out, nx, ny, BLOCK=block)  # the door
+        out.fill(-1)
+        program_ids[grid](out, nx, ny, BLOCK=block)  # SYCL
+        assert s.foreign.door_launches == 1 and s.foreign.launches == 2
+        np.testing.assert_array_equal(dpnp.asnumpy(out).reshape(want.shape), want)
+
+
+def test_every_scalar_kind_reaches_the_kernel_exactly():
+    """float (Triton's fp32), 64- and 32-bit ints, a bool, in two sets of values."""
+    n = 300
+    h = np.linspace(-3, 3, n).astype(np.float32)
+    with _session() as s, activate(s):
+        x = dpnp.asarray(h, sycl_queue=s.sycl_queue)
+        out = dpnp.empty(n, dtype=dpnp.float64, sycl_queue=s.sycl_queue)
+        results = []
+        for a, b, c, d, e in [(1.5, 2**40 + 3, 0.25, -7, True), (-0.5, -(2**35), 0.125, 2**30, False)]:
+            for _ in range(2):  # the door, then SYCL
+                scalars[(triton.cdiv(n, 128),)](x, out, n, a, b, c, d, e, BLOCK=128)
+                results.append(dpnp.asnumpy(out))
+            v = h.astype(np.float64) * np.float32(a) + b + c + d
+            for r in results[-2:]:
+                np.testing.assert_array_equal(r, v if e else -v)
+        # each set's second launch (the first's key, its arrays held) is SYCL's
+        assert s.foreign.launches == 4 and s.foreign.launches - s.foreign.door_launches >= 2
+
+
+def test_a_kernel_with_local_memory():
+    """A row reduction across the work-group takes a local-memory argument (a local accessor to SYCL)."""
+    rows, cols = 37, 1000
+    h = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
+    with _session() as s, activate(s):
+        x = dpnp.asarray(h, sycl_queue=s.sycl_queue)
+        out = dpnp.zeros(rows, dtype=dpnp.float32, sycl_queue=s.sycl_queue)
+        k = row_sum[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
+        assert k.metadata.shared > 0, "the kernel must use local memory for this test to mean anything"
+        out.fill(0)
+        row_sum[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
+        assert s.foreign.door_launches == 1
+        np.testing.assert_allclose(dpnp.asnumpy(out), h.sum(axis=1), rtol=1e-5, atol=1e-4)
+
+
+def test_host_tasks_on_either_side():
+    """oneMKL's gemm runs as a SYCL host task on the CPU device: SYCL orders the kit's submitted
+    launch after the gemm that feeds it and before the gemm that reads it, every time."""
+    rng = np.random.default_rng(1)
+    a_h, b_h = rng.standard_normal((256, 64), dtype=np.float32), rng.standard_normal((64, 192), dtype=np.float32)
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        a, b = dpnp.asarray(a_h, sycl_queue=q), dpnp.asarray(b_h, sycl_queue=q)
+        prod = dpnp.empty((256, 192), dtype=dpnp.float32, sycl_queue=q)
+        twice = dpnp.empty_like(prod)
+        for it in range(6):
+            dpnp.matmul(a * float(it + 1), b, out=prod)
+            add[(triton.cdiv(prod.size, 256),)](prod, prod, twice, prod.size, BLOCK=256)
+            back = twice @ b.T
+            want = (2 * ((a_h * np.float32(it + 1)) @ b_h)) @ b_h.T
+            np.testing.assert_allclose(dpnp.asnumpy(back), want, rtol=1e-4, atol=2e-2)
+        assert s.foreign.door_launches == 1 and s.foreign.launches == 6
+
+
+def test_the_kits_own_memory_beside_dpnp_arrays_takes_the_door():
+    """A launch mixing dpnp arrays and the kit's own memory is ordered by the Python door (queues
+    waited for, a barrier after), never submitted to SYCL: SYCL may hold a submitted launch back
+    behind a host task, and a later launch on the kit's memory alone goes straight to UR."""
+    rng = np.random.default_rng(2)
+    a_h, b_h = rng.standard_normal((128, 32), dtype=np.float32), rng.standard_normal((32, 96), dtype=np.float32)
+    y_h = rng.standard_normal(128 * 96, dtype=np.float32)
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        a, b = dpnp.asarray(a_h, sycl_queue=q), dpnp.asarray(b_h, sycl_queue=q)
+        prod = dpnp.empty((128, 96), dtype=dpnp.float32, sycl_queue=q)
+        y, mixed, own = from_numpy(y_h), from_numpy(np.zeros_like(y_h)), from_numpy(np.zeros_like(y_h))
+        size = y_h.size
+        for it in range(4):
+            dpnp.matmul(a * float(it + 1), b, out=prod)  # a host task
+            add[(triton.cdiv(size, 256),)](prod, y, mixed, size, BLOCK=256)  # dpnp beside the kit's memory
+            add[(triton.cdiv(size, 256),)](mixed, mixed, own, size, BLOCK=256)  # the kit's memory alone: UR
+            want = 2 * (((a_h * np.float32(it + 1)) @ b_h).ravel() + y_h)
+            np.testing.assert_allclose(own.to_numpy(), want, rtol=1e-5, atol=1e-3)
+        assert s.foreign.launches == 4 and s.foreign.door_launches == 4
+
+
+def test_arrays_dropped_while_their_launch_is_queued():
+    """The call's arguments are held until SYCL has run the launch (their memory must outlive it):
+    an array dropped right after its launch lives on in the session's in-flight list until the
+    session knows the launch ran, and the results are exact."""
+    n = 1 << 18
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        outs, dropped, held = [], [], 0
+        for i in range(40):
+            x = dpnp.full(n, float(i), dtype=dpnp.float32, sycl_queue=q)
+            out = dpnp.empty(n, dtype=dpnp.float32, sycl_queue=q)
+            add[(n // 1024,)](x, x, out, n, BLOCK=1024)  # the door (new arrays)
+            add[(n // 1024,)](x, out, out, n, BLOCK=1024)  # SYCL: out = 3 i
+            dropped.append(weakref.ref(x.get_array()))
+            del x
+            gc.collect()
+            if s.foreign.inflight:  # cleared only all at once (settle, every 32nd): this launch's are in it
+                assert dropped[-1]() is not None, i
+                held += 1
+            outs.append(out)
+        assert s.foreign.door_launches == 40 and s.foreign.launches == 80
+        assert held >= 30  # settle runs at every 32nd held launch only
+        s.finish()
+        gc.collect()
+        assert all(r() is None for r in dropped)  # let go once the session knows they ran
+        for i, out in enumerate(outs):
+            assert (dpnp.asnumpy(out) == 3.0 * i).all(), i
+
+
+def test_submitted_launches_from_threads():
+    with _session() as s:
+
+        def work(i: int) -> bool:
+            with activate(s):
+                x = dpnp.full(4096, float(i), dtype=dpnp.float32, sycl_queue=s.sycl_queue)
+                out = dpnp.zeros_like(x)
+                for _ in range(6):
+                    add[(16,)](x, out, out, 4096, BLOCK=256)
+                return bool((dpnp.asnumpy(out) == 6.0 * i).all())
+
+        with ThreadPoolExecutor(4) as pool:
+            assert all(pool.map(work, range(8)))
+        assert s.foreign.door_launches == 8 and s.foreign.launches == 48
+        s.finish()
+        gc.collect()
+        assert not s.foreign.inflight and not s.foreign.held and not s.foreign.lent
+
+
+def test_dpctl_constants_match_its_installed_header():
+    """The launcher's DPCTLKernelArgType values and MDLocalAccessor layout (_launcher.h) as dpctl's
+    own header in this image declares them."""
+    include = Path(dpctl.__file__).parent / "include" / "syclinterface"
+    enums = (include / "dpctl_sycl_enum_types.h").read_text()
+    body = re.search(r"typedef enum\s*\{([^}]*)\}\s*DPCTLKernelArgType;", enums).group(1)
+    names = [re.sub(r"\s*=.*", "", v).strip() for v in re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S).split(",")]
+    names = [v for v in names if v]
+    assert not any("=" in v for v in body.split(",")), "explicit enum values: read them instead of counting"
+    header = (Path(ur.__file__).parent / "_launcher.h").read_text()
+    ours = dict(re.findall(r"DPCTL_(\w+) = (\d+)", header))
+    assert ours, "the launcher header names no dpctl constant"
+    for name, value in ours.items():
+        full = {"UINT8": "DPCTL_UINT8_T", "UINT16": "DPCTL_UINT16_T", "UINT32": "DPCTL_UINT32_T",
+                "UINT64": "DPCTL_UINT64_T"}.get(name, f"DPCTL_{name}")  # fmt: skip
+        assert names.index(full) == int(value), (full, names)
+    queue_h = (include / "dpctl_sycl_queue_interface.h").read_text()
+    fields = re.search(r"typedef struct MDLocalAccessorTy\s*\{([^}]*)\}", queue_h).group(1)
+    assert [f.split()[-1] for f in fields.replace("\n", " ").split(";") if f.strip()] == [
+        "ndim", "dpctl_type_id", "dim0", "dim1", "dim2"]  # fmt: skip

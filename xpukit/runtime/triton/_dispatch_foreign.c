@@ -1,0 +1,124 @@
+/* _dispatch_foreign.c (part of _xpukit_dispatch): kernel[grid] on dpnp/dpctl arrays in C, for a
+ * session opened over dpnp's SYCL queue (xpukit/runtime/ur/foreign_state.py holds the per-array
+ * state; docs/ur.md, "dpnp and foreign memory"). Each array already checked through UR and lent to
+ * the session (its lease, held while it lives) is replaced by its typed pointer, and the launch is
+ * submitted to SYCL on the session's in-order SYCL queue (_launcher_sycl.c), which orders it after
+ * and before SYCL's own work; the call's arguments are kept until SYCL has run it. Anything else (an
+ * array seen for the first time, one of another queue, DLPack and other producers, a kernel SYCL
+ * cannot build) takes the Python door, which checks, lends and orders it there.
+ */
+#include "_dispatch.h"
+
+static attr_site site_foreign, site_fast, site_kinds, site_held, site_pointer, site_on_session, site_wrapped;
+
+/* The session's foreign state when its C path is on (a new reference), else NULL (no error). */
+PyObject *foreign_state(PyObject *session) {
+    PyObject *f = inst_attr(&site_foreign, session, N(SESSION_FOREIGN));
+    if (!f) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (f == Py_None || !truthy_attr(&site_fast, f, N(FOREIGN_FAST))) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* args with each held dpnp/dpctl array replaced by its lease's pointer: 1 and a new tuple in *out;
+ * 0: no foreign array among them; 2: the Python door: an array not held yet, of another queue, or
+ * another producer, or any other object beside them (the kit's own memory among dpnp arrays is
+ * launched by the door, which orders it: a launch SYCL holds back behind a host task must not be
+ * overtaken by a later UR launch on that memory); -1: an error. */
+int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
+    *out = NULL;
+    PyObject *kinds = inst_attr(&site_kinds, fstate, N(FOREIGN_KINDS));
+    PyObject *held = kinds ? inst_attr(&site_held, fstate, N(FOREIGN_HELD)) : NULL;
+    if (!held || !PyDict_Check(kinds) || !PyDict_Check(held)) {
+        Py_XDECREF(kinds);
+        Py_XDECREF(held);
+        PyErr_Clear();
+        return 2;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    int foreign = 0, door = 0, rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        PyObject *o = PyTuple_GET_ITEM(args, i);
+        if (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o) || o == Py_None) continue;
+        PyObject *k = PyDict_GetItemWithError(kinds, (PyObject *)Py_TYPE(o)); /* borrowed; absent: not foreign */
+        long kind = k && PyLong_CheckExact(k) ? PyLong_AsLong(k) : 0;
+        if (kind != 1 && kind != 2) {
+            if (PyErr_Occurred()) rc = -1;
+            foreign |= kind == 3;
+            door = 1; /* the door's, if any foreign array is here */
+            continue;
+        }
+        foreign = 1;
+        if (door) continue;
+        PyObject *u = kind == 2 ? inst_attr(&site_wrapped, o, N(WRAPPED_ARRAY)) : Py_NewRef(o);
+        PyObject *id = u ? PyLong_FromVoidPtr(u) : NULL;
+        PyObject *h = id ? PyDict_GetItemWithError(held, id) : NULL; /* borrowed: (weak reference, lease) */
+        Py_XDECREF(id);
+        PyObject *lease = NULL;
+        if (h && PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 2 && PyWeakref_Check(PyTuple_GET_ITEM(h, 0)) &&
+            PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(h, 0)) == u)
+            lease = PyTuple_GET_ITEM(h, 1);
+        Py_XDECREF(u);
+        PyObject *p = lease && truthy_attr(&site_on_session, lease, N(LEASE_ON_SESSION))
+                          ? inst_attr(&site_pointer, lease, N(LEASE_POINTER))
+                          : NULL;
+        if (!p) { /* not held yet, or of another queue: the Python door leases and orders it */
+            PyErr_Clear();
+            door = 1;
+            continue;
+        }
+        if (!*out) { /* a new tuple (PyTuple_GetSlice of a whole tuple returns the tuple itself) */
+            if (!(*out = PyTuple_New(n))) {
+                Py_DECREF(p);
+                rc = -1;
+                break;
+            }
+            for (Py_ssize_t j = 0; j < n; j++) PyTuple_SET_ITEM(*out, j, Py_NewRef(PyTuple_GET_ITEM(args, j)));
+        }
+        PyObject *old = PyTuple_GET_ITEM(*out, i);
+        PyTuple_SET_ITEM(*out, i, p); /* the new tuple is ours alone */
+        Py_DECREF(old);
+    }
+    Py_DECREF(kinds);
+    Py_DECREF(held);
+    if (rc == 0) rc = !foreign ? 0 : door ? 2 : 1;
+    if (rc != 1) Py_CLEAR(*out);
+    return rc;
+}
+
+/* lf's SYCL kernel, made by entry.sycl_attach(session, lf) when missing: 1 ready, 0 none (the
+ * Python door), -1 an error. */
+int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry) {
+    if (lf->sycl_kernel) return 1;
+    PyObject *r = PyObject_CallMethodObjArgs(entry, N(ENTRY_SYCL_ATTACH), session, (PyObject *)lf, NULL);
+    if (!r) return -1;
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok < 0 ? -1 : ok && lf->sycl_kernel != NULL;
+}
+
+/* After a launch submitted to SYCL: the call's arguments held until SYCL has run it (the foreign
+ * state's in-flight list, let go by settle(), asked at every 32nd launch held), the launch counted. */
+int foreign_launched(PyObject *fstate, PyObject *args) {
+    PyObject *inflight = PyObject_GetAttr(fstate, N(FOREIGN_INFLIGHT));
+    if (!inflight) return -1;
+    int rc = PyList_Check(inflight) ? PyList_Append(inflight, args) : -1;
+    Py_ssize_t held = rc == 0 ? PyList_GET_SIZE(inflight) : 0;
+    Py_DECREF(inflight);
+    if (rc < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "xpukit: the foreign state's in-flight list is not a list");
+        return -1;
+    }
+    if (bump_counter(fstate, N(FOREIGN_LAUNCHES)) < 0) return -1;
+    if (held % 32 == 0) { /* every 32nd held launch, not every one after: SYCL may not yet say empty */
+        PyObject *r = PyObject_CallMethodObjArgs(fstate, N(FOREIGN_SETTLE), Py_False, NULL);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
