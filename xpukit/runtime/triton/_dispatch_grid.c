@@ -338,13 +338,6 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
         }
         PyObject *r = NULL;
         Launcher *lf = launcher_of(submit);
-        if (fargs && !(lf && lf->kernel && lf->table == (AllocTable *)alloc)) {
-            /* dpnp arrays go to SYCL or through the door, never to the UR queue behind SYCL's back */
-            Py_DECREF(queue);
-            Py_DECREF(gseq);
-            Py_DECREF(hit);
-            goto python_door;
-        }
         if (lf && lf->kernel && lf->table == (AllocTable *)alloc && PyLong_CheckExact(queue)) {
             /* submit is the kernel's own checked launcher (which grows any scratch): launch from here,
              * from the values the match read, without a call, an argument tuple or a second read */
@@ -417,7 +410,7 @@ static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
             goto launched;
         }
     vectorcall:;
-        if (fargs) { /* not the checked launcher's own launch: the door orders dpnp arrays itself */
+        if (fargs) { /* dpnp arrays go to SYCL or through the door, never to UR behind SYCL's back */
             Py_DECREF(queue);
             Py_DECREF(gseq);
             Py_DECREF(hit);

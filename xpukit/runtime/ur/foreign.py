@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import threading
 from ctypes import (
     POINTER,
@@ -115,6 +116,7 @@ def sycl_queue_empty() -> Any:
     return _libsycl()._ZNK4sycl3_V15queue16ext_oneapi_emptyEv
 
 
+@functools.cache
 def dpctl_submit_functions() -> tuple[int, int]:
     """Addresses of dpctl's ``DPCTLQueue_SubmitNDRange`` and ``DPCTLEvent_Delete`` (its C API,
     libDPCTLSyclInterface, loaded with dpctl): what a launcher submits to SYCL with."""
