@@ -18,6 +18,7 @@ from xpukit.errors import EXIT_USAGE, XpukitError, guard
 from xpukit.host import inputs, settings
 from xpukit.host.commands import kit as commands
 from xpukit.host.commands import share
+from xpukit.host.commands import zebin as zebin_commands
 
 # invoke reads this file next, and would answer a broken one with a traceback
 if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
@@ -302,7 +303,7 @@ def compile(
 ):
     """Compile a Triton kernel to SPIR-V and zebin for Intel GPU targets (no GPU needed)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    code = commands.compile_kernel(
+    code = zebin_commands.compile_kernel(
         s,
         where,
         kernel=kernel,
@@ -320,7 +321,7 @@ def compile(
 def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_run=False, debug=False):
     """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments (--asm: ISA)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(commands.zebin_info(s, where, file, as_json=json, asm=asm))
+    _finish(zebin_commands.zebin_info(s, where, file, as_json=json, asm=asm))
 
 
 @task(
@@ -338,6 +339,8 @@ def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_r
         constexpr="NAME=VALUE for every config, repeatable",
         diff="also show what changed since the previous report of this kernel",
         no_cache="compile again even when a stored report matches",
+        lines="also per source line: instructions, sends, DPAS, FMA, spills by line (docs/isa.md)",
+        watch="serve the per-line view on http://127.0.0.1:PORT/ and compile again on each save",
     ),
     iterable=["config", "constexpr", "target"],
 )
@@ -351,6 +354,8 @@ def kernel_report(
     constexpr=None,
     diff=False,
     no_cache=False,
+    lines=False,
+    watch=False,
     where="auto",
     profile=None,
     dry_run=False,
@@ -359,7 +364,7 @@ def kernel_report(
     """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, FMA, spills, GRF, limits)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
     _finish(
-        commands.kernel_report(
+        zebin_commands.kernel_report(
             s,
             where,
             kernel,
@@ -370,6 +375,8 @@ def kernel_report(
             inputs.assignments("constexpr", constexpr or []),
             diff=diff,
             no_cache=no_cache,
+            lines=lines,
+            watch=watch,
         )
     )
 

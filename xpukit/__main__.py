@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--signature", default=None)
     report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
     report.add_argument("--save", default=None, help="also write the JSON report to this file")
+    report.add_argument("--lines", action="store_true", help="also count per source line (DWARF line table)")
+    report.add_argument("--watch", action="store_true", help="serve the per-line view; recompile on save")
+    report.add_argument("--port", type=int, default=0, help="--watch: the port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -53,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
                 num_warps=args.num_warps,
                 asm=args.asm,
             )
+        if args.command == "kernel-report" and args.watch:
+            from xpukit.runtime.kernels.watch import watch_report
+
+            return watch_report(
+                args.kernel, args.target or [DEFAULT_TARGET], args.config, args.signature, args.constexpr, args.port
+            )
         if args.command == "kernel-report":
             return run_kernel_report(
                 args.kernel,
@@ -62,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.signature,
                 args.constexpr,
                 Path(args.save) if args.save else None,
+                lines=args.lines,
             )
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 

@@ -62,6 +62,31 @@ FAMILIES: tuple[Family, ...] = (
     Family("ptl", ("ptl-h",), "ptl-h", 1300, None, "", True, True, True, True, True, (16, 32)),
 )  # fmt: skip
 FAMILY = {f.name: f for f in FAMILIES}
+# IGA's platform per family (``iga64 -h=p``: 12p72 xehpc, 12p71 xehpg, 2 xe2, 3 xe3), for decoding a
+# kernel's text with IGA directly; ocloc disasm picks it from the device. mtl (Xe-LPG) and arl-h
+# (Xe-LPG+) use Xe-HPG's encoding. tests/image checks each against ocloc's own disassembly.
+IGA_PLATFORM = {
+    "pvc": "xehpc",
+    "bmg": "xe2",
+    "acm-g10": "xehpg",
+    "arl-h": "xehpg",
+    "mtl": "xehpg",
+    "lnl": "xe2",
+    "ptl": "xe3",
+}
+
+
+def iga_platform(target: str) -> str:
+    """IGA's platform name for a family, or a one-line error naming the family."""
+    try:
+        return IGA_PLATFORM[canonical(target)]
+    except KeyError:
+        raise XpukitError(
+            f"no IGA platform known for {target!r}: its ISA cannot be decoded",
+            f"use one of: {', '.join(IGA_PLATFORM)} (or add the family to xpukit/targets.py's IGA_PLATFORM)",
+        ) from None
+
+
 # Kept for callers that read the enum by name (launch.py maps a device's IP version through it).
 SYCL_ARCH = {f.name: f.architecture for f in FAMILIES if f.architecture is not None}
 TRITON_ARCH_NAME = {f.architecture: f.triton_arch for f in FAMILIES if f.architecture is not None}
@@ -227,3 +252,92 @@ def check_limits(
     if work_group is not None and work_group > limits.max_work_group_size:
         over.append(f"work-group {work_group} > {limits.max_work_group_size}")
     return over
+
+
+# --------------------------------------------------------------------------- static occupancy
+
+
+@dataclasses.dataclass(frozen=True)
+class OccupancyLimits:
+    """What one Xe core holds: hardware threads (one per sub-group), SLM, work-groups, barriers."""
+
+    xve_per_xe_core: int
+    threads_by_grf: tuple[tuple[int, int], ...]  # (up to this many GRF, threads per XVE), ascending
+    slm_per_xe_core: int  # bytes of the SLM pool work-groups share
+    slm_steps_kb: tuple[int, ...] | None  # the sizes a work-group's SLM is rounded up to (None: 1 KB)
+    max_work_groups: int | None  # work-groups per Xe core (None: no source gives it)
+    barriers: int | None  # barrier registers per Xe core (None: no source gives it)
+    source: str
+
+    def threads_per_xve(self, grf: int) -> int:
+        for most, threads in self.threads_by_grf:
+            if grf <= most:
+                return threads
+        return self.threads_by_grf[-1][1]
+
+
+_PVC_STEPS = (0, 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+_DG2_STEPS = (0, 1, 2, 4, 8, 16, 32, 64)
+_TWO_MODES = ((128, 8), (256, 4))
+# Sources: compute-runtime's hw_info_<product>.cpp and gfx_core_helper (threads per XVE by GRF, SLM
+# pool, 2026-08) and Intel's GPU Occupancy Calculator (oneAPI-samples 6f5ade58, 2026-06:
+# Max_Num_Of_Workgroups, Max_Num_Of_Barrier_Registers, TG_SLM_Sizes). Where they differ, the driver
+# wins: bmg's pool is 160 KB (the calculator says 128), mtl's 96 KB tier (128). arl-h and ptl are not
+# in the calculator: their work-group and barrier caps are unknown and not applied. docs/isa.md.
+_DRIVER, _BOTH = "compute-runtime hw_info", "compute-runtime hw_info + Intel GPU Occupancy Calculator"
+OCCUPANCY: dict[str, OccupancyLimits] = {
+    "pvc": OccupancyLimits(8, _TWO_MODES, 128 * 1024, _PVC_STEPS, 64, 64, _BOTH),
+    "bmg": OccupancyLimits(8, _TWO_MODES, 160 * 1024, _PVC_STEPS, 64, 64, _BOTH),
+    "acm-g10": OccupancyLimits(16, _TWO_MODES, 128 * 1024, _DG2_STEPS, 128, 128, _BOTH),
+    "arl-h": OccupancyLimits(16, _TWO_MODES, 128 * 1024, None, None, None, _DRIVER),
+    "mtl": OccupancyLimits(16, _TWO_MODES, 96 * 1024, _DG2_STEPS, 128, 128, _BOTH),
+    "lnl": OccupancyLimits(8, _TWO_MODES, 128 * 1024, _PVC_STEPS, 64, 64, _BOTH),
+    "ptl": OccupancyLimits(
+        8, ((96, 10), (128, 8), (160, 6), (192, 5), (256, 4)), 192 * 1024, None, None, None, _DRIVER
+    ),
+}
+LIMITED_BY = ("threads", "grf", "slm", "barriers", "work_group_size")
+
+
+def _slm_footprint(slm_bytes: int, steps_kb: tuple[int, ...] | None) -> int:
+    """The SLM a work-group takes from the pool: its bytes rounded up to the family's next step."""
+    kb = -(-slm_bytes // 1024)
+    if steps_kb:
+        kb = next((step for step in steps_kb if step >= kb), kb)
+    return kb * 1024
+
+
+def occupancy(
+    target: str, simd: int, grf: int, work_group: int, slm_bytes: int = 0, barriers: int = 0
+) -> dict[str, Any] | None:
+    """Static occupancy of one kernel on one Xe core (None: a family without limits here).
+
+    A work-group of ``work_group`` work-items takes ceil(work_group / simd) hardware threads; the
+    GRF count the zebin records picks the threads per XVE. Work-groups per Xe core is the smallest of
+    the thread, SLM, work-group-count and barrier bounds; a work-group larger than the family allows
+    (1024 work-items, 512 for a non-SIMD32 kernel at 256 GRF) fits zero times."""
+    limits = OCCUPANCY.get(canonical(target))
+    if limits is None or simd <= 0 or work_group <= 0:
+        return None
+    per_xve = limits.threads_per_xve(grf)
+    threads = -(-work_group // simd)
+    max_size = 512 if grf > 128 and simd != 32 else 1024
+    bounds: dict[str, int] = {}
+    if work_group > max_size:
+        bounds["work_group_size"] = 0
+    slots = per_xve * limits.xve_per_xe_core // threads
+    if limits.max_work_groups is not None:
+        slots = min(slots, limits.max_work_groups)  # the scheduler's cap counts as thread slots
+    bounds["grf" if per_xve < limits.threads_by_grf[0][1] else "threads"] = slots
+    if slm_bytes > 0:
+        bounds["slm"] = limits.slm_per_xe_core // _slm_footprint(slm_bytes, limits.slm_steps_kb)
+    if barriers > 0 and limits.barriers is not None:
+        bounds["barriers"] = limits.barriers // barriers
+    limited_by = min(bounds, key=lambda name: (bounds[name], LIMITED_BY.index(name)))
+    groups = bounds[limited_by]
+    return {
+        "threads_per_xve": groups * threads // limits.xve_per_xe_core,
+        "threads_per_xve_max": per_xve,
+        "work_groups_per_xe_core": groups,
+        "limited_by": limited_by,
+    }

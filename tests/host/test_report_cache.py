@@ -93,7 +93,7 @@ def test_store_previous_and_failed_reports(tmp_path, project):
 @pytest.mark.unit
 def test_unwritable_cache_folder_is_one_line(tmp_path):
     from xpukit.errors import XpukitError
-    from xpukit.host.commands import kit as commands
+    from xpukit.host.commands import zebin as commands
 
     blocker = tmp_path / "file"
     blocker.write_text("")

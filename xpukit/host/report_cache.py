@@ -36,7 +36,7 @@ from typing import Any
 
 from xpukit.runtime.offline import compiler_id
 
-KEY_VERSION = "kernel-report/1"
+KEY_VERSION = "kernel-report/2"  # 2: occupancy, spills, GRF rule, --lines
 CACHE_DIR = ".xpukit"
 REPORTS = "kernel-reports"
 TRITON_CACHE = "triton-cache"  # Triton's own cache for the caller-run tasks (compile, kernel-report)

@@ -26,7 +26,14 @@ from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.runtime.offline.isa import count_isa, disassemble, zebin_device
-from xpukit.runtime.offline.ocloc import CompileResult, Ocloc, builds_may_run, find_ocloc, stop_builds
+from xpukit.runtime.offline.ocloc import (
+    CompileResult,
+    Ocloc,
+    builds_may_run,
+    check_grf_mode,
+    find_ocloc,
+    stop_builds,
+)
 from xpukit.runtime.offline.zebin import (
     ZE_INFO_CHECKED,
     ZebinError,
@@ -167,8 +174,9 @@ class KernelSpec:
     constexprs: dict[str, Any]
 
 
-def load_kernel(spec: str) -> KernelSpec:
-    """Import ``path.py:function`` and return the function with any declared signature/constexprs."""
+def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
+    """Import ``path.py:function`` and return the function with any declared signature/constexprs.
+    ``fresh``: import the file again (it changed since the last import)."""
     file_part, sep, func_name = spec.rpartition(":")
     if not sep or not file_part or not func_name:
         raise XpukitError(f"malformed kernel {spec!r}", "write path/to/file.py:kernel_name")
@@ -176,6 +184,8 @@ def load_kernel(spec: str) -> KernelSpec:
     if not path.is_file():
         raise XpukitError(f"kernel file {file_part} not found", "give the path to a .py file")
     module_name = f"xpukit_kernels_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if fresh:
+        sys.modules.pop(module_name, None)
     module = sys.modules.get(module_name)
     if module is None:
         import_spec = importlib.util.spec_from_file_location(module_name, path)
@@ -277,7 +287,7 @@ def run_compile(
         except ValueError:
             raise XpukitError(f"num_warps {num_warps!r} is not an integer", "pass e.g. --num-warps 4") from None
     if grf_mode is not None:
-        options["grf_mode"] = grf_mode
+        options["grf_mode"] = check_grf_mode(grf_mode)
 
     builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm)
     rows = []

@@ -11,6 +11,7 @@ others are still reported. The text and ``--diff`` live in ``report_format`` (no
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import sys
 from collections.abc import Sequence
@@ -27,12 +28,13 @@ from xpukit.runtime.kernels.compile import (
     root_cause,
     write_whole,
 )
-from xpukit.runtime.offline.isa import IsaCounts, count_isa
-from xpukit.runtime.offline.ocloc import LARGE_GRF_FLAG, find_ocloc
+from xpukit.runtime.offline.isa import IsaCounts, code_bytes, parse_isa, tally
+from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
+from xpukit.runtime.offline.ocloc import AUTO_GRF_FLAG, LARGE_GRF_FLAG, RETRY_RULE, check_grf_mode, find_ocloc
 from xpukit.runtime.offline.report_format import format_html, format_markdown
 from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.runtime.triton.tritonc import parse_signature
-from xpukit.targets import FAMILIES, check_limits, split_targets
+from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")
@@ -62,6 +64,11 @@ class ReportRow:
     build_flags: str = ""
     counts: IsaCounts | None = None
     limits: list[str] = dataclasses.field(default_factory=list)  # the target limits this row exceeds
+    grf_rule: str = ""  # which GRF rule decided the row's GRF count
+    spills: dict[str, Any] | None = None  # bytes_per_thread, n_spills (upstream's unit), rule
+    occupancy: dict[str, Any] | None = None  # xpukit.targets.occupancy
+    lines: list[dict[str, Any]] | None = None  # with --lines: per source line, or None
+    line_info: str = ""  # why a --lines row has no lines ("no line information")
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -83,7 +90,9 @@ def parse_config(text: str, constexpr_names: Sequence[str]) -> KernelConfig:
         raise XpukitError(f"empty config {text!r}", "write NAME=VALUE pairs, e.g. BLOCK=256,num_warps=4")
     constexprs, options = {}, {}
     for key, value in values.items():
-        if key in OPTION_KEYS:
+        if key == "grf_mode":
+            options[key] = check_grf_mode(value)
+        elif key in OPTION_KEYS:
             options[key] = value
         elif key in constexpr_names:
             constexprs[key] = value
@@ -111,9 +120,12 @@ def build_report(
     configs: Sequence[str],
     signature: str | None = None,
     constexprs: Sequence[str] = (),
+    lines: bool = False,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """Compile every target x config; return the report as a JSON-ready dict."""
-    spec = load_kernel(kernel)
+    """Compile every target x config; return the report as a JSON-ready dict.
+    ``lines``: each row also gets its per-source-line counts; ``fresh``: import the kernel's file again."""
+    spec = load_kernel(kernel, fresh=fresh)
     jit = _jit_function(spec.fn)
     sig_text = signature if signature is not None else spec.signature
     if not sig_text:
@@ -146,12 +158,16 @@ def build_report(
             tool,
             asm=True,
         )
+        sources = SourceFiles()
         for build in builds:
-            cells[(build.target, cfg.label)] = _report_cell(build, cfg)
+            cells[(build.target, cfg.label)] = _report_cell(build, cfg, sources if lines else None)
     rows = [cells[(t, c.label)] for t in names for c in chosen]
+    body, first = inspect.getsourcelines(jit.fn)
     return {
         "kernel": spec.name,
         "source": str(spec.path),
+        "kernel_source": kernel_source(Path(spec.path), first, len(body)),
+        "lines": lines,
         "ocloc": tool.describe(),
         "targets": names,
         "configs": [dataclasses.asdict(c) for c in chosen],
@@ -159,7 +175,7 @@ def build_report(
     }
 
 
-def _report_cell(build: TargetBuild, cfg: KernelConfig) -> ReportRow:
+def _report_cell(build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | None = None) -> ReportRow:
     row = ReportRow(build.target, cfg.label)
     if build.error is not None:
         exc = build.error
@@ -182,9 +198,52 @@ def _report_cell(build: TargetBuild, cfg: KernelConfig) -> ReportRow:
     row.sub_group = meta.threads_per_warp
     row.work_group = meta.num_warps * meta.threads_per_warp
     row.limits = check_limits(build.target, row.slm_bytes, row.grf, row.simd, row.work_group)
+    row.grf_rule = _grf_rule(row)
+    if row.simd:
+        row.spills = {
+            "bytes_per_thread": row.scratch_bytes or 0,
+            # Upstream's unit (#7950): Level Zero's spillMemSize / (4 x sub-group size), truncated
+            "n_spills": (row.scratch_bytes or 0) // (4 * row.simd),
+            "rule": RETRY_RULE,
+        }
+        if row.grf and row.work_group:
+            row.occupancy = occupancy(
+                build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count
+            )
     if build.isa is not None:
-        row.counts = count_isa(build.isa)
+        instructions = parse_isa(build.isa)
+        row.counts = tally(instructions)
+        if sources is not None:
+            _attribute_lines(row, build, meta.name, instructions, sources)
     return row
+
+
+def _grf_rule(row: ReportRow) -> str:
+    """Which rule set the row's GRF count, in a few words."""
+    if row.grf_retry:
+        return f"retried at 256 GRF: spills at 128 ({RETRY_RULE})"
+    if row.grf_mode == "large" or LARGE_GRF_FLAG in row.build_flags:
+        return "grf_mode large: 256 GRF asked"
+    if row.grf_mode == "auto" or AUTO_GRF_FLAG in row.build_flags:
+        return f"grf_mode auto: IGC chose {row.grf} GRF"
+    if row.scratch_bytes:
+        return f"spills at {row.grf} GRF, no retry"
+    return f"no spills at {row.grf} GRF: no retry"
+
+
+def _attribute_lines(
+    row: ReportRow, build: TargetBuild, kernel: str, instructions: list[Any], sources: SourceFiles
+) -> None:
+    table = read_line_table(build.zebin, kernel)
+    if table is None:
+        row.line_info = NO_LINE_INFO
+        return
+    text_size = read_zebin(build.zebin).kernel(kernel).text_size
+    span = code_bytes(instructions)
+    if not 0 <= text_size - span < 16:  # the section may end in a few bytes of zero padding
+        row.line_info = f"{NO_LINE_INFO}: the disassembly spans {span} bytes, the kernel's text {text_size}"
+        return
+    row.lines = [line.to_dict() for line in attribute(instructions, table, sources)]
 
 
 def run_kernel_report(
@@ -195,6 +254,7 @@ def run_kernel_report(
     signature: str | None = None,
     constexprs: Sequence[str] = (),
     save: Path | None = None,
+    lines: bool = False,
 ) -> int:
     """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr).
 
@@ -202,7 +262,7 @@ def run_kernel_report(
     ``output_format`` "none" then prints no table (the host prints it)."""
     if output_format not in ("md", "json", "html", "none"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md, json or html")
-    report = build_report(kernel, targets, configs, signature, constexprs)
+    report = build_report(kernel, targets, configs, signature, constexprs, lines=lines)
     if save is not None:
         write_whole(Path(save), (json.dumps(report, indent=2) + "\n").encode())
     if output_format != "none":

@@ -251,10 +251,59 @@ def is_padding(op: str, rest: str) -> bool:
     return op.partition(".")[0] == "mov" and _NULL_DESTINATION.match(rest.strip()) is not None
 
 
-def count_isa(text: str) -> IsaCounts:
-    """Count one kernel's ISA text as ``ocloc disasm`` writes it."""
-    sends = dict.fromkeys(SEND_KINDS, 0)
-    total = dpas = math = moves = control = barriers = fma = alu = fill_bytes = spill_bytes = padding = 0
+# What one instruction counts as: a send kind ("send:<kind>"), one of the IsaCounts fields, "padding",
+# "other" (counted in ``instructions`` only) or "none" (labels' neighbours: ``illegal`` tail words).
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    pc: int  # byte offset in the kernel's .text section
+    text: str  # the instruction as IGA prints it, its decoded-message comment included
+    category: str
+    size: int  # 16 bytes, 8 when compacted
+    moved_bytes: int = 0  # scratch sends: bytes per thread (send_bytes)
+
+
+_COMPACTED = "Compacted"
+_FULL_BYTES, _COMPACT_BYTES = 16, 8  # Xe instructions are 16 bytes, 8 when IGA compacts them
+
+
+def _classify(op: str, rest: str, comment: str) -> tuple[str, int]:
+    base, _, modifier = op.partition(".")
+    if base == "illegal":
+        return "none", 0
+    if is_padding(op, rest):
+        return "padding", 0
+    if base in ("send", "sendc", "sends", "sendsc"):
+        message = comment.rpartition(";")[2]
+        kind = send_kind(modifier, message)
+        moved = 0
+        if kind in ("scratch_fill", "scratch_spill"):
+            lanes = _EXEC_SIZE.search(rest)
+            moved = send_bytes(int(lanes.group(1)) if lanes else 1, message)
+        return f"send:{kind}", moved
+    if base in ("dpas", "dpasw"):
+        return "dpas", 0
+    if base == "math":
+        return "math", 0
+    if base in FMA:
+        return "fma", 0
+    if base in ALU:
+        return "alu", 0
+    if base in MOVES:
+        return "moves", 0
+    if base in CONTROL_FLOW:
+        return "control_flow", 0
+    if op == "sync.bar" or base == "wait":
+        return "barriers", 0
+    return "other", 0
+
+
+def parse_isa(text: str) -> list[Instruction]:
+    """One kernel's ISA text as ``ocloc disasm`` writes it, one entry per instruction, with its PC.
+
+    The PC comes from the same parse: each instruction takes 16 bytes, 8 when IGA marks it
+    ``{Compacted}``; labels take none. ``code_bytes`` gives the span to compare with the text section."""
+    out = []
+    pc = 0
     for line in text.splitlines():
         code, _, comment = line.partition("//")
         if not code.strip() or _LABEL.match(code):
@@ -262,37 +311,49 @@ def count_isa(text: str) -> IsaCounts:
         match = _INSTRUCTION.match(code)
         if match is None:
             continue
-        op = match.group("op")
-        base, _, modifier = op.partition(".")
-        if base == "illegal":
+        category, moved = _classify(match.group("op"), match.group("rest"), comment)
+        size = _COMPACT_BYTES if _COMPACTED in code.rpartition("{")[2] else _FULL_BYTES
+        out.append(Instruction(pc, " ".join(line.split()), category, size, moved))
+        pc += size
+    return out
+
+
+def code_bytes(instructions: list[Instruction]) -> int:
+    """Bytes the parsed instructions span: the kernel's ``.text`` size when the PCs are right."""
+    return instructions[-1].pc + instructions[-1].size if instructions else 0
+
+
+def tally(instructions: list[Instruction]) -> IsaCounts:
+    """The counts of a set of instructions: a whole kernel's, or the ones a source line owns."""
+    sends = dict.fromkeys(SEND_KINDS, 0)
+    fields = dict.fromkeys(("dpas", "math", "moves", "control_flow", "barriers", "fma", "alu", "padding"), 0)
+    total = fill_bytes = spill_bytes = 0
+    for ins in instructions:
+        category = ins.category
+        if category == "none":
             continue
-        if is_padding(op, match.group("rest")):
-            padding += 1
+        if category == "padding":
+            fields["padding"] += 1
             continue
         total += 1
-        if base in ("send", "sendc", "sends", "sendsc"):
-            message = comment.rpartition(";")[2]
-            kind = send_kind(modifier, message)
+        if category.startswith("send:"):
+            kind = category[5:]
             sends[kind] += 1
-            if kind in ("scratch_fill", "scratch_spill"):
-                lanes = _EXEC_SIZE.search(match.group("rest"))
-                moved = send_bytes(int(lanes.group(1)) if lanes else 1, message)
-                if kind == "scratch_fill":
-                    fill_bytes += moved
-                else:
-                    spill_bytes += moved
-        elif base in ("dpas", "dpasw"):
-            dpas += 1
-        elif base == "math":
-            math += 1
-        elif base in FMA:
-            fma += 1
-        elif base in ALU:
-            alu += 1
-        elif base in MOVES:
-            moves += 1
-        elif base in CONTROL_FLOW:
-            control += 1
-        elif op == "sync.bar" or base == "wait":
-            barriers += 1
-    return IsaCounts(total, sends, dpas, math, moves, control, barriers, fma, alu, fill_bytes, spill_bytes, padding)
+            if kind == "scratch_fill":
+                fill_bytes += ins.moved_bytes
+            elif kind == "scratch_spill":
+                spill_bytes += ins.moved_bytes
+        elif category != "other":
+            fields[category] += 1
+    return IsaCounts(
+        instructions=total,
+        sends=sends,
+        scratch_fill_bytes=fill_bytes,
+        scratch_spill_bytes=spill_bytes,
+        **fields,
+    )
+
+
+def count_isa(text: str) -> IsaCounts:
+    """Count one kernel's ISA text as ``ocloc disasm`` writes it."""
+    return tally(parse_isa(text))

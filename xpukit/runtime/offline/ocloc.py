@@ -27,9 +27,29 @@ from xpukit.errors import XpukitError
 from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
 from xpukit.targets import FAMILIES, PRESETS, TargetPreset, canonical, device_preset
 
-# Upstream (make_spv in triton-xpu 3.3, make_zebin at 9e23713) retries once with this flag when
-# IGC's log says the kernel spilled registers.
+# The pinned triton-xpu 3.3.0b1 (make_spv in triton/backends/intel/compiler.py) retries once with
+# this flag whenever IGC's log says "spilled" (any spill), unless the flag is already set; the kit
+# follows it (tests/image/test_grf_rule.py reads the rule off the installed backend). Current
+# upstream (#7959, 2026-09) retries only when n_spills > 16: docs/isa.md.
 LARGE_GRF_FLAG = "-cl-intel-256-GRF-per-thread"
+AUTO_GRF_FLAG = "-cl-intel-enable-auto-large-GRF-mode"
+SPILL_MARKER = "spilled"
+# The grf_mode values the pinned backend acts on (its XPUOptions.grf_mode default lists them); it does
+# not check the option, so any other value compiles at 128 GRF without a word: the kit refuses it.
+GRF_MODES = ("small", "large", "auto", "default")
+RETRY_RULE = "triton-xpu 3.3.0b1: retry at 256 GRF on any spill"
+
+
+def check_grf_mode(value: object) -> str:
+    """``value`` when it is a grf_mode the pinned Triton knows; else a one-line error naming them."""
+    if value not in GRF_MODES:
+        raise XpukitError(
+            f"grf_mode {value!r} is not one the pinned Triton (3.3.0b1) knows: it would compile at 128 GRF",
+            f"use one of {', '.join(GRF_MODES)} (large: 256 GRF per thread)",
+        )
+    return str(value)
+
+
 _TIMEOUT_S = 600
 SCRATCH_PREFIX = "xpukit-ocloc-"
 MIN_VERSION = (23,)  # the first releases with ``-o`` and zebin by default
@@ -206,7 +226,7 @@ class Ocloc:
             flags = options.strip()
             retried = False
             log, zebin, cmd = self._run(spv, device, flags, work)
-            if retry_on_spill and "spilled" in log and LARGE_GRF_FLAG not in flags:
+            if retry_on_spill and SPILL_MARKER in log and LARGE_GRF_FLAG not in flags:
                 flags = f"{flags} {LARGE_GRF_FLAG}".strip()
                 retried = True
                 log2, zebin, cmd = self._run(spv, device, flags, work)

@@ -8,6 +8,7 @@ bytes they move per thread (``spill st/ld`` and ``spill B st/ld``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -52,14 +53,29 @@ COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
     ("mov", lambda r, c: c["moves"]),
     ("ctrl", lambda r, c: c["control_flow"]),
     ("barrier", lambda r, c: c["barriers"]),
+    ("n_spills", lambda r, c: (r.get("spills") or {}).get("n_spills")),
+    ("occupancy", lambda r, c: _occupancy(r)),
     ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
 )
+
+
+def _occupancy(r: Row) -> str | None:
+    occ = r.get("occupancy")
+    if not occ:
+        return None
+    return (
+        f"{occ['threads_per_xve']}/{occ['threads_per_xve_max']} thr/XVE, "
+        f"{occ['work_groups_per_xe_core']} WG/Xe core ({occ['limited_by']})"
+    )
+
 
 LEGEND = (
     "SLM B/WG: shared local memory per work-group; scratch B/thr: the zebin's per-thread scratch space; "
     "spill st/ld: scratch write/read sends (register spills/fills) and the bytes they move per thread; "
     "FMA: mad/mac/madm/dp4a; math: extended math unit; ALU: other arithmetic and logic; "
     "GRF mode: the requested mode and whether ocloc was rerun with -cl-intel-256-GRF-per-thread after spills; "
+    "n_spills: scratch B/thr / (4 x SIMD), upstream's unit; "
+    "occupancy: threads per XVE resident/at most at this GRF, work-groups per Xe core and what limits them; "
     "over limit: the target's limits a row exceeds (xpukit/targets.py)."
 )
 
@@ -80,6 +96,10 @@ def format_markdown(report: dict[str, Any]) -> str:
             cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in COLUMNS]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     lines += ["", LEGEND]
+    if report.get("lines"):
+        from xpukit.runtime.offline.line_view import format_lines_markdown
+
+        lines += ["", format_lines_markdown(report)]
     return "\n".join(lines)
 
 
@@ -153,6 +173,7 @@ _HTML = """<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <title>kernel-report: __TITLE__</title>
+__HEAD__
 <style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; }
@@ -165,6 +186,7 @@ td.cell.error { background: #eee; color: #600; }
 .tag { display: inline-block; margin-right: .4em; padding: 0 .3em; border-radius: 3px; font-size: 12px; }
 .tag.dpas { background: #d6e6ff; } .tag.fma { background: #fff1c2; } .tag.spill { background: #f7b7ae; }
 .legend { margin-top: 1em; color: #555; max-width: 60em; }
+__LINES_CSS__
 </style>
 </head>
 <body>
@@ -174,6 +196,7 @@ td.cell.error { background: #eee; color: #600; }
 <p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
 space). Red outline: over a target limit (SLM, GRF, sub-group, work-group; xpukit/targets.py). DPAS: matrix
 instructions; FMA: mad/mac where tl.dot has no DPAS. GRF: registers per thread. Grey: the cell failed to compile.</p>
+__LINES__
 <script type="application/json" id="report-data">__DATA__</script>
 <script>
 (function () {
@@ -228,18 +251,39 @@ instructions; FMA: mad/mac where tl.dot has no DPAS. GRF: registers per thread. 
   });
   document.body.dataset.rendered = String(report.rows.length);
 })();
+__LINES_SCRIPT__
 </script>
 </body>
 </html>
 """
 
 
-def format_html(report: dict[str, Any]) -> str:
+def format_html(report: dict[str, Any], changes: dict[Any, str] | None = None, head: str = "") -> str:
     """One self-contained page: a target-by-config grid built in the browser by a small inline script
-    from the report's JSON (embedded in the page); nothing is fetched when it is viewed."""
+    from the report's JSON (embedded in the page); nothing is fetched when it is viewed. With
+    ``--lines`` the page also carries the per-line view as HTML (readable without the script);
+    ``changes``: what changed per line since the last save (``--watch``); ``head``: extra head tags."""
     import html
     import json
 
-    data = json.dumps(report, separators=(",", ":")).replace("</", "<\\/")  # no early </script>
+    from xpukit.runtime.offline import line_view
+
+    data = json.dumps(_without_asm(report), separators=(",", ":")).replace("</", "<\\/")  # no early </script>
     title = html.escape(f"{report['kernel']} ({len(report['targets'])} targets x {len(report['configs'])} configs)")
-    return _HTML.replace("__TITLE__", title).replace("__DATA__", data)
+    with_lines = bool(report.get("lines"))
+    values = {
+        "TITLE": title,
+        "HEAD": head,
+        "DATA": data,
+        "LINES": line_view.lines_html(report, changes) if with_lines else "",
+        "LINES_CSS": line_view.LINES_CSS if with_lines else "",
+        "LINES_SCRIPT": line_view.LINES_SCRIPT if with_lines else "",
+    }
+    # One pass: a placeholder's text inside a value (the kernel's source) is never replaced.
+    return re.sub(r"__(TITLE|HEAD|DATA|LINES_CSS|LINES_SCRIPT|LINES)__", lambda m: values[m.group(1)], _HTML)
+
+
+def _without_asm(report: dict[str, Any]) -> dict[str, Any]:
+    """The report for the page's embedded JSON: the instructions are in the HTML already."""
+    rows = [{**r, "lines": None} if r.get("lines") else r for r in report["rows"]]
+    return {**report, "rows": rows}

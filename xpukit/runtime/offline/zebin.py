@@ -85,6 +85,7 @@ class KernelInfo:
     spill_size: int  # bytes of register spill space per thread (0 = no spills)
     private_size: int
     payload_args: tuple[PayloadArg, ...]
+    barrier_count: int = 0  # named barriers the kernel uses (0: none)
 
     def explicit_args(self) -> dict[int, PayloadArg]:
         """arg_index -> one merged entry per kernel argument, with the offset and size of its value.
@@ -314,6 +315,7 @@ def _kernel_info(entry: Any, sections: Mapping[str, bytes], where: str) -> Kerne
         spill_size=spill,
         private_size=private,
         payload_args=tuple(args),
+        barrier_count=_int(env.get("barrier_count", 0), "barrier_count", where),
     )
 
 

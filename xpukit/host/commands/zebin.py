@@ -1,0 +1,338 @@
+"""The zebin tasks' bodies: `invoke compile`, `invoke zebin-info` and `invoke kernel-report`.
+
+Each runs `python -m xpukit ...` where Triton and ocloc live: in the image (the default), or on the
+host with ``--where host``. kernel-report keeps its reports in the kit's cache (report_cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import socket
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from xpukit import layout
+from xpukit.errors import UsageError, XpukitError
+from xpukit.host import engine, ui
+from xpukit.host.build import pins as pins_mod
+from xpukit.host.commands.boundary import guarded
+from xpukit.host.commands.kit import plan_for_run, require_host_runtime, resolve_where, run_in_image
+from xpukit.host.run import containers
+from xpukit.host.settings import Context
+
+
+def parse_num_warps(value: str | int | None) -> int | None:
+    """--num-warps: a positive power of two, as Triton wants it."""
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"--num-warps {value!r} is not a whole number", "pass e.g. --num-warps 4") from None
+    if number < 1 or number & (number - 1):
+        raise UsageError(f"--num-warps {number} is not a power of two", "pass 1, 2, 4, 8, 16 or 32")
+    return number
+
+
+def check_out_dir(out_dir: str, create: bool) -> Path:
+    """--out: a folder that exists or can be made, and that this user can write into.
+
+    ``create``: make it now (a real run), so a folder that cannot be made fails before any work."""
+    out = Path(out_dir).expanduser().resolve()
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("/"))
+    if existing == out and not out.is_dir():
+        raise UsageError(f"--out {out_dir} is a file, not a folder", "pass a folder (it is created when missing)")
+    if not existing.is_dir():
+        raise UsageError(f"--out {out_dir}: {existing} is a file", "pass a folder path")
+    fix = "pass a folder you can write to"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise XpukitError(f"--out {out_dir}: {existing} is not writable by you", fix)
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=out):
+                pass
+        except OSError as exc:
+            raise XpukitError(f"--out {out_dir} cannot be written ({exc.strerror or exc})", fix) from None
+    return out
+
+
+def _run_on_host(ctx: Context, module_args: list[str]) -> int:
+    """`python -m xpukit ...` with this interpreter: the same command the image runs."""
+    cmd = [sys.executable, "-m", "xpukit", *module_args]
+    if ctx.dry_run:
+        print(shlex.join(cmd))
+        return 0
+    return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+
+
+def _kernel_file(kernel: str) -> tuple[Path, str]:
+    path, sep, function = kernel.rpartition(":")
+    if not sep or not Path(path).is_file() or not function:
+        raise UsageError(
+            f"kernel {kernel!r} is not path.py:function of an existing file",
+            "e.g. invoke compile examples/kernels.py:scale_kernel",
+        )
+    return Path(path), function
+
+
+def _make_cache_folder(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise XpukitError(
+            f"the kit's cache folder {folder} cannot be made ({exc.strerror or exc})",
+            "set XPUKIT_CACHE_DIR to a folder you can write to",
+        ) from None
+
+
+def kit_cache_root() -> Path:
+    """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
+    .xpukit/, or $XPUKIT_CACHE_DIR."""
+    from xpukit.host import report_cache
+
+    return layout.kit_cache_dir(default=report_cache.cache_root(pins_mod.REPO_ROOT)).resolve()
+
+
+@dataclasses.dataclass(frozen=True)
+class KitSide:
+    """Where a `python -m xpukit` command runs: the host (this interpreter) or the image."""
+
+    on_host: bool
+    why: str
+
+    def path(self, path: Path | str) -> str:
+        """A host path as the command sees it (under /workspace in the image when in the checkout)."""
+        return str(Path(path).resolve()) if self.on_host else containers.container_path(path)
+
+
+def _kit_side(ctx: Context, where: str) -> KitSide:
+    where, why = resolve_where(where, ctx)
+    if where == "host":
+        require_host_runtime()
+    return KitSide(where == "host", why)
+
+
+def _run_kit(
+    ctx: Context,
+    side: KitSide,
+    args: list[str],
+    reads: Sequence[Path] = (),
+    writes: Sequence[Path] = (),
+    what: str = "",
+    host_network: bool = False,
+) -> int:
+    """The one path of compile, zebin-info and kernel-report: `python -m xpukit ARGS` on the host,
+    or in the image as the calling user (files it writes are theirs) with the host paths it reads
+    mounted read-only (the checkout already is), those it writes read-write, and Triton's cache
+    kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
+    write). A dry run prints the command instead."""
+    from xpukit.host import report_cache
+
+    args = (["--debug"] if ctx.debug else []) + args
+    if side.on_host:
+        return _run_on_host(ctx, args)
+    mounts = {}
+    for path in reads:
+        if not containers.container_path(path).startswith(containers.WORKSPACE):
+            mounts[str(Path(path).resolve())] = "ro"
+    for path in writes:
+        mounts[str(Path(path).resolve())] = "rw"
+    triton_cache = kit_cache_root() / report_cache.TRITON_CACHE
+    if not ctx.dry_run:
+        _make_cache_folder(triton_cache)
+    mounts[str(triton_cache)] = "rw"
+    options = containers.container_options(ctx, mounts=mounts, as_caller=True)
+    options["volumes"].pop(ctx.settings.cache_volume, None)
+    options["environment"]["TRITON_CACHE_DIR"] = str(triton_cache)
+    if host_network:  # a server on the host's 127.0.0.1 (kernel-report --watch)
+        options["network_mode"] = "host"
+    if what:
+        ui.say(f"{what} in the image ({side.why})")
+    return run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+
+
+@guarded
+def compile_kernel(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    out_dir: str,
+    signature: str | None,
+    constexprs: list[str],
+    num_warps: str | int | None,
+    asm: bool = False,
+) -> int:
+    warps = parse_num_warps(num_warps)
+    path, function = _kernel_file(kernel)
+    out = check_out_dir(out_dir, create=not ctx.dry_run)
+    side = _kit_side(ctx, where)
+    args = ["compile", f"{side.path(path)}:{function}", "--target", ",".join(targets), "--out", str(out)]
+    if signature:
+        args += ["--signature", signature]
+    for item in constexprs:
+        args += ["--constexpr", item]
+    if warps:
+        args += ["--num-warps", str(warps)]
+    if asm:
+        args.append("--asm")
+    return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[out], what="compiling")
+
+
+@guarded
+def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
+    if not Path(path).is_file():
+        raise UsageError(f"{path or 'FILE'}: no such file", "pass the path of a .zebin file")
+    file = Path(path).resolve()
+    side = _kit_side(ctx, where)
+    args = ["zebin-info", side.path(file), *(["--json"] if as_json else []), *(["--asm"] if asm else [])]
+    return _run_kit(ctx, side, args, reads=[file.parent])
+
+
+@guarded
+def kernel_report(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    configs: list[str],
+    output_format: str = "md",
+    signature: str | None = None,
+    constexprs: list[str] | None = None,
+    diff: bool = False,
+    no_cache: bool = False,
+    lines: bool = False,
+    watch: bool = False,
+) -> int:
+    """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout.
+    An unchanged kernel at unchanged options, image and kit code prints its stored report.
+    ``lines``: per source line too; ``watch``: serve the per-line view, recompiled on each save."""
+    if watch:
+        return _watch_report(ctx, where, kernel, targets, configs, signature, constexprs)
+    # JSON on stdout is data: progress and any build log go to stderr.
+    with ui.progress_on_stderr(output_format in ("json", "html")):
+        return _kernel_report(
+            ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache, lines
+        )
+
+
+def _report_args(
+    side: KitSide, path: Path, function: str, targets: list[str], configs: list[str],
+    signature: str | None, constexprs: list[str] | None,
+) -> list[str]:  # fmt: skip
+    args = ["kernel-report", f"{side.path(path)}:{function}", "--target", ",".join(targets)]
+    for item in configs:
+        args += ["--config", item]
+    if signature:
+        args += ["--signature", signature]
+    for item in constexprs or []:
+        args += ["--constexpr", item]
+    return args
+
+
+def free_port() -> int:
+    """A port nothing listens on at 127.0.0.1 now (the watch server takes it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _watch_report(
+    ctx: Context, where: str, kernel: str, targets: list[str], configs: list[str],
+    signature: str | None, constexprs: list[str] | None,
+) -> int:  # fmt: skip
+    path, function = _kernel_file(kernel)
+    side = _kit_side(ctx, where)
+    args = _report_args(side, path, function, targets, configs, signature, constexprs)
+    args += ["--watch", "--port", str(free_port())]
+    what = "watching the kernel (Ctrl-C stops)"
+    return _run_kit(ctx, side, args, reads=[path.resolve().parent], what=what, host_network=True)
+
+
+def _kernel_report(
+    ctx: Context,
+    where: str,
+    kernel: str,
+    targets: list[str],
+    configs: list[str],
+    output_format: str,
+    signature: str | None,
+    constexprs: list[str] | None,
+    diff: bool,
+    no_cache: bool,
+    lines: bool = False,
+) -> int:
+    import hashlib
+
+    from xpukit.host import report_cache
+    from xpukit.runtime.offline import report_format
+
+    if output_format not in ("md", "json", "html"):
+        raise UsageError(f"unknown format {output_format!r}", "use --format md, json or html")
+    path, function = _kernel_file(kernel)
+    side = _kit_side(ctx, where)
+    args = _report_args(side, path, function, targets, configs, signature, constexprs)
+    if lines:
+        args.append("--lines")
+    cache = report_cache.ReportCache(kit_cache_root())
+    if ctx.dry_run:
+        save = cache.folder / ".KEY.json"  # the cache folder is mounted at its own path, like --out
+        args += ["--format", "none", "--save", str(save)]
+        return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder])
+    options = {
+        "targets": targets,
+        "configs": configs,
+        "signature": signature,
+        "constexprs": constexprs or [],
+        "lines": lines,
+    }
+    key = report_cache.report_key(path, function, options, _toolchain(ctx, side), pins_mod.REPO_ROOT)
+    previous = cache.previous(key) if diff else None
+    report = None if no_cache else cache.load(key.key)
+    if report is not None:
+        ui.say(f"kernel-report: unchanged kernel, options and toolchain: the report of {report.get('stored_at')}")
+        cache.remember(key)
+    else:
+        _make_cache_folder(cache.folder)
+        save = cache.folder / f".{key.key}.{os.getpid()}.run.json"
+        args += ["--format", "none", "--save", str(save)]  # mounted at its own path, like --out
+        try:
+            what = "compiling every target x config"
+            code = _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder], what=what)
+            if not save.is_file():
+                return code or 1  # the command failed before any report: its error is on stderr
+            report = cache.store(key, json.loads(save.read_text()))
+        finally:
+            save.unlink(missing_ok=True)
+    compiled = (report.get("kernel_source") or {}).get("sha256")
+    if compiled and compiled != hashlib.sha256(path.read_bytes()).hexdigest():
+        # saved while it compiled: the report's lines are the source it compiled, not the file now
+        report["source_changed"] = True
+        ui.warn(f"{path}: source changed since compile; run again for the file as it is now")
+    data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
+    formatter = {"json": lambda r: json.dumps(r, indent=2), "html": report_format.format_html}
+    print(formatter.get(output_format, report_format.format_markdown)(report))
+    if diff:
+        print("", file=sys.stderr if data_out else sys.stdout)
+        text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
+        print(text, file=sys.stderr if data_out else sys.stdout)
+    return 1 if any(row.get("error") for row in report["rows"]) else 0
+
+
+def _toolchain(ctx: Context, side: KitSide) -> str:
+    """What compiled the report, for its cache key: the image's ID (built when missing), or the host's install."""
+    from xpukit.host import report_cache
+
+    if side.on_host:
+        return report_cache.host_toolchain()
+    plan = plan_for_run(ctx)
+    image = ctx.engine.client().images.get(plan.tag)
+    labels = image.labels or {}
+    compiler = " ".join(labels.get(f"io.xpukit.pins.{name}", "") for name in ("ocloc", "ocloc-debs"))
+    return f"image {plan.tag} {image.id} compiler {compiler}"

@@ -1,0 +1,293 @@
+"""The kernel report by source line: the kernel's source with each family's counts beside each line.
+
+Plain Python on the report's JSON (``kernel-report --lines``), like ``report_format``: Markdown with
+one column block per family, an HTML section readable without JavaScript (instructions behind
+``<details>``; a small script only switches families and configs), and what changed per line
+between two reports, with the lines of the two sources aligned by their text (difflib), so an edit
+that moves lines down does not show as a change on every line below it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+SOURCE_CHANGED = "source changed since compile"
+
+_SEND_ABBREV = (
+    ("global_load", "ld"),
+    ("global_store", "st"),
+    ("slm_load", "slm-ld"),
+    ("slm_store", "slm-st"),
+    ("block2d_load", "2d-ld"),
+    ("block2d_store", "2d-st"),
+    ("atomic", "atomic"),
+    ("scratch_fill", "fill"),
+    ("scratch_spill", "spill"),
+    ("barrier", "bar"),
+    ("fence", "fence"),
+    ("eot", "eot"),
+    ("other", "other"),
+)
+BLOCK = ("instr", "sends", "DPAS", "FMA", "spill B st/ld")
+
+
+def _cells(counts: dict[str, Any] | None) -> list[str]:
+    if not counts:
+        return ["", "", "", "", ""]
+    sends = ", ".join(f"{abbrev} {counts['sends'][kind]}" for kind, abbrev in _SEND_ABBREV if counts["sends"][kind])
+    spill = counts.get("scratch_spill_bytes", 0), counts.get("scratch_fill_bytes", 0)
+    return [
+        str(counts["instructions"]),
+        sends,
+        str(counts["dpas"] or ""),
+        str(counts.get("fma", 0) or ""),
+        f"{spill[0]}/{spill[1]}" if any(spill) else "",
+    ]
+
+
+LineKey = tuple[str | None, int | None]
+
+
+def view_rows(report: dict[str, Any], config: str) -> list[tuple[LineKey, str, dict[str, Row]]]:
+    """((file, line), source text, {target: line entry}) in display order: the kernel's lines as
+    compiled, then lines elsewhere (other files, helpers), then instructions with no line."""
+    src = report.get("kernel_source") or {}
+    kernel_file, first = src.get("file"), src.get("first", 1)
+    by_key: dict[LineKey, dict[str, Row]] = {}
+    texts: dict[LineKey, str] = {}
+    for row in report["rows"]:
+        if row["config"] != config:
+            continue
+        for entry in row.get("lines") or []:
+            key = (entry["file"], entry["line"])
+            by_key.setdefault(key, {})[row["target"]] = entry
+            texts.setdefault(key, entry.get("source", ""))
+    out = []
+    for offset, text in enumerate(src.get("lines", [])):
+        key = (kernel_file, first + offset)
+        out.append((key, text, by_key.pop(key, {})))
+    for key in sorted(by_key, key=lambda k: (k[0] is None, k[0] or "", k[1] or 0)):
+        out.append((key, texts.get(key, ""), by_key[key]))
+    return out
+
+
+def _where(key: LineKey, kernel_file: str | None) -> str:
+    file, line = key
+    if file is None:
+        return "(no line)"
+    return str(line) if file == kernel_file else f"{Path(file).name}:{line}"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _line_rows(report: dict[str, Any]) -> list[Row]:
+    return [r for r in report["rows"] if r.get("counts") is not None]
+
+
+def format_lines_markdown(report: dict[str, Any], changes: dict[Any, str] | None = None) -> str:
+    """Per config: one table, the source in the middle, a column block per family on the right."""
+    out: list[str] = []
+    kernel_file = (report.get("kernel_source") or {}).get("file")
+    if report.get("source_changed"):
+        out += [f"**{SOURCE_CHANGED}**: the lines below are the source as compiled, not the file now.", ""]
+    for row in report["rows"]:
+        if row.get("line_info"):
+            out.append(f"{row['target']} {row['config']}: {row['line_info']} (totals above)")
+    targets = [t for t in report["targets"] if any(r["target"] == t for r in _line_rows(report))]
+    for cfg in report["configs"]:
+        label = cfg["label"]
+        present = [
+            t
+            for t in targets
+            if any(r["target"] == t and r["config"] == label and r.get("lines") for r in report["rows"])
+        ]
+        if not present:
+            continue
+        header = ["line", "source", *(f"{t} {b}" for t in present for b in BLOCK)]
+        if changes is not None:
+            header.append("changed since last save")
+        out += ["", f"**{report['kernel']}** by line, config {label}", ""]
+        out += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        for key, text, entries in view_rows(report, label):
+            cells = [_where(key, kernel_file), f"`{text.rstrip()}`" if text.strip() else ""]
+            for target in present:
+                cells += _cells(entries[target]["counts"] if target in entries else None)
+            if changes is not None:
+                cells.append(changes.get((label, key), ""))
+            out.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    return "\n".join(out).strip()
+
+
+# --------------------------------------------------------------------------- what changed per line
+
+_DELTA = (("instructions", "instr"), ("send_total", "sends"), ("dpas", "DPAS"), ("scratch_spill_bytes", "spill B"))
+
+
+def line_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[Any, str]:
+    """(config, line key of ``after``) -> what changed on that line: "edited" (new text), or the count
+    deltas per family ("pvc +12 instr, +2 sends"). Lines are matched by their text (difflib)."""
+    if before is None:
+        return {}
+    old_src = (before.get("kernel_source") or {}).get("lines", [])
+    new_src = (after.get("kernel_source") or {}).get("lines", [])
+    old_first = (before.get("kernel_source") or {}).get("first", 1)
+    new_first = (after.get("kernel_source") or {}).get("first", 1)
+    old_file = (before.get("kernel_source") or {}).get("file")
+    new_file = (after.get("kernel_source") or {}).get("file")
+    matched: dict[int, int] = {}  # new line number -> old line number
+    matcher = difflib.SequenceMatcher(a=old_src, b=new_src, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for i in range(block.size):
+            matched[new_first + block.b + i] = old_first + block.a + i
+    out: dict[Any, str] = {}
+    for cfg in after["configs"]:
+        label = cfg["label"]
+        old_rows = {key: entries for key, _, entries in view_rows(before, label)}
+        for key, _text, entries in view_rows(after, label):
+            file, line = key
+            if file == new_file and line is not None and line not in matched:
+                out[(label, key)] = "edited"
+                continue
+            old_key = (old_file, matched[line]) if file == new_file and line is not None else key
+            old_entries = old_rows.get(old_key, {})
+            parts = []
+            for target in sorted(set(entries) | set(old_entries)):
+                a = (old_entries.get(target) or {}).get("counts") or {}
+                b = (entries.get(target) or {}).get("counts") or {}
+                deltas = [f"{b.get(k, 0) - a.get(k, 0):+d} {name}" for k, name in _DELTA if b.get(k, 0) != a.get(k, 0)]
+                if deltas:
+                    parts.append(f"{target} {', '.join(deltas)}")
+            if parts:
+                out[(label, key)] = "; ".join(parts)
+    return out
+
+
+# --------------------------------------------------------------------------- HTML, readable without script
+
+LINES_CSS = """
+.lines { border-collapse: collapse; font: 12px/1.35 ui-monospace, monospace; margin: .5em 0 1.5em; }
+.lines td, .lines th { border: 1px solid #ccc; padding: .1em .4em; white-space: pre; vertical-align: top; }
+.lines td.src { min-width: 30em; }
+.lines tr.hot td.src { background: #fff4e0; } .lines tr.changed td { background: #e8f0ff; }
+.lines td.n { text-align: right; color: #333; } .lines td.spill { background: #fde8e6; }
+.lines details pre { margin: .2em 0; font-size: 11px; color: #333; }
+nav.switch button { margin: 0 .3em .3em 0; } nav.switch button[aria-pressed=true] { font-weight: bold; }
+.note { padding: .4em .6em; background: #fff3c4; border: 1px solid #e0c060; }
+"""
+
+LINES_SCRIPT = """
+(function () {
+  "use strict";
+  function pick(kind, value) {
+    document.querySelectorAll("section[data-" + kind + "]").forEach(function (s) {
+      s.hidden = s.dataset[kind] !== value;
+    });
+    document.querySelectorAll("nav.switch button[data-" + kind + "]").forEach(function (b) {
+      b.setAttribute("aria-pressed", String(b.dataset[kind] === value));
+    });
+  }
+  document.querySelectorAll("nav.switch button").forEach(function (b) {
+    b.addEventListener("click", function () {
+      if (b.dataset.family) { pick("family", b.dataset.family); } else { pick("config", b.dataset.config); }
+    });
+  });
+  var first = document.querySelector("nav.switch button[data-family]");
+  if (first) { pick("family", first.dataset.family); }
+  var cfg = document.querySelector("nav.switch button[data-config]");
+  if (cfg) { pick("config", cfg.dataset.config); }
+})();
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _overview(report: dict[str, Any], label: str, present: list[str], changes: dict[Any, str]) -> Iterator[str]:
+    kernel_file = (report.get("kernel_source") or {}).get("file")
+    yield '<table class="lines overview"><thead><tr><th>line</th><th>source</th>'
+    yield "".join(f"<th>{_e(t)} instr</th>" for t in present) + "<th>changed since last save</th></tr></thead><tbody>"
+    for key, text, entries in view_rows(report, label):
+        change = changes.get((label, key), "")
+        hot = any(
+            (e["counts"].get("scratch_spill_bytes", 0) + e["counts"].get("scratch_fill_bytes", 0))
+            for e in entries.values()
+        )
+        cls = " ".join(c for c in ("hot" if hot else "", "changed" if change else "") if c)
+        where = _e(_where(key, kernel_file))
+        yield f'<tr class="{cls}" data-line="{where}"><td class="n">{where}</td>'
+        yield f'<td class="src">{_e(text.rstrip())}</td>'
+        for t in present:
+            counts = entries[t]["counts"] if t in entries else None
+            yield f'<td class="n" data-target="{_e(t)}">{_e(counts["instructions"]) if counts else ""}</td>'
+        yield f'<td class="change">{_e(change)}</td></tr>'
+    yield "</tbody></table>"
+
+
+def _family_table(report: dict[str, Any], label: str, target: str) -> Iterator[str]:
+    kernel_file = (report.get("kernel_source") or {}).get("file")
+    row = next(r for r in report["rows"] if r["target"] == target and r["config"] == label)
+    occ = row.get("occupancy") or {}
+    spills = row.get("spills") or {}
+    summary = (
+        f"{target}: SIMD {row['simd']}, GRF {row['grf']} ({row.get('grf_rule', '')}); "
+        f"spills {spills.get('bytes_per_thread', 0)} B/thread = n_spills {spills.get('n_spills', 0)}; "
+        f"occupancy {occ.get('threads_per_xve', '-')}/{occ.get('threads_per_xve_max', '-')} threads per XVE, "
+        f"{occ.get('work_groups_per_xe_core', '-')} work-groups per Xe core (limited by {occ.get('limited_by', '-')})"
+    )
+    yield f'<p class="family-summary">{_e(summary)}</p>'
+
+    yield '<table class="lines"><thead><tr><th>line</th><th>source and instructions</th>'
+    yield "".join(f"<th>{_e(b)}</th>" for b in BLOCK) + "</tr></thead><tbody>"
+    for key, text, entries in view_rows(report, label):
+        entry = entries.get(target)
+        cells = _cells(entry["counts"] if entry else None)
+        src = _e(text.rstrip())
+        if entry and entry.get("asm"):
+            via = f" (with {', '.join(entry['via'])})" if entry.get("via") else ""
+            asm = "\n".join(f"[{pc:06x}] {ins}" for pc, ins in entry["asm"])
+            src = f"<details><summary>{src}{_e(via)}</summary><pre>{_e(asm)}</pre></details>"
+        spill_cls = ' class="n spill"' if cells[4] else ' class="n"'
+        yield f'<tr><td class="n">{_e(_where(key, kernel_file))}</td><td class="src">{src}</td>'
+        yield "".join(f"<td{spill_cls if i == 4 else ' class=n'}>{_e(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
+    yield "</tbody></table>"
+
+
+def lines_html(report: dict[str, Any], changes: dict[Any, str] | None = None) -> str:
+    """The per-line view as HTML that reads without JavaScript: per config, an overview (every
+    family's instructions per line) and a table per family whose lines open into their instructions."""
+    changes = changes or {}
+    parts: list[str] = []
+    if report.get("source_changed"):
+        parts.append(f'<p class="note" id="source-changed">{SOURCE_CHANGED}: the lines are the source as compiled.</p>')
+    for row in report["rows"]:
+        if row.get("line_info"):
+            parts.append(f'<p class="note">{_e(row["target"])} {_e(row["config"])}: {_e(row["line_info"])}</p>')
+    labels = [c["label"] for c in report["configs"]]
+    families = [t for t in report["targets"] if any(r["target"] == t and r.get("lines") for r in report["rows"])]
+    parts.append('<nav class="switch">')
+    parts += [f'<button type="button" data-family="{_e(t)}">{_e(t)}</button>' for t in families]
+    if len(labels) > 1:
+        parts += [f'<button type="button" data-config="{_e(c)}">{_e(c)}</button>' for c in labels]
+    parts.append("</nav>")
+    for label in labels:
+        present = [
+            t
+            for t in families
+            if any(r["target"] == t and r["config"] == label and r.get("lines") for r in report["rows"])
+        ]
+        parts.append(f'<section data-config="{_e(label)}"><h2>By line: {_e(label)}</h2>')
+        parts += list(_overview(report, label, present, changes))
+        for target in present:
+            parts.append(f'<section data-family="{_e(target)}"><h3>{_e(target)}</h3>')
+            parts += list(_family_table(report, label, target))
+            parts.append("</section>")
+        parts.append("</section>")
+    return "\n".join(parts)

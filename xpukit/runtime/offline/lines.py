@@ -1,0 +1,245 @@
+"""Source lines from a zebin: DWARF ``.debug_line`` joined with the ISA's PCs, no GPU needed.
+
+ocloc 26.27 writes DWARF into every zebin: a line program whose addresses are byte offsets into the
+kernel's ``.text.<kernel>`` section, and ``DW_TAG_inlined_subroutine`` entries whose ranges cover the
+instructions Triton's own functions (``standard.py``'s ``sum``...) became, with the user's call site.
+
+Intel GT's relocation types are not in pyelftools (``get_dwarf_info()`` raises "Unsupported
+relocation type"), so the sections are read unrelocated. Every address relocation here targets the
+kernel's own text section (symbol value 0), so an address is the relocation's addend: the line
+program's ``DW_LNE_set_address`` has addend 0 (its offsets are section offsets already) and the
+inlined ranges' ``low_pc``/``high_pc`` are 0 in the section and their real value in the addend,
+which is what ``_addends`` reads.
+
+``attribute`` gives each instruction its line: the last line row at or below its PC (rows after an
+end of sequence, or before the first row, have no line). A row in another file than the kernel's,
+inside an inlined range, is shown under the call site, with the original line in ``via``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import hashlib
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.relocation import RelocationSection
+from elftools.elf.sections import SymbolTableSection
+
+from xpukit.runtime.offline.isa import Instruction, IsaCounts, tally
+
+_R_ZE_SYM_ADDR = 1  # Intel GT: a 64-bit symbol address (value + addend)
+NO_LINE_INFO = "no line information"
+
+
+@dataclasses.dataclass(frozen=True)
+class InlinedRange:
+    low: int
+    high: int  # exclusive
+    file: str  # the call site, in the caller's file
+    line: int
+
+
+@dataclasses.dataclass(frozen=True)
+class LineTable:
+    addresses: list[int]  # sorted row addresses
+    places: list[tuple[str, int] | None]  # per row: (file, line), None after an end of sequence
+    kernel_file: str  # the file the kernel's compile unit names
+    inlined: list[InlinedRange]
+
+    def locate(self, pc: int) -> tuple[str | None, int | None, str | None]:
+        """(file, line, via) of the instruction at ``pc``; (None, None, None) when no row covers it."""
+        index = bisect.bisect_right(self.addresses, pc) - 1
+        place = self.places[index] if index >= 0 else None
+        if place is None:
+            return None, None, None
+        file, line = place
+        if file != self.kernel_file:
+            for span in self.inlined:
+                if span.low <= pc < span.high:
+                    return span.file, span.line, f"{Path(file).name}:{line}"
+        return file, line, None
+
+
+def _file_names(program: Any, comp_dir: str) -> list[str]:
+    """The line program's file table as paths (index 0 is file 1 in DWARF 4, file 0 in 5)."""
+    dirs = [comp_dir, *(d.decode(errors="replace") for d in program.header.include_directory)]
+    names = []
+    for entry in program["file_entry"]:
+        name = entry.name.decode(errors="replace")
+        folder = dirs[entry.dir_index] if entry.dir_index < len(dirs) else ""
+        names.append(name if name.startswith("/") or not folder else f"{folder.rstrip('/')}/{name}")
+    return names
+
+
+def _addends(elf: ELFFile, section: str, kernel: str) -> dict[int, int]:
+    """Offset in ``section`` -> address, for the relocations against the kernel's text section."""
+    rela = elf.get_section_by_name(f".rela{section}")
+    if not isinstance(rela, RelocationSection):
+        return {}
+    symbols = elf.get_section(rela["sh_link"])
+    if not isinstance(symbols, SymbolTableSection):
+        return {}
+    out = {}
+    for reloc in rela.iter_relocations():
+        if reloc["r_info_type"] != _R_ZE_SYM_ADDR:
+            continue
+        symbol = symbols.get_symbol(reloc["r_info_sym"])
+        if symbol.name == f".text.{kernel}" or symbol.name == kernel:
+            out[reloc["r_offset"]] = symbol["st_value"] + reloc["r_addend"]
+    return out
+
+
+def read_line_table(zebin: bytes, kernel: str) -> LineTable | None:
+    """The kernel's line table, or None when the zebin has no ``.debug_line`` (stripped)."""
+    elf = ELFFile(io.BytesIO(zebin))
+    if elf.get_section_by_name(".debug_line") is None or not elf.has_dwarf_info():
+        return None
+    dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
+    addends = _addends(elf, ".debug_info", kernel)
+    rows: list[tuple[int, tuple[str, int] | None]] = []
+    inlined: list[InlinedRange] = []
+    kernel_file = ""
+    for unit in dwarf.iter_CUs():
+        top = unit.get_top_DIE()
+        comp_dir = _text(top.attributes.get("DW_AT_comp_dir"))
+        program = dwarf.line_program_for_CU(unit)
+        if program is None:
+            continue
+        names = _file_names(program, comp_dir)
+        base = 1 if program.header.version < 5 else 0
+
+        def path(index: int, names: list[str] = names, base: int = base) -> str:
+            return names[index - base] if 0 <= index - base < len(names) else f"file {index}"
+
+        kernel_file = kernel_file or path(1 if base else 0)
+        for entry in program.get_entries():
+            state = entry.state
+            if state is not None:
+                rows.append((state.address, None if state.end_sequence else (path(state.file), state.line)))
+        inlined += _inlined_ranges(top.iter_children(), addends, path)
+    if not rows:
+        return None
+    rows.sort(key=lambda row: row[0])  # stable: of rows at one address, the last one wins
+    return LineTable([a for a, _ in rows], [p for _, p in rows], kernel_file, inlined)
+
+
+def _text(attribute: Any) -> str:
+    value = attribute.value if attribute is not None else b""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _inlined_ranges(dies: Iterable[Any], addends: Mapping[int, int], path: Any) -> list[InlinedRange]:
+    """The outermost inlined subroutines under the kernel's subprograms: their ranges and call sites."""
+    out = []
+    for die in dies:
+        if die.tag == "DW_TAG_inlined_subroutine":
+            low_attr, high_attr = die.attributes.get("DW_AT_low_pc"), die.attributes.get("DW_AT_high_pc")
+            call_line = die.attributes.get("DW_AT_call_line")
+            if low_attr is None or high_attr is None or call_line is None:
+                continue
+            low = addends.get(low_attr.offset, low_attr.value)
+            if high_attr.form == "DW_FORM_addr":
+                high = addends.get(high_attr.offset, high_attr.value)
+            else:  # DWARF 4's length form
+                high = low + high_attr.value
+            call_file = die.attributes.get("DW_AT_call_file")
+            out.append(InlinedRange(low, high, path(call_file.value if call_file else 1), call_line.value))
+        elif die.has_children:
+            out += _inlined_ranges(die.iter_children(), addends, path)
+    return out
+
+
+# --------------------------------------------------------------------------- per-line counts
+
+
+@dataclasses.dataclass
+class SourceLine:
+    file: str | None
+    line: int | None
+    source: str
+    counts: IsaCounts
+    asm: list[tuple[int, str]]  # (pc, instruction) in program order
+    via: list[str]  # Triton's own lines folded into this call site (``standard.py:286``)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "source": self.source,
+            "counts": self.counts.to_dict(),
+            "via": self.via,
+            "asm": [[pc, text] for pc, text in self.asm],
+        }
+
+
+class SourceFiles:
+    """Source text by path, read once; a file that is not here reads as empty lines."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, list[str]] = {}
+
+    def lines(self, path: str) -> list[str]:
+        if path not in self._lines:
+            try:
+                self._lines[path] = Path(path).read_text(errors="replace").splitlines()
+            except OSError:
+                self._lines[path] = []
+        return self._lines[path]
+
+    def line(self, path: str | None, number: int | None) -> str:
+        if path is None or number is None:
+            return ""
+        lines = self.lines(path)
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def attribute(instructions: Sequence[Instruction], table: LineTable, sources: SourceFiles) -> list[SourceLine]:
+    """Per-line counts: every instruction on exactly one line (or the one line-null entry), so the
+    lines' counts add up to the kernel's. Ordered: the kernel's file by line, other files, then null."""
+    groups: dict[tuple[str | None, int | None], list[Instruction]] = {}
+    vias: dict[tuple[str | None, int | None], set[str]] = {}
+    for ins in instructions:
+        file, line, via = table.locate(ins.pc)
+        groups.setdefault((file, line), []).append(ins)
+        if via:
+            vias.setdefault((file, line), set()).add(via)
+
+    def order(key: tuple[str | None, int | None]) -> tuple[int, str, int]:
+        file, line = key
+        rank = 2 if file is None else (0 if file == table.kernel_file else 1)
+        return rank, file or "", line or 0
+
+    return [
+        SourceLine(
+            file,
+            line,
+            sources.line(file, line),
+            tally(group),
+            [(ins.pc, ins.text) for ins in group if ins.category != "none"],
+            sorted(vias.get((file, line), ()), key=_via_order),
+        )
+        for (file, line), group in sorted(groups.items(), key=lambda item: order(item[0]))
+        if any(ins.category != "none" for ins in group)  # the ``illegal`` words after the end
+    ]
+
+
+def _via_order(via: str) -> tuple[str, int]:
+    name, _, line = via.rpartition(":")
+    return name, int(line) if line.isdigit() else 0
+
+
+def kernel_source(path: Path, first_line: int, line_count: int) -> dict[str, Any]:
+    """The kernel's own lines as compiled, with the file's hash (the report keys its lines on it)."""
+    data = path.read_bytes()
+    lines = data.decode(errors="replace").splitlines()
+    return {
+        "file": str(path),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "first": first_line,
+        "lines": lines[first_line - 1 : first_line - 1 + line_count],
+    }
