@@ -109,7 +109,7 @@ def test_kernel_arg_properties_layout():
 
 
 def _exports(line):
-    return [s for s, on in _api.RELEASE_ABIS[line].expected_symbols().items() if on] + ["urLoaderInit"]
+    return [s for s, on in _api.RELEASE_ABIS[line].expected_symbols().items() if on] + ["urLoaderInit", "urAdapterGet"]
 
 
 def _fake_loader(tmp_path, symbols, version=None, minor=12):
@@ -196,6 +196,36 @@ def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, capl
     setup_cpu_icd(loc)
     assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so"
     assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
+
+
+def test_a_library_that_is_not_a_ur_loader_is_refused_before_it_loads(tmp_path, monkeypatch):
+    """A file that is not a UR loader, found by its exports (read, not loaded): refused naming the
+    file, the variable or argument that named it, and what it lacks; a real loader's pair passes."""
+    from xpukit.runtime.ur.loader import why_not_a_loader
+
+    assert why_not_a_loader(_fake_loader(tmp_path / "ok", ["urLoaderInit", "urAdapterGet"])) == ""
+    assert why_not_a_loader(_fake_loader(tmp_path / "zlib", ["deflate", "inflate"])) == "no urLoaderInit"
+    assert why_not_a_loader(_fake_loader(tmp_path / "half", ["urLoaderInit"])) == "no urAdapterGet"
+    # A library that calls the loader (an adapter, a binding) imports the names: not exports.
+    gcc = shutil.which("gcc") or pytest.fail("this test builds a library with gcc (apt-get install gcc)")
+    (tmp_path / "user.c").write_text("void urLoaderInit(void); void urAdapterGet(void);\n"
+                                     "void f(void) { urLoaderInit(); urAdapterGet(); }\n")  # fmt: skip
+    user = tmp_path / "libuser.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(user), str(tmp_path / "user.c")], check=True)
+    assert why_not_a_loader(user) == "no urLoaderInit"
+    text = tmp_path / "libur_loader.so"
+    text.write_text("INPUT(-lz)\n")  # a linker script, as some distributions ship under .so names
+    assert why_not_a_loader(text) == "not a 64-bit ELF library"
+
+    zlib = _fake_loader(tmp_path / "env", ["deflate"])
+    monkeypatch.setenv("XPUKIT_UR_LOADER", str(zlib))
+    with pytest.raises(errors.LoaderNotFound) as env:
+        find_loader()
+    wants = f"the file XPUKIT_UR_LOADER names is not a Unified Runtime loader: {zlib} (no urLoaderInit)"
+    assert env.value.message == wants
+    assert env.value.fix == "point it at libur_loader.so.0 or unset it"
+    with pytest.raises(errors.LoaderNotFound, match="the loader path passed is not a Unified Runtime loader"):
+        find_loader(text)
 
 
 def test_a_users_ocl_icd_vendors_is_not_doubled(tmp_path, monkeypatch, caplog):
