@@ -198,6 +198,43 @@ def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, capl
     assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
 
 
+@pytest.mark.parametrize("named", ["a versioned symlink to it", "the symlink to its versioned file", "a hard link"])
+def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_not_warned_about(tmp_path, monkeypatch, caplog, named):
+    """An OCL_ICD_FILENAMES entry that is Intel's CPU runtime under another name (a symlink, the
+    versioned libintelocl.so.<version>; in the wheel the two names are hard links to one file) is
+    that runtime: no warning. A different file, even a copy under the same name, still warns."""
+    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    rt, versioned = lib / "libintelocl.so", lib / "libintelocl.so.2026.22.10.0"
+    if named == "a versioned symlink to it":
+        rt.write_bytes(b"runtime")
+        versioned.symlink_to(rt.name)
+        entry = versioned
+    elif named == "the symlink to its versioned file":  # the kit resolves the runtime to the versioned file
+        versioned.write_bytes(b"runtime")
+        rt.symlink_to(versioned.name)
+        entry = rt
+    else:
+        rt.write_bytes(b"runtime")
+        os.link(rt, versioned)
+        entry = versioned
+    monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    loc = LoaderLocation(lib / "libur_loader.so", "pip")
+    users = f"/opt/vendor/libother.so:{entry}"
+    monkeypatch.setenv("OCL_ICD_FILENAMES", users)
+    assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == users
+    assert not caplog.text
+    copy = tmp_path / "copy" / entry.name
+    copy.parent.mkdir()
+    copy.write_bytes(b"runtime")
+    monkeypatch.setenv("OCL_ICD_FILENAMES", f"/opt/vendor/libother.so:{copy}")
+    setup_cpu_icd(loc)
+    assert "is not in it" in caplog.text and str(rt.resolve()) in caplog.text
+
+
 def test_a_library_that_is_not_a_ur_loader_is_refused_before_it_loads(tmp_path, monkeypatch):
     """A file that is not a UR loader, found by its exports (read, not loaded): refused naming the
     file, the variable or argument that named it, and what it lacks; a real loader's pair passes."""

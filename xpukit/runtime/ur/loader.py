@@ -312,6 +312,18 @@ def find_cpu_opencl_runtime(loader: Path | None = None) -> Path | None:
     return None
 
 
+def _same_file(entry: str, runtime: Path) -> bool:
+    """Whether an ``OCL_ICD_FILENAMES`` entry is ``runtime``: by resolved path (a symlink, a
+    versioned name pointing at it) or as the same file (the wheel's ``libintelocl.so`` and
+    ``libintelocl.so.<version>`` are hard links to one inode)."""
+    if os.path.realpath(entry) == os.path.realpath(runtime):
+        return True
+    try:
+        return os.path.samefile(entry, runtime)
+    except OSError:  # an entry that does not exist is not the runtime
+        return False
+
+
 def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     """Point the OpenCL ICD loader at Intel's CPU runtime (pip runtime only; must precede loading).
     Left alone when ``OCL_ICD_FILENAMES`` or ``OCL_ICD_VENDORS`` is already set (setting the first
@@ -331,7 +343,7 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
         return rt
     if not current:
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
-    elif str(rt) not in current.split(":"):
+    elif not any(_same_file(entry, rt) for entry in current.split(":") if entry):
         log.warning(
             "xpukit.runtime.ur: OCL_ICD_FILENAMES=%s is yours and kept; Intel's CPU OpenCL runtime %s is not "
             "in it (add it there to see the CPU device)",
