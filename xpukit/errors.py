@@ -75,7 +75,7 @@ def guard(
 
     ``any_error``: every other exception too becomes one line (its type named) and exit 2, for a
     user-run example, whose failures (a device, a driver) are the user's to read, not the kit's bugs.
-    ``max_chars``: where a kit error's line is cut (None: never, for messages made of the user's paths).
+    ``max_chars``: where the error line is cut (None: never, for messages made of the user's paths).
     """
     try:
         return call() or 0
@@ -87,19 +87,20 @@ def guard(
         if debug:
             raise
         if any_error:
-            return _any_error(exc, prog)
+            return _any_error(exc, prog, max_chars)
         print(error_line(exc, prog, max_chars), file=sys.stderr, flush=True)
         return exc.exit_code
     except Exception as exc:
         if debug or not any_error:
             raise
-        return _any_error(exc, prog)
+        return _any_error(exc, prog, max_chars)
 
 
-def _any_error(exc: Exception, prog: str | None) -> int:
+def _any_error(exc: Exception, prog: str | None, max_chars: int | None) -> int:
+    """``error: TYPE: PROBLEM (fix: ...)``, cut at ``max_chars`` like a kit error's line."""
     name = type(exc).__name__
-    text = exc.one_line() if isinstance(exc, XpukitError) else str(exc).strip()
-    text = (text.splitlines() or [""])[0]
+    message, fix = (exc.message, exc.fix) if isinstance(exc, XpukitError) else (str(exc), "")
+    text = (message.strip().splitlines() or [""])[0]
     text = text if text.startswith(name) else f"{name}: {text}" if text else name
-    print(f"{_prefix(prog)}error: {text}", file=sys.stderr, flush=True)
+    print(error_line(XpukitError(text, fix), prog, max_chars), file=sys.stderr, flush=True)
     return EXIT_USAGE

@@ -91,3 +91,43 @@ def test_tasks_refuse_it_in_one_line_with_exit_2_and_write_nothing(tmp_path, tas
     assert p.returncode == EXIT_USAGE and len(errors) == 1 and wants in errors[0], p.stderr
     assert "(fix: " in errors[0] and "Traceback" not in p.stderr
     assert not list(tmp_path.iterdir()), "a refused task wrote something"
+
+
+# The UR demo's own boundary (examples/xpu_triton_ur.py: guard(..., prog=None, any_error=True)) around
+# what it does first, opening a UR session: `invoke demo-ur --where host` needs Triton on the host to
+# get there; tests/image/test_examples_bad_input.py runs the demo itself the same way.
+UR_SESSION = (
+    "import sys; from xpukit.errors import guard; from xpukit.runtime import ur; "
+    "sys.exit(guard(lambda: ur.Session('cpu'), prog=None, any_error=True))"
+)
+
+
+@pytest.mark.parametrize("icd", ["", "OCL_ICD_FILENAMES", "OCL_ICD_VENDORS", "long path"])
+def test_a_ur_loader_that_is_not_one_is_refused_in_one_line(tmp_path, icd):
+    """XPUKIT_UR_LOADER naming zlib: one line of at most 200 characters saying so, with the fix,
+    whatever the OpenCL environment (before: a 300-character UnsupportedURRelease, or an OSError
+    about libsvml.so, by whether Intel's CPU runtime was found)."""
+    from tests.support import system_libz
+
+    libz = system_libz()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCL_ICD_")}
+    env.update(XPUKIT_UR_LOADER=str(libz), PYTHONPATH=str(REPO_ROOT))
+    if icd == "OCL_ICD_FILENAMES":
+        env[icd] = str(tmp_path / "libintelocl.so")
+    elif icd == "OCL_ICD_VENDORS":
+        (tmp_path / "intel.icd").write_text("libintelocl.so\n")
+        env[icd] = str(tmp_path)
+    elif icd == "long path":  # the path is what the line cuts, never the problem or the fix
+        deep = tmp_path / ("d" * 150)
+        deep.mkdir()
+        (deep / "libz.so.1").symlink_to(libz)
+        env["XPUKIT_UR_LOADER"] = str(deep / "libz.so.1")
+    p = subprocess.run([sys.executable, "-c", UR_SESSION], env=env, capture_output=True, text=True, check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode != 0 and len(lines) == 1, p.stderr
+    assert len(lines[0]) <= 200, lines[0]
+    assert "XPUKIT_UR_LOADER names is not a Unified Runtime loader" in lines[0], lines[0]
+    assert lines[0].endswith("(fix: point it at libur_loader.so.0 or unset it)"), lines[0]
+    assert "Traceback" not in p.stderr and "libsvml" not in p.stderr
+    if icd != "long path":
+        assert f"{libz} (no urLoaderInit)" in lines[0], lines[0]

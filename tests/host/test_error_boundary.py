@@ -75,3 +75,18 @@ def test_python_m_xpukit_goes_through_it():
                        capture_output=True, text=True, check=False)  # fmt: skip
     assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("xpukit: error: ") and "(fix: " in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_examples_error_line_is_cut_at_200_characters_keeping_the_fix(capsys):
+    """The examples' lines keep their TYPE and are cut like the kit's (a UR release error ran past 300)."""
+
+    def kit() -> int:
+        raise XpukitError("the loader at " + "/very/long" * 40 + " is wrong", "use another")
+
+    assert guard(kit, prog=None, any_error=True) == EXIT_USAGE
+    line = capsys.readouterr().err.rstrip("\n")
+    assert len(line) == 200 and "\n" not in line, line
+    assert line.startswith("error: XpukitError: the loader at /very/long") and line.endswith("... (fix: use another)")
+    assert guard(lambda: int("x" * 300), prog=None, any_error=True) == EXIT_USAGE
+    line = capsys.readouterr().err.rstrip("\n")
+    assert len(line) <= 200 and line.startswith("error: ValueError: invalid literal for int()"), line

@@ -109,7 +109,7 @@ def test_kernel_arg_properties_layout():
 
 
 def _exports(line):
-    return [s for s, on in _api.RELEASE_ABIS[line].expected_symbols().items() if on] + ["urLoaderInit"]
+    return [s for s, on in _api.RELEASE_ABIS[line].expected_symbols().items() if on] + ["urLoaderInit", "urAdapterGet"]
 
 
 def _fake_loader(tmp_path, symbols, version=None, minor=12):
@@ -196,6 +196,73 @@ def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, capl
     setup_cpu_icd(loc)
     assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so"
     assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
+
+
+@pytest.mark.parametrize("named", ["a versioned symlink to it", "the symlink to its versioned file", "a hard link"])
+def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_not_warned_about(tmp_path, monkeypatch, caplog, named):
+    """An OCL_ICD_FILENAMES entry that is Intel's CPU runtime under another name (a symlink, the
+    versioned libintelocl.so.<version>; in the wheel the two names are hard links to one file) is
+    that runtime: no warning. A different file, even a copy under the same name, still warns."""
+    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    rt, versioned = lib / "libintelocl.so", lib / "libintelocl.so.2026.22.10.0"
+    if named == "a versioned symlink to it":
+        rt.write_bytes(b"runtime")
+        versioned.symlink_to(rt.name)
+        entry = versioned
+    elif named == "the symlink to its versioned file":  # the kit resolves the runtime to the versioned file
+        versioned.write_bytes(b"runtime")
+        rt.symlink_to(versioned.name)
+        entry = rt
+    else:
+        rt.write_bytes(b"runtime")
+        os.link(rt, versioned)
+        entry = versioned
+    monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    loc = LoaderLocation(lib / "libur_loader.so", "pip")
+    users = f"/opt/vendor/libother.so:{entry}"
+    monkeypatch.setenv("OCL_ICD_FILENAMES", users)
+    assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == users
+    assert not caplog.text
+    copy = tmp_path / "copy" / entry.name
+    copy.parent.mkdir()
+    copy.write_bytes(b"runtime")
+    monkeypatch.setenv("OCL_ICD_FILENAMES", f"/opt/vendor/libother.so:{copy}")
+    setup_cpu_icd(loc)
+    assert "is not in it" in caplog.text and str(rt.resolve()) in caplog.text
+
+
+def test_a_library_that_is_not_a_ur_loader_is_refused_before_it_loads(tmp_path, monkeypatch):
+    """A file that is not a UR loader, found by its exports (read, not loaded): refused naming the
+    file, the variable or argument that named it, and what it lacks; a real loader's pair passes."""
+    from xpukit.runtime.ur.loader import why_not_a_loader
+
+    assert why_not_a_loader(_fake_loader(tmp_path / "ok", ["urLoaderInit", "urAdapterGet"])) == ""
+    assert why_not_a_loader(_fake_loader(tmp_path / "zlib", ["deflate", "inflate"])) == "no urLoaderInit"
+    assert why_not_a_loader(_fake_loader(tmp_path / "half", ["urLoaderInit"])) == "no urAdapterGet"
+    # A library that calls the loader (an adapter, a binding) imports the names: not exports.
+    gcc = shutil.which("gcc") or pytest.fail("this test builds a library with gcc (apt-get install gcc)")
+    (tmp_path / "user.c").write_text("void urLoaderInit(void); void urAdapterGet(void);\n"
+                                     "void f(void) { urLoaderInit(); urAdapterGet(); }\n")  # fmt: skip
+    user = tmp_path / "libuser.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(user), str(tmp_path / "user.c")], check=True)
+    assert why_not_a_loader(user) == "no urLoaderInit"
+    text = tmp_path / "libur_loader.so"
+    text.write_text("INPUT(-lz)\n")  # a linker script, as some distributions ship under .so names
+    assert why_not_a_loader(text) == "not a 64-bit ELF library"
+
+    zlib = _fake_loader(tmp_path / "env", ["deflate"])
+    monkeypatch.setenv("XPUKIT_UR_LOADER", str(zlib))
+    with pytest.raises(errors.LoaderNotFound) as env:
+        find_loader()
+    wants = f"the file XPUKIT_UR_LOADER names is not a Unified Runtime loader: {zlib} (no urLoaderInit)"
+    assert env.value.message == wants
+    assert env.value.fix == "point it at libur_loader.so.0 or unset it"
+    with pytest.raises(errors.LoaderNotFound, match="the loader path passed is not a Unified Runtime loader"):
+        find_loader(text)
 
 
 def test_a_users_ocl_icd_vendors_is_not_doubled(tmp_path, monkeypatch, caplog):

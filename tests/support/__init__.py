@@ -6,3 +6,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout (or /workspace in the image)."""
+
+
+def system_libz() -> Path:
+    """The system's zlib (``libz.so.1``), a real shared library that is not a Unified Runtime
+    loader: found where the dynamic linker finds it, by loading it and reading this process's maps."""
+    import ctypes
+
+    ctypes.CDLL("libz.so.1")
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "/libz.so" in path:
+                soname = Path(path).with_name("libz.so.1")  # the name users type, where it exists
+                return soname if soname.exists() else Path(path)
+    raise FileNotFoundError("libz.so.1 is loaded but not in /proc/self/maps")

@@ -2,9 +2,10 @@
 
 Search order: an explicit path, ``XPUKIT_UR_LOADER``, the oneAPI compiler's lib directory
 (``CMPLR_ROOT``, ``ONEAPI_ROOT``, ``/opt/intel/oneapi``), then the pip wheel's lib directory
-(``<sys.prefix>/lib``). When the loader is the pip runtime and Intel's CPU OpenCL runtime
-(``intel-opencl-rt``) is installed, ``OCL_ICD_FILENAMES`` is pointed at it before the loader is
-loaded, so UR's OpenCL adapter finds the CPU device.
+(``<sys.prefix>/lib``). The file found must export ``urLoaderInit`` and ``urAdapterGet`` (read
+from its ELF dynamic symbols, before anything loads it). When the loader is the pip runtime and
+Intel's CPU OpenCL runtime (``intel-opencl-rt``) is installed, ``OCL_ICD_FILENAMES`` is pointed at
+it before the loader is loaded, so UR's OpenCL adapter finds the CPU device.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import glob
 import logging
 import os
 import re
+import struct
 import sys
 import threading
 from collections.abc import Callable
@@ -69,14 +71,91 @@ def _pip_dirs() -> list[Path]:
     return [Path(p) / "lib" for p in dict.fromkeys(prefixes)]
 
 
+LOADER_SYMBOLS = ("urLoaderInit", "urAdapterGet")  # every UR loader exports both; urLoaderInit only it
+
+
+def _dynamic_exports(path: Path, wanted: tuple[str, ...]) -> set[str] | None:
+    """Which of ``wanted`` the ELF shared library at ``path`` defines in its dynamic symbol table
+    (read with ``struct``, not loaded: loading runs the library's constructors). None when it is not
+    a 64-bit little-endian ELF shared library; all of ``wanted`` when it has no section headers to
+    tell (a library stripped of them: loading it is the only test left)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            return None
+        if struct.unpack_from("<H", head, 16)[0] != 3:  # e_type ET_DYN
+            return None
+        (shoff,) = struct.unpack_from("<Q", head, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+        if not shoff or not shnum or shentsize < 64:
+            return set(wanted)
+        f.seek(shoff)
+        table = f.read(shentsize * shnum)
+        # (sh_type, sh_offset, sh_size, sh_link) of each section
+        sections = [struct.unpack_from("<4xI16xQQI", table, i * shentsize) for i in range(len(table) // shentsize)]
+        dynsym = next((s for s in sections if s[0] == 11), None)  # SHT_DYNSYM
+        if dynsym is None or dynsym[3] >= len(sections):
+            return set()
+        _, sym_off, sym_size, link = dynsym
+        f.seek(sym_off)
+        symbols = f.read(sym_size)
+        _, str_off, str_size, _ = sections[link]
+        f.seek(str_off)
+        strings = f.read(str_size)
+    want = {name.encode(): name for name in wanted}
+    found: set[str] = set()
+    for i in range(len(symbols) // 24):  # Elf64_Sym: st_name, st_info, st_other, st_shndx, ...
+        name_at, shndx = struct.unpack_from("<I2xH", symbols, i * 24)
+        if shndx == 0:  # SHN_UNDEF: imported, not exported
+            continue
+        end = strings.find(b"\0", name_at)
+        name = want.get(strings[name_at:end])
+        if name:
+            found.add(name)
+    return found
+
+
+def why_not_a_loader(path: Path) -> str:
+    """Why the file at ``path`` is not a Unified Runtime loader, in a few words ("" when it is one):
+    the line it goes into holds a path and a fix in 200 characters."""
+    try:
+        exports = _dynamic_exports(path, LOADER_SYMBOLS)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    if exports is None:
+        return "not a 64-bit ELF library"
+    missing = [s for s in LOADER_SYMBOLS if s not in exports]
+    return f"no {missing[0]}" if missing else ""
+
+
+def _checked_location(f: Path, source: str) -> LoaderLocation:
+    """``f`` as the loader, refused before anything loads it when it is not a UR loader (a library
+    that is not, loaded, fails later and elsewhere: a missing prototype or libsvml.so)."""
+    why = why_not_a_loader(f)
+    if not why:
+        return LoaderLocation(f.resolve(), source)
+    # The problem before the path: a long path is what error_line cuts, never what the line says.
+    if source == "env":
+        problem = f"the file {ENV_LOADER} names is not a Unified Runtime loader"
+        fix = "point it at libur_loader.so.0 or unset it"  # "it": the line names XPUKIT_UR_LOADER first
+    elif source == "explicit":
+        problem = "the loader path passed is not a Unified Runtime loader"
+        fix = "pass libur_loader.so.0 or its prefix/lib directory"
+    else:
+        problem = f"the {LOADER_NAME} found in {f.parent} is not a Unified Runtime loader"
+        fix = f"reinstall intel-cmplr-lib-ur, or set {ENV_LOADER} to a libur_loader.so.0"
+    raise LoaderNotFound(f"{problem}: {f} ({why})", fix)
+
+
 def find_loader(explicit: str | os.PathLike[str] | None = None) -> LoaderLocation:
-    """Locate ``libur_loader.so``; raises :class:`LoaderNotFound` naming every place tried."""
+    """Locate ``libur_loader.so``; raises :class:`LoaderNotFound` naming every place tried, or
+    the file that is not a UR loader (checked by its exports, before anything loads it)."""
     tried: list[str] = []
     if explicit:
         f = _as_loader_file(explicit)
         if f is None:
             raise LoaderNotFound(f"no {LOADER_NAME} at {explicit}", "pass the loader file or its prefix/lib directory")
-        return LoaderLocation(f.resolve(), "explicit")
+        return _checked_location(f, "explicit")
     env = os.environ.get(ENV_LOADER)
     if env:
         f = _as_loader_file(env)
@@ -85,13 +164,13 @@ def find_loader(explicit: str | os.PathLike[str] | None = None) -> LoaderLocatio
                 f"{ENV_LOADER}={env} does not name a {LOADER_NAME}",
                 f"point {ENV_LOADER} at the loader file or unset it",
             )
-        return LoaderLocation(f.resolve(), "env")
+        return _checked_location(f, "env")
     for source, dirs in (("oneapi", _oneapi_dirs()), ("pip", _pip_dirs())):
         for d in dirs:
             tried.append(str(d))
             f = d / LOADER_NAME
             if f.is_file():
-                return LoaderLocation(f.resolve(), source)
+                return _checked_location(f, source)
     raise LoaderNotFound(
         f"{LOADER_NAME} not found (looked in {', '.join(tried)})",
         f"pip install intel-cmplr-lib-ur intel-cmplr-lib-rt, source oneAPI's setvars.sh, or set {ENV_LOADER}",
@@ -233,6 +312,18 @@ def find_cpu_opencl_runtime(loader: Path | None = None) -> Path | None:
     return None
 
 
+def _same_file(entry: str, runtime: Path) -> bool:
+    """Whether an ``OCL_ICD_FILENAMES`` entry is ``runtime``: by resolved path (a symlink, a
+    versioned name pointing at it) or as the same file (the wheel's ``libintelocl.so`` and
+    ``libintelocl.so.<version>`` are hard links to one inode)."""
+    if os.path.realpath(entry) == os.path.realpath(runtime):
+        return True
+    try:
+        return os.path.samefile(entry, runtime)
+    except OSError:  # an entry that does not exist is not the runtime
+        return False
+
+
 def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     """Point the OpenCL ICD loader at Intel's CPU runtime (pip runtime only; must precede loading).
     Left alone when ``OCL_ICD_FILENAMES`` or ``OCL_ICD_VENDORS`` is already set (setting the first
@@ -252,7 +343,7 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
         return rt
     if not current:
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
-    elif str(rt) not in current.split(":"):
+    elif not any(_same_file(entry, rt) for entry in current.split(":") if entry):
         log.warning(
             "xpukit.runtime.ur: OCL_ICD_FILENAMES=%s is yours and kept; Intel's CPU OpenCL runtime %s is not "
             "in it (add it there to see the CPU device)",
