@@ -513,7 +513,7 @@ def matrix(
 
 @task(help={"check": "only report tables that differ from env/pins.toml (exit 1)"})
 def docs(c, check=False):
-    """Regenerate the version tables in README.md and docs/*.md from env/pins.toml."""
+    """Regenerate the version tables in README.md and docs/**/*.md from env/pins.toml."""
     _finish(commands.docs(check))
 
 

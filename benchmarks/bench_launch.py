@@ -19,7 +19,7 @@ queue.finish() for the _wait cases), on the same Triton SPIR-V.
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_launch.py [--rounds 9] [--reps 400] [--json F]
 
 XPUKIT_PURE_PYTHON=1 measures the launcher's Python twin instead of the compiled one. pyopencl is
-not in the image: `pip install --target DIR pyopencl` and put DIR on PYTHONPATH (docs/BENCHMARKS.md).
+not in the image: `pip install --target DIR pyopencl` and put DIR on PYTHONPATH (docs/benchmarks/launch.md).
 """
 
 from __future__ import annotations

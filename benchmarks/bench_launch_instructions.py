@@ -19,7 +19,7 @@ Cases (the kernels and arguments of bench_launch.py):
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_launch_instructions.py [--valgrind valgrind] [--json F]
 
 Valgrind is not in the image: run it from a container with the host's valgrind mounted
-(docs/BENCHMARKS.md), or install it there with apt for the measurement.
+(docs/benchmarks/launch.md), or install it there with apt for the measurement.
 """
 
 from __future__ import annotations

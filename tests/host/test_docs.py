@@ -1,4 +1,4 @@
-"""README.md and docs/*.md against the code: every `invoke ...` line they show runs, every setting
+"""README.md and docs/**/*.md against the code: every `invoke ...` line they show runs, every setting
 and error message they name exists, and every generated table matches env/pins.toml.
 
 Commands run docker-free: DOCKER_HOST points at a socket that does not exist, and tasks that can run
@@ -505,15 +505,100 @@ def test_the_reference_check_finds_what_does_not_exist():
     assert len(REFERENCES) > 1000  # the scan reads the docs (about 2,500 names)
 
 
-# ---------------------------------------------------------------- headings and links
+# ---------------------------------------------------------------- length, headings and links
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MAX_DOC_LINES = 500  # a longer doc is split by area, as docs/BENCHMARKS.md indexes docs/benchmarks/
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# [text](target) and ![alt](target), with an optional title; the target up to the first space or ')'.
+LINK_RE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")  # https:, mailto:, ...
+
+
+def _rendered_lines(text: str, code_spans: bool = False) -> list[tuple[int, str]]:
+    """(line, text) of what GitHub renders as markdown: fenced and indented code blocks left out,
+    inline code spans blanked unless ``code_spans`` (a `kernel[grid](...)` in backticks is no link)."""
+    prose, _ = _without_fences(text)
+    if not code_spans:
+        prose = INLINE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), prose)
+    found, indented_code, previous_blank = [], False, True
+    for number, line in enumerate(prose.splitlines(), 1):
+        blank = not line.strip()
+        indented = line.startswith(("    ", "\t"))
+        indented_code = indented and (indented_code or previous_blank) if not blank else indented_code
+        if not blank and not indented_code:
+            found.append((number, line))
+        previous_blank = blank
+    return found
 
 
 def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+    """GitHub's anchor for a heading's text: a link gives its text, code and emphasis marks go, then
+    lower case, every character but letters, digits, ``_``, ``-`` and spaces dropped, spaces to dashes
+    (so ``SOURCE_DATE_EPOCH`` keeps its underscores and ``kernel[grid]`` is ``kernelgrid``)."""
+    parts = re.split(r"(`+[^`]+`+)", heading.strip())  # code spans keep their text as it is
+    text = "".join(
+        part.strip("`") if part.startswith("`") else re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", part).replace("*", "")
+        for part in parts
+    )
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+@functools.cache
+def heading_anchors(path: Path) -> frozenset[str]:
+    """The anchors GitHub gives a doc's headings; a repeated heading gets -1, -2, ... as on GitHub."""
+    anchors: set[str] = set()
+    for _, line in _rendered_lines(path.read_text(encoding="utf-8"), code_spans=True):
+        match = HEADING_RE.match(line)
+        if not match:
+            continue
+        slug = base = _slug(match.group(2))
+        count = 0
+        while slug in anchors:
+            count += 1
+            slug = f"{base}-{count}"
+        anchors.add(slug)
+    return frozenset(anchors)
+
+
+def link_problems(docs: list[Path], root: Path = ROOT) -> list[str]:
+    """Every relative link of the docs: its file exists inside the checkout, and an ``#anchor`` on a
+    markdown file (or on the doc itself) is one of its headings."""
+    problems = []
+    for path in docs:
+        for number, line in _rendered_lines(path.read_text(encoding="utf-8")):
+            for target in LINK_RE.findall(line):
+                if SCHEME_RE.match(target):
+                    continue
+                where = f"{path.relative_to(root)}:{number}: ({target})"
+                file_part, _, anchor = target.partition("#")
+                if not file_part and not anchor:
+                    problems.append(f"{where}: a link to nothing")
+                    continue
+                doc = (path.parent / file_part).resolve() if file_part else path
+                if not doc.is_relative_to(root.resolve()):
+                    problems.append(f"{where}: leaves the checkout")
+                elif not doc.exists():
+                    problems.append(f"{where}: {file_part} does not exist")
+                elif anchor and doc.suffix == ".md" and anchor not in heading_anchors(doc):
+                    problems.append(f"{where}: #{anchor} is no heading of {doc.relative_to(root.resolve())}")
+    return problems
+
+
+def test_the_docs_scan_reads_every_doc_under_docs():
+    """README.md and docs/**/*.md: the area files under docs/benchmarks/ are read like the others."""
+    names = {str(p.relative_to(ROOT)) for p in DOCS}
+    assert {"README.md", "docs/BENCHMARKS.md", "docs/benchmarks/launch.md"} <= names
+    assert {str(p.relative_to(ROOT)) for p in docs_support.DOC_FILES} == names
+
+
+def test_no_doc_is_longer_than_500_lines():
+    """Short docs: one file per area, an index where an area has many (docs/BENCHMARKS.md)."""
+    long = []
+    for path in DOCS:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_DOC_LINES:
+            long.append(f"{path.relative_to(ROOT)}: {lines} lines (at most {MAX_DOC_LINES}: split it by area)")
+    assert not long, "\n".join(long)
 
 
 def test_headings_carry_no_issue_numbers():
@@ -525,11 +610,47 @@ def test_headings_carry_no_issue_numbers():
 
 
 def test_links_between_docs_reach_a_heading():
-    for path in DOCS:
-        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", path.read_text(encoding="utf-8")):
-            doc = (path.parent / target) if target else path
-            headings = [ln.lstrip("#") for ln in doc.read_text(encoding="utf-8").splitlines() if ln.startswith("#")]
-            assert anchor in {_slug(h) for h in headings}, f"{path.name}: #{anchor} is no heading of {doc.name}"
+    """Every relative link in README.md and docs/**/*.md names a file that exists and, with an
+    ``#anchor``, a heading of it (GitHub's slugs)."""
+    problems = link_problems(DOCS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_link_check_finds_what_does_not_resolve(tmp_path):
+    """The check can fail: each broken link is refused, each good one of the same kind accepted."""
+    (tmp_path / "sub").mkdir()
+    headings = ["# Other", "## SOURCE_DATE_EPOCH", "## `kernel[grid](...)`: a table", "## Again", "## Again"]
+    (tmp_path / "other.md").write_text("\n\n".join(headings) + "\n")
+    (tmp_path / "code.py").write_text("")
+    doc = tmp_path / "sub" / "doc.md"
+    good = [
+        "[o](../other.md)",
+        "[o](../other.md#source_date_epoch)",
+        "[o](../other.md#kernelgrid-a-table)",
+        "[o](../other.md#again-1)",
+        "[c](../code.py#L1)",
+        "[self](#doc)",
+        "[web](https://example.com/x.md#nothing)",
+        "`[in code](missing.md)`",
+        "```\n[in a fence](missing.md)\n```",
+        "    [in an indented block](missing.md)",
+    ]
+    doc.write_text("# Doc\n\n" + "\n\n".join(good) + "\n")
+    assert link_problems([doc], root=tmp_path) == []
+    bad = {
+        "[o](../missing.md)": "missing.md does not exist",
+        "[o](../other.md#sourcedateepoch)": "#sourcedateepoch is no heading of other.md",
+        "[o](../other.md#again-2)": "#again-2 is no heading",
+        "[self](#nothing)": "#nothing is no heading of sub/doc.md",
+        "[up](../../outside.md)": "leaves the checkout",
+        "kernel[grid](...)": "... does not exist",  # outside backticks GitHub renders it as a link
+        "[x]()": "a link to nothing",
+    }
+    for text, problem in bad.items():
+        doc.write_text(f"# Doc\n\n{text}\n")
+        heading_anchors.cache_clear()
+        found = link_problems([doc], root=tmp_path)
+        assert len(found) == 1 and problem in found[0], (text, found)
 
 
 # ---------------------------------------------------------------- sample outputs are what the commands print

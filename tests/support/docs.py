@@ -64,7 +64,7 @@ def sample_after(doc: str, marker: str) -> list[str]:
 
 # ---------------------------------------------------------------- names a doc gives: paths, modules, functions
 
-DOC_FILES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
+DOC_FILES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 # What a repository path in a doc starts with: the checkout's own top-level entries.
 TOP_LEVEL = tuple(sorted(p.name for p in ROOT.iterdir() if not p.name.startswith(".git")))
 # Paths a doc may name before they exist: files the kit writes (and where it says so).

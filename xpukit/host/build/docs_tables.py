@@ -1,4 +1,4 @@
-"""The version and compatibility tables of README.md and docs/*.md, generated from env/pins.toml.
+"""The version and compatibility tables of README.md and docs/**/*.md, generated from env/pins.toml.
 
 A table lives between ``<!-- generated:NAME -->`` and ``<!-- end -->``; everything between the two
 markers belongs to this module. ``invoke docs`` (or ``python -m xpukit.host.build.docs_tables``) rewrites
@@ -23,8 +23,8 @@ BEGIN_RE = re.compile(r"^<!-- generated:(\S*) -->$", re.MULTILINE)
 
 
 def doc_files(root: Path = pins_mod.REPO_ROOT) -> list[Path]:
-    """The files that may hold generated regions."""
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The files that may hold generated regions: README.md and every doc under docs/ (docs/benchmarks/ too)."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
 
 def _code(text: str) -> str:

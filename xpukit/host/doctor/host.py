@@ -177,7 +177,7 @@ def check_disk(path: str, free_bytes: int | None, need_gib: int) -> Finding:
 
 def check_layer_decompression(kind: str, endpoint: str, which: Callable[[str], str | None] = shutil.which) -> Finding:
     """Docker's engine gunzips pulled layers through ``unpigz`` when its PATH has one, and in Go
-    otherwise; a pull of the cpu image took 1.85x as long without it (docs/BENCHMARKS.md).
+    otherwise; a pull of the cpu image took 1.85x as long without it (docs/benchmarks/build.md).
     Podman decompresses in parallel by itself. Only a local engine shares this host's PATH."""
     if kind != "docker":
         return Finding("skip", "pull", f"{kind} decompresses pulled layers itself")

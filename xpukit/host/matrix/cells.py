@@ -56,7 +56,7 @@ BUILTIN_SUITES: dict[str, dict[str, Any]] = {
         ],
         "axes": ["ur", "triton"],
     },
-    "bench-launch": {  # pyopencl is not in the image: pip puts it beside it, as docs/BENCHMARKS.md says
+    "bench-launch": {  # pyopencl is not in the image: pip puts it beside it, as docs/benchmarks/launch.md says
         "command": [
             "bash", "-c",
             "export XDG_CACHE_HOME=/tmp/cache PYTHONPATH=/tmp/pyopencl:$PYTHONPATH && "
