@@ -333,10 +333,13 @@ def occupancy(
         bounds["slm"] = limits.slm_per_xe_core // _slm_footprint(slm_bytes, limits.slm_steps_kb)
     if barriers > 0 and limits.barriers is not None:
         bounds["barriers"] = limits.barriers // barriers
-    limited_by = min(bounds, key=lambda name: (bounds[name], LIMITED_BY.index(name)))
+    if "work_group_size" in bounds:
+        limited_by = "work_group_size"  # it does not fit at all, whatever else would bound it
+    else:
+        limited_by = min(bounds, key=lambda name: (bounds[name], LIMITED_BY.index(name)))
     groups = bounds[limited_by]
     return {
-        "threads_per_xve": groups * threads // limits.xve_per_xe_core,
+        "threads_per_xve": round(groups * threads / limits.xve_per_xe_core, 2),  # resident, on average
         "threads_per_xve_max": per_xve,
         "work_groups_per_xe_core": groups,
         "limited_by": limited_by,

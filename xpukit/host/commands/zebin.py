@@ -7,6 +7,7 @@ host with ``--where host``. kernel-report keeps its reports in the kit's cache (
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shlex
@@ -15,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
@@ -268,8 +270,6 @@ def _kernel_report(
     no_cache: bool,
     lines: bool = False,
 ) -> int:
-    import hashlib
-
     from xpukit.host import report_cache
     from xpukit.runtime.offline import report_format
 
@@ -310,10 +310,7 @@ def _kernel_report(
             report = cache.store(key, json.loads(save.read_text()))
         finally:
             save.unlink(missing_ok=True)
-    compiled = (report.get("kernel_source") or {}).get("sha256")
-    if compiled and compiled != hashlib.sha256(path.read_bytes()).hexdigest():
-        # saved while it compiled: the report's lines are the source it compiled, not the file now
-        report["source_changed"] = True
+    if mark_source_changed(report, path):
         ui.warn(f"{path}: source changed since compile; run again for the file as it is now")
     data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
     formatter = {"json": lambda r: json.dumps(r, indent=2), "html": report_format.format_html}
@@ -323,6 +320,16 @@ def _kernel_report(
         text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
         print(text, file=sys.stderr if data_out else sys.stdout)
     return 1 if any(row.get("error") for row in report["rows"]) else 0
+
+
+def mark_source_changed(report: dict[str, Any], path: Path) -> bool:
+    """True (and the report marked) when the kernel's file is not the one the report compiled
+    (saved during the compile): the report's lines then show the source it compiled, never the file now."""
+    compiled = (report.get("kernel_source") or {}).get("sha256")
+    changed = bool(compiled) and compiled != hashlib.sha256(path.read_bytes()).hexdigest()
+    if changed:
+        report["source_changed"] = True
+    return changed
 
 
 def _toolchain(ctx: Context, side: KitSide) -> str:

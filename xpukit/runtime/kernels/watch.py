@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def _handler(state: WatchState) -> type[http.server.BaseHTTPRequestHandler]:
             path = self.path.partition("?")[0]
             if path == "/":
                 body = state.page.encode()
-                self.send_response(200)
+                self.send_response(HTTPStatus.OK)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Cache-Control", "no-store")
                 self.send_header("Content-Length", str(len(body)))
@@ -75,10 +76,10 @@ def _handler(state: WatchState) -> type[http.server.BaseHTTPRequestHandler]:
             elif path == "/events":
                 self._events()
             else:
-                self.send_error(404, "only / and /events are served")
+                self.send_error(HTTPStatus.NOT_FOUND, "only / and /events are served")
 
         def _events(self) -> None:
-            self.send_response(200)
+            self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-store")
             self.end_headers()

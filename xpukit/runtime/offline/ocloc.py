@@ -29,7 +29,7 @@ from xpukit.targets import FAMILIES, PRESETS, TargetPreset, canonical, device_pr
 
 # The pinned triton-xpu 3.3.0b1 (make_spv in triton/backends/intel/compiler.py) retries once with
 # this flag whenever IGC's log says "spilled" (any spill), unless the flag is already set; the kit
-# follows it (tests/image/test_grf_rule.py reads the rule off the installed backend). Current
+# follows it (tests/image/test_kernel_lines.py reads the rule off the installed backend). Current
 # upstream (#7959, 2026-09) retries only when n_spills > 16: docs/isa.md.
 LARGE_GRF_FLAG = "-cl-intel-256-GRF-per-thread"
 AUTO_GRF_FLAG = "-cl-intel-enable-auto-large-GRF-mode"

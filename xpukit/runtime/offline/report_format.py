@@ -64,7 +64,7 @@ def _occupancy(r: Row) -> str | None:
     if not occ:
         return None
     return (
-        f"{occ['threads_per_xve']}/{occ['threads_per_xve_max']} thr/XVE, "
+        f"{occ['threads_per_xve']:g}/{occ['threads_per_xve_max']} thr/XVE, "
         f"{occ['work_groups_per_xe_core']} WG/Xe core ({occ['limited_by']})"
     )
 
