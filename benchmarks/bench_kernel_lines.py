@@ -104,7 +104,7 @@ def main() -> int:
     parser.add_argument("--saves", type=int, default=5)
     args = parser.parse_args()
     warm_ratio(args.repeat)
-    for targets, configs in (("pvc", []), ("pvc", [SMALL]), (SEVEN, [SMALL]), (SEVEN, [])):
+    for targets, configs in (("pvc", []), ("pvc", [SMALL]), (SEVEN, [SMALL])):
         watch_latency(targets, configs, args.saves)
     return 0
 
