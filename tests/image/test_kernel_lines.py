@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import io
 import re
 import shutil
 import subprocess
@@ -135,7 +136,7 @@ def test_pcs_agree_with_iga_for_every_family(reports, tmp_path):
     )
     for build in builds:
         text = tmp_path / f"{build.target}.bin"
-        elf = ELFFile(__import__("io").BytesIO(build.zebin))
+        elf = ELFFile(io.BytesIO(build.zebin))
         text.write_bytes(elf.get_section_by_name(".text.row_sum_kernel").data())
         out = subprocess.run(
             [iga, "-d", f"-p={iga_platform(build.target)}", str(text), "-Xprint-pc"],
@@ -173,7 +174,7 @@ def test_occupancy_agrees_with_igc_thread_count(reports):
     for build in builds:
         from elftools.elf.elffile import ELFFile
 
-        elf = ELFFile(__import__("io").BytesIO(build.zebin))
+        elf = ELFFile(io.BytesIO(build.zebin))
         env = yaml.safe_load(elf.get_section_by_name(".ze_info").data())["kernels"][0]["execution_env"]
         occ = occupancy(build.target, env["simd_size"], env["grf_count"], 16 * 8, 0)
         assert occ is not None and rows[build.target]["occupancy"] is not None

@@ -9,6 +9,7 @@ itself every few seconds. Only ``/`` and ``/events`` are served, on 127.0.0.1 on
 
 from __future__ import annotations
 
+import html
 import http.server
 import signal
 import sys
@@ -104,8 +105,6 @@ def _page(report: dict[str, Any], previous: dict[str, Any] | None, error: str | 
         status = f"the last save did not compile: {error}; showing the last report that did"
     head = f'{_EVENTS_SCRIPT}\n<meta name="xpukit-status" content="{"error" if error else "ok"}">'
     page = format_html(report, line_changes(previous, report), head=head)
-    import html
-
     return page.replace("<body>", f'<body>\n<p class="note" id="status">{html.escape(status)}</p>', 1)
 
 
