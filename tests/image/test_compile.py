@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.runtime_required import skip_unless_in_image
-from xpukit.errors import XpukitError
+from xpukit.errors import EXIT_USAGE, UsageError, XpukitError
 from xpukit.runtime.kernels.compile import KernelCompileError, run_compile, run_zebin_info
 from xpukit.runtime.offline.ocloc import OclocError, find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError
@@ -86,6 +87,24 @@ def test_unknown_target(env):
     with pytest.raises(XpukitError, match="cannot target 'pvc2'"):
         run_compile(f"{EXAMPLES}:scale_kernel", ["pvc,pvc2"], env / "o", None, [])
     assert not (env / "o").exists()  # nothing written before the targets were validated
+
+
+@pytest.mark.container
+def test_an_out_folder_that_cannot_be_written_is_one_line_before_compiling(env):
+    """--out under a file, or in a folder this user cannot write: one UsageError (exit 2) before any
+    compile, and nothing made. Before: a PermissionError traceback from the first mkdir."""
+    (env / "a_file").write_text("")
+    locked = env / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    cases = [(env / "a_file" / "o", "is not a folder")]
+    if not os.access(locked, os.W_OK):  # root writes anywhere: that case is only for other users
+        cases.append((locked / "o", "permission denied"))
+    for out, problem in cases:
+        with pytest.raises(UsageError, match=problem) as caught:
+            run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], out, None, [])
+        assert caught.value.exit_code == EXIT_USAGE and "choose a folder you can write to" in caught.value.one_line()
+        assert not out.exists()
 
 
 @pytest.mark.container

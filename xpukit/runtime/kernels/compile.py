@@ -252,6 +252,27 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def writable_out_dir(out_dir: Path) -> Path:
+    """--out as a folder this user can write into or make: checked before any compile, and made
+    only when the first zebin is written (a failed compile leaves nothing behind)."""
+    out_dir = Path(out_dir)
+    existing = out_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if existing.exists() and not existing.is_dir():
+        problem = f"{existing} is not a folder"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = "read-only file system" if _read_only_fs(existing) else "permission denied"
+    if problem:
+        raise UsageError(f"--out {out_dir}: {problem}", "choose a folder you can write to")
+    return out_dir
+
+
+def _read_only_fs(path: Path) -> bool:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+
+
 def run_compile(
     kernel: str,
     targets: list[str],
@@ -289,10 +310,10 @@ def run_compile(
     if grf_mode is not None:
         options["grf_mode"] = check_grf_mode(grf_mode)
 
+    out_dir = writable_out_dir(out_dir)
     builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm)
     rows = []
     status = 0
-    out_dir = Path(out_dir)
     for build in builds:
         target = build.target
         if build.error is not None:
@@ -313,7 +334,7 @@ def run_compile(
         except ZebinError as exc:
             layout, layout_error, status = [], exc.one_line(), 1
         target_dir = out_dir / target
-        target_dir.mkdir(parents=True, exist_ok=True)
+        target_dir.mkdir(parents=True, exist_ok=True)  # checked writable above
         write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
         write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
         counts = None
