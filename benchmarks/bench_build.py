@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from xpukit import layout  # noqa: E402
 from xpukit.host import engine  # noqa: E402
-from xpukit.host.build import build, pins  # noqa: E402
+from xpukit.host.image import build  # noqa: E402
+from xpukit.host.versions import pins  # noqa: E402
 
 
 def timed_build(plan: build.BuildPlan) -> float:

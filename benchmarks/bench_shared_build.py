@@ -48,8 +48,9 @@ from benchmarks.common import report  # noqa: E402
 from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import engine  # noqa: E402
-from xpukit.host.build import build, pins  # noqa: E402
+from xpukit.host.image import build  # noqa: E402
 from xpukit.host.share import registry as reg  # noqa: E402
+from xpukit.host.versions import pins  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-only-password"
 NAMESPACE = "team"

@@ -15,7 +15,8 @@ import pytest
 
 from tests.support.image_checks import needles_in_stream
 from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.docker
 ROOT = pins.REPO_ROOT

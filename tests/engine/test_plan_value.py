@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.invoke import invoke_unrecorded
 from xpukit.host import engine, settings
-from xpukit.host.build import pins
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

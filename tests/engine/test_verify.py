@@ -22,8 +22,9 @@ from tests.support.podman_kit import unmount_under
 from tests.support.verify import checkout_copy
 from xpukit.errors import XpukitError
 from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
 from xpukit.host.share import registry as registry_mod
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

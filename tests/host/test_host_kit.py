@@ -15,8 +15,8 @@ import pytest
 
 from xpukit.errors import XpukitError
 from xpukit.host import trust, ui
-from xpukit.host.build import build, buildlog, pins
-from xpukit.host.image import plan
+from xpukit.host.image import build, buildlog, plan
+from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
@@ -234,7 +234,7 @@ def test_base_dry_run_under_sudos_path():
 
 def test_base_finds_debootstrap_outside_a_users_path():
     """debootstrap lives in /usr/sbin, which a user's PATH (kept by `sudo -E` or `sudo env PATH=...`) lacks."""
-    from xpukit.host.build import base
+    from xpukit.host.image import base
 
     if not Path("/usr/sbin/debootstrap").exists():
         pytest.skip("debootstrap is not installed in /usr/sbin here")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build import lock, pins
+from xpukit.host.versions import lock, pins
 
 pytestmark = pytest.mark.unit
 REAL = pins.DEFAULT_PINS.read_text()

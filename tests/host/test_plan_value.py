@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.invoke import invoke_unrecorded
 from xpukit.host import engine, settings
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

@@ -75,9 +75,9 @@ def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
     shared base) as through locked_image itself."""
     import ast
 
-    from xpukit.host.build.pins import REPO_ROOT
-    from xpukit.host.build.pins import load as load_pins
     from xpukit.host.image import plan as plan_mod
+    from xpukit.host.versions.pins import REPO_ROOT
+    from xpukit.host.versions.pins import load as load_pins
 
     direct = []
     for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):

@@ -13,8 +13,9 @@ import pytest
 
 from tests.support.invoke import invoke
 from xpukit.host import settings
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
 from xpukit.host.run import containers
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -240,7 +241,7 @@ def test_buildkit_unavailable_names_the_fix(tmp_path):
 
 def test_base_needs_root_or_debootstrap():
     from xpukit.errors import XpukitError
-    from xpukit.host.build.base import check_prerequisites
+    from xpukit.host.image.base import check_prerequisites
 
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)

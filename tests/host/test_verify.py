@@ -19,9 +19,10 @@ import pytest
 from tests.support.verify import _git
 from xpukit.errors import XpukitError
 from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
 from xpukit.host.verify import compare as compare_mod
 from xpukit.host.verify import rebuild as verify_mod
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

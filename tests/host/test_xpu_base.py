@@ -16,7 +16,8 @@ import pytest
 
 from tests.support.invoke import invoke
 from xpukit.errors import XpukitError
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit

@@ -21,13 +21,11 @@ from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
-from xpukit.host.build import base as base_mod
-from xpukit.host.build import build as build_mod
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build import pins as pins_mod
-from xpukit.host.build.build import Variant  # the options tasks.py builds for build()
 from xpukit.host.commands.boundary import guarded
+from xpukit.host.image import base as base_mod
+from xpukit.host.image import build as build_mod
 from xpukit.host.image import sharing
+from xpukit.host.image.build import Variant  # the options tasks.py builds for build()
 from xpukit.host.image.plan import (
     ImagePlan,
     check_base,
@@ -39,6 +37,8 @@ from xpukit.host.image.plan import (
 )
 from xpukit.host.run import containers, testing
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+from xpukit.host.versions import lock as lock_mod
+from xpukit.host.versions import pins as pins_mod
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -288,6 +288,6 @@ def doctor_cmd(ctx: Context, image: str = "", report: bool = False) -> int:
 
 def docs(check: bool = False) -> int:
     """`invoke docs`: rewrite the tables docs/ generates from the pins (``check``: list the stale files, exit 1)."""
-    from xpukit.host.build import docs_tables
+    from xpukit.host.versions import docs_tables
 
     return docs_tables.main(["--check"] if check else [])

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from xpukit.errors import UsageError
 from xpukit.host import ui
-from xpukit.host.build import pins as pins_mod
 from xpukit.host.commands.boundary import guarded
 from xpukit.host.commands.kit import plan_for_run
 from xpukit.host.image import sharing
@@ -15,6 +14,7 @@ from xpukit.host.image.plan import make_plan
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import pins as pins_mod
 
 
 @guarded

@@ -21,11 +21,11 @@ from typing import Any
 from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
-from xpukit.host.build import pins as pins_mod
 from xpukit.host.commands.boundary import guarded
 from xpukit.host.commands.kit import plan_for_run, require_host_runtime, resolve_where, run_in_image
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
+from xpukit.host.versions import pins as pins_mod
 
 
 def parse_num_warps(value: str | int | None) -> int | None:

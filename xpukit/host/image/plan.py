@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 from xpukit.errors import XpukitError
 from xpukit.host import engine, ui
-from xpukit.host.build import build as build_mod
-from xpukit.host.build import buildlog
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.image import build as build_mod
+from xpukit.host.image import buildlog
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import lock as lock_mod
+from xpukit.host.versions import pins as pins_mod
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 from xpukit.host import ui
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build.build import CacheSource
 from xpukit.host.engine import Engine
+from xpukit.host.image.build import CacheSource
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import lock as lock_mod
 
 
 def _tag_part(plan: ImagePlan) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine, ui
-from xpukit.host.build.build import Variant
 from xpukit.host.image import sharing
+from xpukit.host.image.build import Variant
 from xpukit.host.image.plan import ensure_image, make_plan
 from xpukit.host.matrix import cells as mx
 from xpukit.host.run import containers, testing

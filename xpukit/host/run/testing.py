@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host import engine, ui
-from xpukit.host.build.pins import REPO_ROOT
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import ensure_image, make_plan, print_build_if_missing
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
+from xpukit.host.versions.pins import REPO_ROOT
 
 PHASES = ("all", "host", "container")
 # What `--suite` selects, by marker. quick (the default, minutes): host logic (unit) and the

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -271,7 +271,7 @@ def lock_entry(
 ) -> dict[str, str]:
     """``base``: the base image the pushed image was built FROM; an engine that lacks it still
     computes the same content tag from it (xpukit.host.image.plan). ``base_id``: that base's content
-    (xpukit.host.build.lock.base_content_id), so a build on another base says so before building."""
+    (xpukit.host.versions.lock.base_content_id), so a build on another base says so before building."""
     extra = {"base_id": base_id} if base_id else {}
     return {
         "registry": str(registry),

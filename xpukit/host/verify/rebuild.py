@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, ui
 from xpukit.host import podman as podman_mod
-from xpukit.host.build import build as build_mod
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image import build as build_mod
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
+from xpukit.host.versions.pins import REPO_ROOT
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine
-from xpukit.host.build import pins as pins_mod
-from xpukit.host.build.lock import check_lock_matches
+from xpukit.host.versions import pins as pins_mod
+from xpukit.host.versions.lock import check_lock_matches
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
