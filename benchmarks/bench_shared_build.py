@@ -176,12 +176,12 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             [*invoke, "build", "--rebuild", "--registry", where], env_b, checkout, logs / "build-b.log", "build on B"
         )
         log_b = (logs / "build-b.log").read_text(errors="replace")
-        source = f"{entry['repository']}@{entry['digest']}"
+        source = entry.reference
         if f"layers from {source} are reused" not in log_b:
             raise BenchError(f"B's build did not use {source} as its cache source (log: {logs / 'build-b.log'})")
         cached, ran = cached_steps(log_b)
 
-        tag = f"xpukit:{entry['tag']}"
+        tag = f"xpukit:{entry.tag}"
         layers = []
         for env in (env_a, env_b):
             out = subprocess.run(
@@ -216,7 +216,7 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             "b_steps_cached": cached,
             "b_steps_run": ran,
             "b_layers_equal_a": layers[0] == layers[1],
-            "digest": entry["digest"],
+            "digest": entry.digest,
             "tag": tag,
         }
         print(f"run {index}: {result}", file=sys.stderr, flush=True)

@@ -60,7 +60,7 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     from xpukit.host.run import devcontainer as devcontainer_mod
 
     entry = registry.locked_image(ctx.profile)
-    image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
+    image = entry.reference if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
     content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)

@@ -232,7 +232,7 @@ def _reference(
             else:
                 against = "local"
         if against == "auto":
-            against = "lock" if entry is not None and entry["tag"] == tag_part else "rebuild"
+            against = "lock" if entry is not None and entry.same_content(tag_part) else "rebuild"
     if against == "local":
         if not engine.image_exists(sdk, image_plan.tag):
             raise XpukitError(
@@ -258,17 +258,17 @@ def _reference(
             raise XpukitError(
                 f"{registry.LOCK_PATH.name} records no {image_plan.profile.name} image", "use --against rebuild"
             )
-        if entry["tag"] != tag_part:
-            say(f"verify: warning: the lock's image ({entry['tag']}) was built from other inputs than {tag_part}")
-        ref = f"{entry['repository']}@{entry['digest']}"
+        if not entry.same_content(tag_part):
+            say(f"verify: warning: the lock's image ({entry.tag}) was built from other inputs than {tag_part}")
+        ref = entry.reference
 
         def export_lock() -> Image:
             skopeo = shutil.which("skopeo")
             if skopeo is None:
                 raise XpukitError("comparing with the lock's image needs skopeo", "apt-get install skopeo")
             archive = work / "reference.tar"
-            tls = [] if not entry["registry"].startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
-            auth = skopeo_auth(entry["registry"].split("/", 1)[0], work)
+            tls = [] if not entry.registry.startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
+            auth = skopeo_auth(entry.registry.split("/", 1)[0], work)
             copied = subprocess.run(
                 [skopeo, "copy", "-q", *tls, *auth, f"docker://{ref}", f"docker-archive:{archive}"],
                 capture_output=True,
