@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import report  # noqa: E402
 from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
-from xpukit.host import engine  # noqa: E402
+from xpukit.host import build_cli  # noqa: E402
 from xpukit.host.image import build  # noqa: E402
 from xpukit.host.share import registry as reg  # noqa: E402
 from xpukit.host.versions import pins  # noqa: E402
@@ -234,7 +234,7 @@ def main() -> int:
         sys.exit("bench_shared_build: error: needs root to start Docker engines (fix: run it as root)")
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:  # the CLI `invoke build` picks (a newer one without buildx cannot even prune BuildKit's cache)
-        docker_cli = engine.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto")).path
+        docker_cli = build_cli.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto")).path
     except XpukitError as exc:
         sys.exit(f"bench_shared_build: error: {exc.one_line()}")
     profile = pins.load().profile(args.profile)

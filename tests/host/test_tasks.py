@@ -281,7 +281,7 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     import functools
 
     from tests.support.fakehost import Node, make_host
-    from xpukit.host import engine, gpu
+    from xpukit.host import gpu, processes
 
     host = make_host(tmp_path, [Node()])
     if os.geteuid() == 0:
@@ -294,7 +294,7 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     assert options["volumes"]["/dev/dri/by-path"] == {"bind": "/dev/dri/by-path", "mode": "ro"}
     assert options.get("group_add", []) == ([str(host.node_gid())] if host.node_gid() else [])
     assert options["shm_size"] == "8g"
-    line = " ".join(engine.format_run_cli("docker", "xpukit:xpu", ["bash"], options))
+    line = " ".join(processes.format_run_cli("docker", "xpukit:xpu", ["bash"], options))
     assert "--device /dev/dri:/dev/dri:rwm" in line
     assert f"--group-add {host.node_gid()}" in line or not host.node_gid()
     assert "--shm-size 8g" in line and f"{ROOT}:/workspace:ro" in line

@@ -3,7 +3,8 @@
 Layers, each importing only those below it (tests/host/test_import_graph.py keeps it so):
 
 - the core, the modules directly in this folder: ``ui`` (output), ``podman``, ``engine`` (Docker or
-  podman), ``gpu`` (the host's devices), ``trust`` (the CA bundle), ``settings`` (flags > env >
+  podman: its client), ``build_cli`` (the CLI that builds), ``processes`` (the commands and containers a
+  task runs, recorded), ``gpu`` (the host's devices), ``trust`` (the CA bundle), ``settings`` (flags > env >
   invoke.yaml > defaults, every ``auto`` once: the task's :class:`~xpukit.host.settings.Context`),
   ``inputs`` (checked option values), ``report_cache``;
 - the subjects, in this order: ``versions/`` (the pins, their locks, the docs tables) < ``share/``

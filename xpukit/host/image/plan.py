@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 from xpukit.errors import XpukitError
-from xpukit.host import engine, ui
+from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host.image import build as build_mod
 from xpukit.host.image import buildlog
 from xpukit.host.settings import Context
@@ -102,7 +102,7 @@ def make_plan(
         ctx.engine.client()
     base, base_missing = _base(ctx, profile, base_required)
     try:
-        cli: engine.BuildCli | None = ctx.engine.build_cli()
+        cli: build_cli.BuildCli | None = ctx.engine.build_cli()
     except XpukitError:
         if not ctx.dry_run:
             raise
@@ -132,7 +132,7 @@ def run_build(plan: ImagePlan) -> str:
     ui.say(f"building {', '.join(plan.build.tags)}")
     if plan.build.reproducible:
         ui.say(plan.build.reproducible)
-    code, tail = engine.stream_keeping_tail(plan.build.command, plan.build.env)
+    code, tail = processes.stream_keeping_tail(plan.build.command, plan.build.env)
     if code != 0:
         found = buildlog.diagnose(tail, plan.ca_description)
         if found:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import engine, ui
+from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.image import build as build_mod
 from xpukit.host.image.plan import ImagePlan
@@ -151,7 +151,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     """The podman build of this plan from the snapshot ``context``, computed once per verify (the
     commit time and labels of a checkout that moves meanwhile must not differ between the builds);
     :meth:`Store.wrap` points it at a store."""
-    cli = engine.BuildCli(podman, "", kind="podman")
+    cli = build_cli.BuildCli(podman, "", kind="podman")
     plan = build_mod.plan(
         REPO_ROOT,
         image_plan.profile,
@@ -178,7 +178,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
     say(f"verify: {label}: building from nothing in {store.folder} (an empty podman store and TMPDIR)")
     started = time.monotonic()
-    code, _tail = engine.stream_keeping_tail(cmd, store.env)
+    code, _tail = processes.stream_keeping_tail(cmd, store.env)
     if code != 0:
         raise XpukitError(f"verify: {label}: the build failed (exit {code}); its log is above", "fix the failing step")
     say(f"verify: {label}: built in {time.monotonic() - started:.0f} s")
