@@ -39,7 +39,7 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
 
 
 def _base(profile: pins_mod.Profile) -> str:
-    digest = profile["base"]["digest"]
+    digest = profile.base.digest
     return _code(profile.base_name) + (f" @ {_code(digest[:19])}..." if digest else " (not pinned by digest)")
 
 
