@@ -37,8 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from xpukit import layout  # noqa: E402
-from xpukit.host import engine  # noqa: E402
-from xpukit.host.build import build, pins  # noqa: E402
+from xpukit.host import build_cli, engine  # noqa: E402
+from xpukit.host.image import build  # noqa: E402
+from xpukit.host.versions import pins  # noqa: E402
 
 
 def timed_build(plan: build.BuildPlan) -> float:
@@ -156,7 +157,7 @@ def main() -> int:
         return reproducible_main(args)
 
     sdk = engine.client()
-    cli = engine.pick_cli()
+    cli = build_cli.pick_cli()
     profile = pins.load().profile(args.profile)
     base = build.choose_base(profile, "", lambda ref: engine.image_exists(sdk, ref), None, print)
     plan = build.plan(ROOT, profile, base, "xpukit-bench", cli, args.ca_bundle, progress="plain")

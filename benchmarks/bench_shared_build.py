@@ -47,9 +47,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import report  # noqa: E402
 from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
-from xpukit.host import engine  # noqa: E402
-from xpukit.host.build import build, pins  # noqa: E402
+from xpukit.host import build_cli  # noqa: E402
+from xpukit.host.image import build  # noqa: E402
 from xpukit.host.share import registry as reg  # noqa: E402
+from xpukit.host.versions import pins  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-only-password"
 NAMESPACE = "team"
@@ -175,12 +176,12 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             [*invoke, "build", "--rebuild", "--registry", where], env_b, checkout, logs / "build-b.log", "build on B"
         )
         log_b = (logs / "build-b.log").read_text(errors="replace")
-        source = f"{entry['repository']}@{entry['digest']}"
+        source = entry.reference
         if f"layers from {source} are reused" not in log_b:
             raise BenchError(f"B's build did not use {source} as its cache source (log: {logs / 'build-b.log'})")
         cached, ran = cached_steps(log_b)
 
-        tag = f"xpukit:{entry['tag']}"
+        tag = f"xpukit:{entry.tag}"
         layers = []
         for env in (env_a, env_b):
             out = subprocess.run(
@@ -215,7 +216,7 @@ def one_run(index: int, work: Path, checkout: Path, base: str, base_tar: Path, d
             "b_steps_cached": cached,
             "b_steps_run": ran,
             "b_layers_equal_a": layers[0] == layers[1],
-            "digest": entry["digest"],
+            "digest": entry.digest,
             "tag": tag,
         }
         print(f"run {index}: {result}", file=sys.stderr, flush=True)
@@ -233,7 +234,7 @@ def main() -> int:
         sys.exit("bench_shared_build: error: needs root to start Docker engines (fix: run it as root)")
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:  # the CLI `invoke build` picks (a newer one without buildx cannot even prune BuildKit's cache)
-        docker_cli = engine.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto")).path
+        docker_cli = build_cli.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto")).path
     except XpukitError as exc:
         sys.exit(f"bench_shared_build: error: {exc.one_line()}")
     profile = pins.load().profile(args.profile)

@@ -11,8 +11,9 @@ import pytest
 
 from tests.support.services import registry
 from xpukit.errors import XpukitError
-from xpukit.host.build import build, lock, pins
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image import build
+from xpukit.host.versions import lock, pins
+from xpukit.host.versions.pins import REPO_ROOT
 
 pytestmark = pytest.mark.docker
 USERS = {"ci": "pw-for-tests"}
@@ -85,7 +86,7 @@ def test_a_base_of_other_content_is_one_line_and_the_lock_keeps_its_id(tmp_path)
     entry = reg.lock_entry(where, "cpu-abc", "sha256:" + "c" * 64, "pins", BASE, "sha256:" + "a" * 64)
     path = tmp_path / "images.toml"
     reg.write_lock(path, {"cpu": entry})
-    assert reg.read_lock(path)["cpu"]["base_id"] == "sha256:" + "a" * 64
+    assert reg.read_lock(path)["cpu"].base_id == "sha256:" + "a" * 64
     older = reg.lock_entry(where, "cpu-abc", "sha256:" + "c" * 64, "pins", BASE)
     reg.write_lock(path, {"cpu": older})
     assert "base_id" not in path.read_text() and reg.read_lock(path) == {"cpu": older}

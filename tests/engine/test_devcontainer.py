@@ -12,8 +12,8 @@ import re
 import pytest
 
 from tests.support.devcontainer import CLI, run_cli
-from xpukit.host.build.pins import REPO_ROOT
 from xpukit.host.run import devcontainer
+from xpukit.host.versions.pins import REPO_ROOT
 
 
 @pytest.mark.docker

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.image_checks import needles_in_stream
-from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host import build_cli
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.docker
 ROOT = pins.REPO_ROOT
@@ -132,7 +133,7 @@ def test_ca_secret_consumed_by_a_fresh_build_leaves_no_trace(docker_client, tmp_
     bundle = tmp_path / "bundle.pem"
     source = os.environ.get("XPUKIT_TEST_CA_BUNDLE", "")
     bundle.write_text((Path(source).read_text() if source else "") + f"\n{canary}\n")
-    cli = engine.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto"))
+    cli = build_cli.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto"))
     tag = f"xpukit-test:canary-{uuid.uuid4().hex[:8]}"
     plan = build.plan(
         ROOT,
@@ -173,7 +174,7 @@ def test_editing_an_example_reuses_every_dependency_layer(docker_client, tmp_pat
     example = sorted((context / "examples").glob("*.py"))[0]
     # A unique edit: BuildKit would otherwise reuse the COPY from an earlier run of this test.
     example.write_text(example.read_text() + f"\n# edited by a layer-reuse test: {uuid.uuid4().hex}\n")
-    cli = engine.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto"))
+    cli = build_cli.pick_cli(os.environ.get("XPUKIT_DOCKER_CLI", "auto"))
     plan = build.plan(
         context,
         profile,

@@ -28,8 +28,8 @@ import pytest
 
 from tests.support.devcontainer import CLI, run_cli
 from tests.support.services import RedisClient, TlsFiles, free_port, make_tls_certs, redis_server
-from xpukit.host.build.pins import REPO_ROOT
 from xpukit.host.share import shared_cache
+from xpukit.host.versions.pins import REPO_ROOT
 from xpukit.runtime import cache_auth
 
 PASSWORD = "team-cache-password-" + "x" * 8

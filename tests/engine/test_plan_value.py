@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
-from xpukit.host import engine, settings
-from xpukit.host.build import pins
+from xpukit.host import processes, settings
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 
@@ -45,7 +45,7 @@ def test_the_build_dry_run_is_the_command_the_build_runs(test_image, docker_clie
     record = tmp_path / "executed.txt"
     env = {"XPUKIT_IMAGE": "xpukit-plan-test", "XPUKIT_ENGINE": "docker"}
     dry = commands_printed(invoke_unrecorded("build", "--profile", "cpu", "--dry-run", env=env))
-    real = invoke_unrecorded("build", "--profile", "cpu", "--rebuild", env={**env, engine.RECORD_ENV: str(record)})
+    real = invoke_unrecorded("build", "--profile", "cpu", "--rebuild", env={**env, processes.RECORD_ENV: str(record)})
     try:
         assert real.returncode == 0, real.stdout[-2000:] + real.stderr
         same_lines(record, dry[-1:])
@@ -72,7 +72,7 @@ def test_the_test_dry_run_is_the_commands_the_tests_run(test_image, tmp_path):
         # The tree changed since the image was built: the real run would build first (minutes).
         pytest.skip(f"this checkout's content tag is not the tested image {test_image}")
     assert len(dry) == 2 and "-m pytest" in dry[0] and " run --rm " in dry[1]
-    real = invoke_unrecorded(*task, *pytest_args, env={**env, engine.RECORD_ENV: str(record)})
+    real = invoke_unrecorded(*task, *pytest_args, env={**env, processes.RECORD_ENV: str(record)})
     assert real.returncode == 0, real.stdout[-2000:] + real.stderr
     same_lines(record, dry)
     assert f"xpukit-test-{os.getuid()}" in dry[1] and Path(tmp_path / "tmp").is_dir()

@@ -66,7 +66,7 @@ def test_push_records_the_confirmed_digest_and_an_empty_engine_pulls_it(
         try:
             assert b.images.list() == []
             image = reg.pull(b, entry, AUTH)
-            assert f"{entry['repository']}@{digest}" in image.attrs["RepoDigests"]
+            assert f"{entry.repository}@{digest}" in image.attrs["RepoDigests"]
             assert image.id == docker_client.images.get(small_image).id  # the very same image
         finally:
             b.close()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.reproducible_base import _layer
-from xpukit.host.build import base, pins
+from xpukit.host.image import base
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

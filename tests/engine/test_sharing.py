@@ -45,9 +45,9 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
         finally:
             a.close()
         entry = reg.read_lock(lock)["cpu"]
-        assert entry["digest"] == digest and entry["tag"] == test_image.split(":")[1]
-        assert entry["base"] == plan_a.base == "xpukit-base:bookworm-slim"
-        assert entry["base_id"] == docker_client.images.get(plan_a.base).id  # the base by content too
+        assert entry.digest == digest and entry.tag == test_image.split(":")[1]
+        assert entry.base == plan_a.base == "xpukit-base:bookworm-slim"
+        assert entry.base_id == docker_client.images.get(plan_a.base).id  # the base by content too
         monkeypatch.setattr(reg, "LOCK_PATH", lock)  # the lock B's plan reads the shared base from
 
         with second_engine(tmp_path / "engine-b") as host_b:
@@ -61,7 +61,7 @@ def test_engine_b_runs_the_demo_from_engine_a_push_without_building(
                 said = capfd.readouterr().out
                 assert "pulled" in said and "building" not in said
                 image = b.engine.client().images.get(plan_b.tag)
-                assert f"{entry['repository']}@{digest}" in image.attrs["RepoDigests"]
+                assert f"{entry.repository}@{digest}" in image.attrs["RepoDigests"]
                 code = b.engine.run(
                     plan_b.tag, ["python", "examples/xpu_triton_ur.py", "--n", "5000"],
                     containers.container_options(b),

@@ -22,8 +22,9 @@ from tests.support.podman_kit import unmount_under
 from tests.support.verify import checkout_copy
 from xpukit.errors import XpukitError
 from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
 from xpukit.host.share import registry as registry_mod
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 
@@ -151,11 +152,9 @@ def test_against_lock_fetches_the_pushed_image_and_its_manifest_digest_is_the_re
         assert digest_file.read_text().strip() == gzip_digest  # one build pushed, the other computed
         lock = tree / "env" / "lock" / "images.toml"
         profile = pins.load().profile("cpu")
-        entry = {
-            **dict.fromkeys(registry_mod.LOCK_KEYS, ""),
-            **{"registry": f"{address}/ci", "repository": repository, "tag": tag, "digest": gzip_digest},
-            **{"pins": profile.fingerprint(), "base": build.local_base_name(profile)},
-        }
+        entry = registry_mod.LockedImage(
+            f"{address}/ci", repository, tag, gzip_digest, profile.fingerprint(), build.local_base_name(profile), ""
+        )
         registry_mod.write_lock(lock, {"cpu": entry})
         creds = {"XPUKIT_REGISTRY_USER": "ci", "XPUKIT_REGISTRY_PASSWORD_FILE": str(password)}
         result = kit.with_env(creds).invoke("verify", "--against", "lock", timeout=2400, cwd=tree)

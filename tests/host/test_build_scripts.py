@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from xpukit.host.build import build, pins
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image import build
+from xpukit.host.versions import pins
+from xpukit.host.versions.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 SCRIPTS = REPO_ROOT / "scripts"

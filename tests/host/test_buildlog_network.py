@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build import buildlog
+from xpukit.host.image import buildlog
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.fakehost import Node, make_host
 from xpukit.host import engine, gpu, settings
-from xpukit.host.build.pins import REPO_ROOT
 from xpukit.host.run import containers, devcontainer
+from xpukit.host.versions.pins import REPO_ROOT
 
 COMMITTED = REPO_ROOT / ".devcontainer" / "devcontainer.json"
 

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 DOCKERFILE = (pins.REPO_ROOT / "Dockerfile").read_text()
@@ -47,7 +48,7 @@ def test_every_pin_reaches_a_build_arg(profile):
     for key, value in leaves(loaded.table):
         # Variants are chosen with --triton; the default reaches the args, the others on request
         # (tests/host/test_source_pins.py plans each). python_series is the lock's
-        # (xpukit.host.build.lock), which the image installs from: not a build arg.
+        # (xpukit.host.versions.lock), which the image installs from: not a build arg.
         per_variant = ".variants." in key or ".llvm_pins." in key
         if key in ("description", "python_series") or per_variant or value in ("", None):
             continue

@@ -27,7 +27,7 @@ import yaml
 from tests.support import docs as docs_support
 from tests.support.docs import check_reference
 from xpukit.host import settings as config
-from xpukit.host.build import docs_tables, pins
+from xpukit.host.versions import docs_tables, pins
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT

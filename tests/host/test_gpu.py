@@ -194,9 +194,9 @@ def test_user_outside_render_group_cannot_open(tmp_path):
 
 
 def test_options_compose_with_the_engines_run_line(tmp_path):
-    engine = pytest.importorskip("xpukit.host.engine")
+    processes = pytest.importorskip("xpukit.host.processes")
     h = make_host(tmp_path, [Node()])
     kwargs = gpu.gpu_run_options(h.sysfs_root, h.dev_root, h.host_root).docker_kwargs()
-    line = engine.format_run_cli("docker", "img", ["true"], kwargs)
+    line = processes.format_run_cli("docker", "img", ["true"], kwargs)
     assert "/dev/dri:/dev/dri:rwm" in line and "/dev/dri/by-path:/dev/dri/by-path:ro" in line
     assert line[line.index("--shm-size") + 1] == "8g"

@@ -15,8 +15,8 @@ import pytest
 
 from xpukit.errors import XpukitError
 from xpukit.host import trust, ui
-from xpukit.host.build import build, buildlog, pins
-from xpukit.host.image import plan
+from xpukit.host.image import build, buildlog, plan
+from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
@@ -234,7 +234,7 @@ def test_base_dry_run_under_sudos_path():
 
 def test_base_finds_debootstrap_outside_a_users_path():
     """debootstrap lives in /usr/sbin, which a user's PATH (kept by `sudo -E` or `sudo env PATH=...`) lacks."""
-    from xpukit.host.build import base
+    from xpukit.host.image import base
 
     if not Path("/usr/sbin/debootstrap").exists():
         pytest.skip("debootstrap is not installed in /usr/sbin here")
@@ -380,7 +380,7 @@ def test_cli_probes_are_remembered_per_binary(tmp_path, monkeypatch):
     """`docker --version` and `docker buildx version` run once per CLI binary, not at every task's
     start: a second probe reads the cache; a replaced binary (new size or mtime) is probed again; a
     missing buildx plugin is never remembered (installing it later is found)."""
-    from xpukit.host import engine
+    from xpukit.host import build_cli
 
     calls = tmp_path / "calls"
     cli = tmp_path / "docker"
@@ -396,13 +396,13 @@ def test_cli_probes_are_remembered_per_binary(tmp_path, monkeypatch):
     monkeypatch.setenv("XPUKIT_CACHE_DIR", str(tmp_path / "cache"))
     write_cli("28.2.2", buildx=False)
     for _ in range(2):
-        assert engine.probe_cli(str(cli))[0] is None  # >= 23 without buildx
+        assert build_cli.probe_cli(str(cli))[0] is None  # >= 23 without buildx
     assert calls.read_text().splitlines() == ["--version", "buildx version", "buildx version"]
     write_cli("28.2.20", buildx=True)  # a new binary: other size
     calls.unlink()
     for _ in range(2):
-        found = engine.probe_cli(str(cli))[0]
+        found = build_cli.probe_cli(str(cli))[0]
         assert found is not None and found.version == "28.2.20" and found.via_buildx
     assert calls.read_text().splitlines() == ["--version", "buildx version"]
-    (tmp_path / "cache" / engine.PROBE_CACHE).write_text("not json")  # a broken cache is probed around
-    assert engine.probe_cli(str(cli))[0] is not None
+    (tmp_path / "cache" / build_cli.PROBE_CACHE).write_text("not json")  # a broken cache is probed around
+    assert build_cli.probe_cli(str(cli))[0] is not None

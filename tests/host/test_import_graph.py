@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.versions.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 PACKAGE = REPO_ROOT / "xpukit"
@@ -39,7 +39,7 @@ def imports_of(path: Path, modules: set[str], name: str = "") -> set[str]:
         else:
             continue
         for target in targets:
-            # `import xpukit.host.build.pins` also runs the packages above it; the module itself is the edge
+            # `import xpukit.host.versions.pins` also runs the packages above it; the module itself is the edge
             while target and target not in modules:
                 target = target.rpartition(".")[0]
             if target and target != name:
@@ -170,8 +170,8 @@ def test_runtime_never_imports_the_host_kit():
 
 # xpukit.host in layers: the core (modules directly in xpukit/host/), then the subjects, each importing
 # the core and the subjects of a lower rank (never one of its own rank), then the task bodies.
-HOST_CORE = {"engine", "podman", "settings", "ui", "gpu", "trust", "inputs", "report_cache"}
-HOST_RANKS = {"build": 1, "share": 2, "image": 3, "run": 4, "doctor": 5, "matrix": 5, "verify": 5, "commands": 6}
+HOST_CORE = {"engine", "build_cli", "processes", "podman", "settings", "ui", "gpu", "trust", "inputs", "report_cache"}
+HOST_RANKS = {"versions": 1, "share": 2, "image": 3, "run": 4, "doctor": 5, "matrix": 5, "verify": 5, "commands": 6}
 
 
 def host_layer(module: str) -> tuple[str, int]:
@@ -201,24 +201,65 @@ def host_layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 def test_the_host_layer_check_catches_an_edge_up_or_sideways():
     graph = {
-        "xpukit.host.engine": {"xpukit.host.build.pins"},  # core -> subject: up
+        "xpukit.host.engine": {"xpukit.host.versions.pins"},  # core -> subject: up
         "xpukit.host.verify.rebuild": {"xpukit.host.matrix.cells", "xpukit.host.verify.compare"},  # sideways
         "xpukit.host.run.testing": {"xpukit.host.image.plan", "xpukit.host.ui"},  # down: fine
     }
     assert host_layer_violations(graph) == [
-        "xpukit.host.engine (core) -> xpukit.host.build.pins (build)",
+        "xpukit.host.engine (core) -> xpukit.host.versions.pins (versions)",
         "xpukit.host.verify.rebuild (verify) -> xpukit.host.matrix.cells (matrix)",
     ]
 
 
 def test_the_host_kit_depends_one_way():
-    """core < build < share < image < run < doctor, matrix, verify < commands < tasks.py: each imports
+    """core < versions < share < image < run < doctor, matrix, verify < commands < tasks.py: each imports
     only the layers below it. Every module of xpukit/host/ has a layer here, so a new one is placed."""
     graph = import_graph()
     host = PACKAGE / "host"
     assert {p.stem for p in host.glob("*.py")} - {"__init__"} == HOST_CORE
     assert {p.name for p in host.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(HOST_RANKS)
     assert not host_layer_violations(graph), "\n".join(host_layer_violations(graph))
+
+
+# Folder names that tools skip by default: pytest's norecursedirs, ruff's default excludes, and what
+# .gitignore conventions (this checkout's among them) leave out, which ripgrep, fd and editors honour.
+SKIPPED_BY_TOOLS = {"build", "dist", "out", "node_modules", "venv", "_build", "buck-out", "site-packages", "target"}
+SOURCE_TREES = ("xpukit", "tests", "scripts", "benchmarks", "examples")
+
+
+def folders_tools_skip(root: Path) -> list[str]:
+    """Folders of the source trees that some tool would not look into: a name in SKIPPED_BY_TOOLS, or
+    one a .gitignore folder pattern matches (a ``!`` re-include in .gitignore hides it from git only)."""
+    ignore = root / ".gitignore"
+    lines = ignore.read_text().splitlines() if ignore.exists() else []
+    patterns = [line.strip().strip("/") for line in lines if line.strip() and line[0] not in "#!"]
+    names = SKIPPED_BY_TOOLS | {p for p in patterns if "/" not in p and "*" not in p}
+    found = []
+    for tree in SOURCE_TREES:
+        for folder in sorted((root / tree).rglob("*")) if (root / tree).is_dir() else []:
+            if folder.is_dir() and "__pycache__" not in folder.parts and folder.name in names:
+                found.append(folder.relative_to(root).as_posix())
+    reincluded = [line for line in lines if line.startswith("!") and line[1:].split("/")[0] in SOURCE_TREES]
+    return found + [f".gitignore re-includes {line[1:]}" for line in reincluded]
+
+
+def test_no_folder_of_the_source_is_one_tools_skip():
+    """ripgrep, pytest and ruff skip folders named build/, dist/, node_modules/ ... by default: a module
+    there is invisible to a search. The image's build code lives in xpukit/host/image/, the pins' in
+    xpukit/host/versions/."""
+    assert folders_tools_skip(REPO_ROOT) == [], "rename these folders (one name per question, not build/)"
+
+
+def test_the_skipped_folder_check_catches_build_and_a_reinclude(tmp_path):
+    (tmp_path / "xpukit" / "host" / "build").mkdir(parents=True)
+    (tmp_path / "tests" / "cache_dir").mkdir(parents=True)
+    (tmp_path / "tests" / "builds").mkdir(parents=True)
+    (tmp_path / ".gitignore").write_text("# caches\ncache_dir/\n*.pyc\n!xpukit/host/build/\n")
+    assert folders_tools_skip(tmp_path) == [
+        "xpukit/host/build",
+        "tests/cache_dir",
+        ".gitignore re-includes xpukit/host/build/",
+    ]
 
 
 def test_tasks_py_calls_the_task_bodies_and_the_core_only():

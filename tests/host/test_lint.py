@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.versions.pins import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

@@ -18,10 +18,10 @@ import pytest
 from tests.support import ROOT
 from xpukit.errors import XpukitError
 from xpukit.host import settings
-from xpukit.host.build import pins
 from xpukit.host.matrix import cells as mx
 from xpukit.host.matrix import kubernetes
 from xpukit.host.matrix import schedule as matrix_sched
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 

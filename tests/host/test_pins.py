@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build import lock, pins
+from xpukit.host.versions import lock, pins
 
 pytestmark = pytest.mark.unit
 REAL = pins.DEFAULT_PINS.read_text()
@@ -36,7 +36,7 @@ def test_real_pins_load_with_both_profiles():
 
 def test_empty_digest_warns_not_pinned_by_digest():
     cpu = pins.load().profile("cpu")
-    if cpu["base"]["digest"]:
+    if cpu.base.digest:
         pytest.skip("the cpu base is pinned by digest in this checkout")
     assert any("not pinned by digest" in w for w in cpu.warnings)
 
@@ -174,8 +174,9 @@ def test_fill_digests_touches_only_the_digest_line(tmp_path):
     digest = "sha256:" + "ab" * 32
     lock.fill_digests(path, {"cpu": digest})
     loaded = pins.load(path)
-    assert loaded.profile("cpu")["base"]["digest"] == digest
-    assert loaded.profile("xpu")["base"]["digest"] == ""
+    assert loaded.profile("cpu").base.digest == digest
+    assert loaded.profile("cpu").base_reference.endswith(f":bookworm-slim@{digest}")
+    assert loaded.profile("xpu").base.digest == "" and "@" not in loaded.profile("xpu").base_reference
     assert path.read_text().replace(f'"{digest}"', '""', 1) == REAL
 
 

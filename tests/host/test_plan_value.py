@@ -10,8 +10,9 @@ import types
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
-from xpukit.host import engine, settings
-from xpukit.host.build import build, pins
+from xpukit.host import build_cli, engine, settings
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 
@@ -20,7 +21,7 @@ ROOT = pins.REPO_ROOT
 def test_a_build_plan_cannot_be_edited_after_it_is_made():
     """Everything that adds to the command (engine env, cache source) goes in before the plan exists."""
     profile = pins.load().profile("cpu")
-    cli = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    cli = build_cli.BuildCli("/usr/bin/docker", "20.10.24")
     plan = build.plan(
         ROOT,
         profile,
@@ -54,7 +55,7 @@ def test_the_dpnp_layer_is_its_own_stage_and_tag_after_the_same_image():
     """--with dpnp targets the stage after runtime with the same build args (so the default image's
     layers are shared) and tags xpukit:cpu-dpnp; a layer of another profile is refused."""
     profile = pins.load().profile("cpu")
-    cli = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    cli = build_cli.BuildCli("/usr/bin/docker", "20.10.24")
     plain = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", cli)
     layered = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", cli, variant=build.Variant(layer="dpnp"))
     assert plain.command[plain.command.index("--target") + 1] == "runtime"

@@ -5,6 +5,8 @@ The tests that run on the host, with no engine; the others are in tests/engine/t
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from xpukit.host.share import registry as reg
@@ -57,6 +59,14 @@ def test_lock_round_trip_and_strict_reading(tmp_path):
     reg.write_lock(path, {"cpu": entry})
     assert reg.read_lock(path) == {"cpu": entry}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary file left behind"
+    read = reg.read_lock(path)["cpu"]  # one typed value: the callers read its fields, never a dict's keys
+    assert isinstance(read, reg.LockedImage) and read.reference == "127.0.0.1:5000/team/xpukit@sha256:" + "a" * 64
+    assert (
+        read.same_content("xpukit:cpu-abc") and read.same_content("cpu-abc") and not read.same_content("xpukit:cpu-b")
+    )
+    assert read.base_id == "" and "base_id" not in path.read_text()  # unknown stays empty, written as absent
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.digest = "sha256:" + "b" * 64  # type: ignore[misc]
     path.write_text(path.read_text().replace("sha256:" + "a" * 64, "sha256:1234"))
     with pytest.raises(reg.RegistryError, match="is not sha256:<64 hex>"):
         reg.read_lock(path)
@@ -75,9 +85,9 @@ def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
     shared base) as through locked_image itself."""
     import ast
 
-    from xpukit.host.build.pins import REPO_ROOT
-    from xpukit.host.build.pins import load as load_pins
     from xpukit.host.image import plan as plan_mod
+    from xpukit.host.versions.pins import REPO_ROOT
+    from xpukit.host.versions.pins import load as load_pins
 
     direct = []
     for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):

@@ -14,7 +14,8 @@ import pytest
 
 from tests.support.reproducible_base import _layer
 from xpukit.errors import XpukitError
-from xpukit.host.build import base, pins
+from xpukit.host.image import base
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 

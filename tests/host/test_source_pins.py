@@ -11,7 +11,8 @@ import pytest
 
 from tests.support.invoke import invoke
 from xpukit.errors import XpukitError
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,9 @@ import pytest
 
 from tests.support.invoke import invoke
 from xpukit.host import settings
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
 from xpukit.host.run import containers
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 ROOT = pins.REPO_ROOT
@@ -240,7 +241,7 @@ def test_buildkit_unavailable_names_the_fix(tmp_path):
 
 def test_base_needs_root_or_debootstrap():
     from xpukit.errors import XpukitError
-    from xpukit.host.build.base import check_prerequisites
+    from xpukit.host.image.base import check_prerequisites
 
     with pytest.raises(XpukitError, match="must run as root"):
         check_prerequisites(euid=1000)
@@ -280,7 +281,7 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     import functools
 
     from tests.support.fakehost import Node, make_host
-    from xpukit.host import engine, gpu
+    from xpukit.host import gpu, processes
 
     host = make_host(tmp_path, [Node()])
     if os.geteuid() == 0:
@@ -293,7 +294,7 @@ def test_xpu_runs_pass_the_gpu_through(tmp_path, monkeypatch):
     assert options["volumes"]["/dev/dri/by-path"] == {"bind": "/dev/dri/by-path", "mode": "ro"}
     assert options.get("group_add", []) == ([str(host.node_gid())] if host.node_gid() else [])
     assert options["shm_size"] == "8g"
-    line = " ".join(engine.format_run_cli("docker", "xpukit:xpu", ["bash"], options))
+    line = " ".join(processes.format_run_cli("docker", "xpukit:xpu", ["bash"], options))
     assert "--device /dev/dri:/dev/dri:rwm" in line
     assert f"--group-add {host.node_gid()}" in line or not host.node_gid()
     assert "--shm-size 8g" in line and f"{ROOT}:/workspace:ro" in line

@@ -18,10 +18,11 @@ import pytest
 
 from tests.support.verify import _git
 from xpukit.errors import XpukitError
-from xpukit.host import engine
-from xpukit.host.build import build, pins
+from xpukit.host import build_cli
+from xpukit.host.image import build
 from xpukit.host.verify import compare as compare_mod
 from xpukit.host.verify import rebuild as verify_mod
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 
@@ -90,8 +91,8 @@ def test_source_date_is_the_commit_time_not_the_clock(tmp_path):
 @pytest.mark.unit
 def test_podman_builds_take_the_commit_time_and_docker_says_it_cannot():
     profile = pins.load().profile("cpu")
-    podman = engine.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
-    docker = engine.BuildCli("/usr/bin/docker", "20.10.24")
+    podman = build_cli.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
+    docker = build_cli.BuildCli("/usr/bin/docker", "20.10.24")
     epoch = build.source_date(ROOT).epoch
     on_podman = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", podman)
     on_docker = build.plan(ROOT, profile, "xpukit-base:bookworm-slim", "xpukit", docker)
@@ -110,7 +111,7 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     from types import SimpleNamespace
 
     profile = pins.load().profile("cpu")
-    podman = engine.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
+    podman = build_cli.BuildCli("/usr/bin/podman", "4.3.1", kind="podman")
     image_plan = SimpleNamespace(profile=profile, base="xpukit-base:bookworm-slim")
     ctx = SimpleNamespace(
         settings=SimpleNamespace(image="xpukit", build_network="host", ocloc_mirror=SNAPSHOT),

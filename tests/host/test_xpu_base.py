@@ -16,7 +16,8 @@ import pytest
 
 from tests.support.invoke import invoke
 from xpukit.errors import XpukitError
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
@@ -47,10 +48,10 @@ def fake_dpkg(tmp_path: Path, versions: dict[str, str]) -> Path:
 
 
 def test_the_xpu_base_is_dle_2026_1_with_the_new_tag_scheme():
-    base = pins.load().profile("xpu")["base"]
-    assert base["image"] == "intel/deep-learning-essentials"
-    assert base["tag"] == "2026.1.2-devel-ubuntu24.04" and "-0-" not in base["tag"]
-    assert base["digest"] == ""  # unknown here: never invented
+    base = pins.load().profile("xpu").base
+    assert base.image == "intel/deep-learning-essentials"
+    assert base.tag == "2026.1.2-devel-ubuntu24.04" and "-0-" not in base.tag
+    assert base.digest == "" and base.reference == base.name  # unknown here: never invented
 
 
 def test_base_omix_builds_from_ubuntu_with_intel_omix_dev():

@@ -23,7 +23,7 @@ from elftools.elf.elffile import ELFFile
 
 from tests.support import ROOT
 from xpukit import layout
-from xpukit.host.build import pins
+from xpukit.host.versions import pins
 from xpukit.runtime.offline import compiler_id
 from xpukit.runtime.offline.ocloc import find_ocloc
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.support.docs import assert_sample_matches, normalise, sample_after
-from xpukit.host.build import pins
+from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from xpukit import layout
-from xpukit.host.build import lock, pins
+from xpukit.host.versions import lock, pins
 
 pytestmark = pytest.mark.container
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.container

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.versions.pins import REPO_ROOT
 
 CLI = REPO_ROOT / "env" / "npm" / "node_modules" / ".bin" / "devcontainer"
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.support import ROOT
-from xpukit.host import engine
+from xpukit.host import processes
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -33,7 +33,7 @@ def invoke_with_cache(*args: str, cache: Path | None = None) -> subprocess.Compl
 
 def invoke_unrecorded(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
     """`invoke ARGS` with no command recording inherited from the caller (XPUKIT_RECORD_COMMANDS)."""
-    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", engine.RECORD_ENV)}
+    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", processes.RECORD_ENV)}
     full_env.update({"XPUKIT_PROFILE": "", "XPUKIT_BASE_IMAGE": "", **(env or {})})
     return subprocess.run(
         [sys.executable, "-m", "invoke", *args],

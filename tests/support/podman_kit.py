@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.verify import checkout_copy
-from xpukit.host.build import pins
+from xpukit.host.versions import pins
 
 ROOT = pins.REPO_ROOT
 REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"

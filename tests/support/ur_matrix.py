@@ -20,7 +20,7 @@ from xpukit.errors import XpukitError
 
 def _matrix_from_pins() -> dict[str, str]:
     """release line -> exact wheel version, from env/pins.toml's cpu.ur.matrix."""
-    from xpukit.host.build.pins import load
+    from xpukit.host.versions.pins import load
 
     return {".".join(v.split(".")[:2]): v for v in load().profile("cpu")["ur"]["matrix"]}
 

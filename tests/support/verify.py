@@ -7,7 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from xpukit.host.build import build, pins
+from xpukit.host.image import build
+from xpukit.host.versions import pins
 
 # The sharing lock is no content (build.NOT_CONTENT): untracked in a copy, so that a test writing
 # it leaves the copy's commit clean (no "-dirty" revision label, the same image).

@@ -3,13 +3,14 @@
 Layers, each importing only those below it (tests/host/test_import_graph.py keeps it so):
 
 - the core, the modules directly in this folder: ``ui`` (output), ``podman``, ``engine`` (Docker or
-  podman), ``gpu`` (the host's devices), ``trust`` (the CA bundle), ``settings`` (flags > env >
+  podman: its client), ``build_cli`` (the CLI that builds), ``processes`` (the commands and containers a
+  task runs, recorded), ``gpu`` (the host's devices), ``trust`` (the CA bundle), ``settings`` (flags > env >
   invoke.yaml > defaults, every ``auto`` once: the task's :class:`~xpukit.host.settings.Context`),
   ``inputs`` (checked option values), ``report_cache``;
-- the subjects, in this order: ``build/`` (pins, locks, base, BuildKit command) < ``share/``
-  (registry and images.toml, export, the shared kernel cache) < ``image/`` (the image plan: built
-  here or pulled by digest) < ``run/`` (container options, test phases, devcontainer) <
-  ``doctor/``, ``matrix/``, ``verify/`` (side by side, none importing another);
+- the subjects, in this order: ``versions/`` (the pins, their locks, the docs tables) < ``share/``
+  (registry and images.toml, export, the shared kernel cache) < ``image/`` (the base, the BuildKit
+  build and its log, the image plan: built here or pulled by digest) < ``run/`` (container options,
+  test phases, devcontainer) < ``doctor/``, ``matrix/``, ``verify/`` (side by side, none importing another);
 - ``commands/``: the task bodies, each run through ``commands.boundary.guarded``.
 
 ``tasks.py`` parses options (with the core's ``settings`` and ``inputs``) and calls ``commands``. The

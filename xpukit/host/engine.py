@@ -1,31 +1,26 @@
-"""The container engine (Docker or podman, both through the docker SDK) and the CLI that builds.
+"""The container engine (Docker or podman, both through the docker SDK): which one, its client, and
+what a task asks it.
 
 :class:`Engine` is resolved once per task from the ``engine`` setting (``auto``: Docker where
 ``DOCKER_HOST`` is set or Docker's socket answers, else podman where it is installed). Docker
-builds go through a docker CLI with BuildKit, podman builds through ``podman build``.
+builds go through a docker CLI with BuildKit, podman builds through ``podman build``
+(:mod:`xpukit.host.build_cli`); containers run through :mod:`xpukit.host.processes`.
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import dataclasses
-import functools
-import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import podman as podman_mod
-from xpukit.host import ui
+from xpukit.host import processes
+from xpukit.host.build_cli import BuildCli, pick_cli, podman_cli
 
 if TYPE_CHECKING:  # the SDK is imported where it is used: `invoke --list` must not need it
     from docker import DockerClient
@@ -42,10 +37,6 @@ class EngineError(XpukitError):
 # A ping answers at once or never: a hung socket is given up on quickly, the requests after it
 # (pulls, pushes, container logs) keep the long timeout.
 PING_TIMEOUT = 30
-# When set, every command a task executes (build CLI, host pytest, a container's `docker run`
-# equivalent) is appended to this file, one shell-quoted line each, as a dry run prints it: the
-# tests compare the two (tests/engine/test_plan_value.py).
-RECORD_ENV = "XPUKIT_RECORD_COMMANDS"
 
 
 def client(docker_host: str = "", timeout: int = 600) -> DockerClient:
@@ -92,152 +83,6 @@ def short_reason(exc: BaseException, limit: int = 160) -> str:
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
-@dataclasses.dataclass(frozen=True)
-class BuildCli:
-    """A CLI that builds the Dockerfile: docker with BuildKit, or podman (buildah)."""
-
-    path: str
-    version: str
-    via_buildx: bool = False  # docker CLI >= 23 builds through its buildx plugin; older ones take DOCKER_BUILDKIT=1
-    kind: str = "docker"
-
-    def build_env(self) -> dict[str, str]:
-        return {"DOCKER_BUILDKIT": "1"} if self.kind == "docker" else {}
-
-    def build_command(self, progress: str) -> list[str]:
-        """The start of a build command line. podman has no --progress; --layers keeps each
-        step's layer as build cache (buildah's equivalent of BuildKit's cache)."""
-        if self.kind == "podman":
-            return [self.path, "build", "--layers"]
-        return [self.path, "build", "--progress", progress]
-
-
-def _cli_version(path: str) -> str | None:
-    cached = _probe_cache_get(path, "version")
-    if cached:
-        return str(cached)
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r"version (\d+\.\d+[\w.+~-]*)", out.stdout)
-    if match:
-        _probe_cache_put(path, "version", match.group(1))
-    return match.group(1) if match else None
-
-
-def _has_buildx(path: str) -> bool:
-    if _probe_cache_get(path, "buildx"):
-        return True  # only a plugin found is remembered: one installed later is found next time
-    try:
-        out = subprocess.run([path, "buildx", "version"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    if out.returncode == 0:
-        _probe_cache_put(path, "buildx", True)
-    return out.returncode == 0
-
-
-# What the CLI probes found, per CLI binary (its inode, size and mtime: a new binary is probed again),
-# so a task does not spawn `docker --version` and `docker buildx version` each time it starts.
-PROBE_CACHE = "cli-probes.json"
-
-
-def _probe_cache_file() -> str:
-    return str(layout.kit_cache_dir() / PROBE_CACHE)
-
-
-def _binary_key(path: str) -> str:
-    st = os.stat(path)
-    return f"{os.path.realpath(path)}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _probe_cache_read() -> dict[str, Any]:
-    try:
-        with open(_probe_cache_file(), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _probe_cache_get(path: str, what: str) -> Any:
-    try:
-        entry = _probe_cache_read().get(_binary_key(path))
-    except OSError:
-        return None
-    return entry.get(what) if isinstance(entry, dict) else None
-
-
-def _probe_cache_put(path: str, what: str, value: Any) -> None:
-    """Remember one finding; a cache that cannot be written only costs the probe next time."""
-    target = _probe_cache_file()
-    tmp = f"{target}.{os.getpid()}.tmp"
-    try:
-        data = _probe_cache_read()
-        key = _binary_key(path)
-        entry = data.get(key)
-        data[key] = {**(entry if isinstance(entry, dict) else {}), what: value}
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, target)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
-def probe_cli(path: str) -> tuple[BuildCli | None, str]:
-    """Check one CLI: (the CLI, "") when it can build with BuildKit, else (None, why not)."""
-    resolved = shutil.which(path) or (path if os.path.isfile(path) else None)
-    if not resolved:
-        return None, f"{path}: not found"
-    version = _cli_version(resolved)
-    if not version:
-        return None, f"{resolved}: does not answer --version"
-    major = int(version.split(".")[0])
-    if major < 23:
-        return BuildCli(resolved, version, via_buildx=False), ""
-    if _has_buildx(resolved):
-        return BuildCli(resolved, version, via_buildx=True), ""
-    return None, f"{resolved} {version}: BuildKit needs its buildx plugin, which is missing"
-
-
-@functools.cache
-def pick_cli(setting: str = "auto") -> BuildCli:
-    """The configured CLI, or the first one found that can build with BuildKit (probed once per run)."""
-    if setting and setting != "auto":
-        candidates: Iterable[str] = [setting]
-    else:
-        found = [shutil.which("docker"), "/usr/bin/docker", "/usr/local/bin/docker"]
-        candidates = dict.fromkeys(p for p in found if p and os.path.exists(p))
-    reasons = []
-    for path in candidates:
-        cli, why = probe_cli(path)
-        if cli:
-            return cli
-        reasons.append(why)
-    raise XpukitError(
-        "BuildKit is unavailable: " + ("; ".join(reasons) if reasons else "no docker CLI found"),
-        "install the buildx plugin (Debian: docker-buildx, Docker's repo: docker-buildx-plugin) or set "
-        "XPUKIT_DOCKER_CLI to a CLI older than 23 (e.g. Debian's docker.io: /usr/bin/docker)",
-    )
-
-
-def record(line: str, environ: Mapping[str, str] | None = None) -> None:
-    """Append one executed command to $XPUKIT_RECORD_COMMANDS (nothing when unset)."""
-    path = (os.environ if environ is None else environ).get(RECORD_ENV, "")
-    if path:
-        with open(path, "a", encoding="utf-8") as out:
-            out.write(line + "\n")
-
-
-def printable(command: Sequence[str], env: Mapping[str, str] | None = None) -> str:
-    """A command as a shell line, its extra environment first: what a dry run prints."""
-    prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
-    return (prefix + " " if prefix else "") + " ".join(shlex.quote(part) for part in command)
-
-
 def image_exists(sdk: DockerClient, reference: str) -> bool:
     import docker
 
@@ -246,134 +91,6 @@ def image_exists(sdk: DockerClient, reference: str) -> bool:
     except docker.errors.ImageNotFound:
         return False
     return True
-
-
-def stream_process(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> int:
-    """Run a command with its output going straight to ours; Ctrl-C stops it cleanly."""
-    record(printable(cmd, env))
-    full_env = {**os.environ, **(env or {})}
-    proc = subprocess.Popen(cmd, env=full_env)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:  # SIGTERM too where a caller raises it as one (verify)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
-
-
-def stream_keeping_tail(
-    cmd: Sequence[str], env: Mapping[str, str] | None = None, keep: int = 400
-) -> tuple[int, list[str]]:
-    """Run a command, showing its output (stdout and stderr, merged) as it comes; return its exit
-    code and its last ``keep`` lines (to diagnose a failure). Ctrl-C stops it cleanly."""
-    record(printable(cmd, env))
-    full_env = {**os.environ, **(env or {})}
-    tail: collections.deque[str] = collections.deque(maxlen=keep)
-    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        for raw in proc.stdout:  # type: ignore[union-attr]
-            out = ui.progress_stream().buffer  # a build log is progress, never a task's data
-            out.write(raw)
-            out.flush()
-            tail.append(raw.decode(errors="replace").rstrip("\n"))
-        return proc.wait(), list(tail)
-    except KeyboardInterrupt:  # SIGTERM too where a caller raises it as one (verify)
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
-
-
-def run_container(sdk: DockerClient, image: str, command: list[str], **options: Any) -> int:
-    """Run a container, stream its output as it comes, remove it, return its exit code.
-
-    Ctrl-C stops and removes the container before the interrupt goes on: nothing keeps running."""
-    import docker
-
-    container = sdk.containers.create(image, command, detach=True, **options)
-    try:
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            explained = podman_mod.explain_start_failure(str(exc))
-            if explained is None:
-                raise
-            raise explained from None
-        for chunk in container.logs(stream=True, follow=True):
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-        return int(container.wait().get("StatusCode", 1))
-    finally:
-        # A second Ctrl-C during the clean-up must not leave the container behind either.
-        for _ in range(3):
-            try:
-                container.remove(force=True)
-                break
-            except KeyboardInterrupt:
-                continue
-            except Exception:
-                break
-
-
-def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[str, Any]) -> list[str]:
-    """The `docker run` line equivalent to ``run_container``'s SDK options, for --dry-run."""
-    args = [cli, "run", "--rm"]
-    if options.get("user"):
-        args += ["--user", str(options["user"])]
-    for host_path, spec in (options.get("volumes") or {}).items():
-        args += ["-v", f"{host_path}:{spec['bind']}:{spec.get('mode', 'rw')}"]
-    for key, value in (options.get("environment") or {}).items():
-        args += ["-e", f"{key}={value}"]
-    if options.get("working_dir"):
-        args += ["-w", options["working_dir"]]
-    if options.get("network_mode"):
-        args += ["--network", options["network_mode"]]
-    for device in options.get("devices") or []:
-        args += ["--device", device]
-    for gid in options.get("group_add") or []:
-        args += ["--group-add", str(gid)]
-    if options.get("shm_size"):
-        args += ["--shm-size", str(options["shm_size"])]
-    for limit in options.get("ulimits") or []:
-        args += ["--ulimit", f"{limit['name']}={limit['soft']}:{limit['hard']}"]
-    if options.get("tty"):
-        args += ["-it"]
-    return [*args, image, *command]
-
-
-def run_collecting(sdk: DockerClient, image: str, command: list[str], options: Mapping[str, Any]) -> tuple[int, str]:
-    """Run a container to its end; (exit code, its stdout). The container is removed. An image that
-    is missing or a container that cannot start raises :class:`ContainerUnavailable`."""
-    import docker
-
-    try:
-        container = sdk.containers.create(image, command, detach=True, **options)
-    except docker.errors.ImageNotFound:
-        raise ContainerUnavailable(f"image {image} not found") from None
-    except docker.errors.APIError as exc:
-        raise ContainerUnavailable(f"cannot start {image}: {exc.explanation or exc}") from None
-    try:
-        try:
-            container.start()
-        except docker.errors.APIError as exc:
-            explained = podman_mod.explain_start_failure(str(exc))
-            why = explained.one_line() if explained else (exc.explanation or str(exc))
-            raise ContainerUnavailable(f"cannot start {image}: {why}") from None
-        code = int(container.wait().get("StatusCode", 1))
-        return code, container.logs(stdout=True, stderr=False).decode(errors="replace")
-    finally:
-        container.remove(force=True)
-
-
-class ContainerUnavailable(Exception):
-    """A container could not be created or started (image missing, engine refused)."""
 
 
 def remove_volume(sdk: DockerClient, name: str) -> str:
@@ -498,18 +215,18 @@ class Engine:
         return image_exists(self.client(), reference)
 
     def run(self, image: str, command: list[str], options: Mapping[str, Any]) -> int:
-        """Run a container with its output streamed (see :func:`run_container`); the equivalent
+        """Run a container with its output streamed (see :func:`xpukit.host.processes.run_container`); the equivalent
         CLI line is recorded like every command a task executes."""
-        record(shlex.join(format_run_cli(self.cli_name, image, command, options)))
-        return run_container(self.client(), image, command, **options)
+        processes.record(shlex.join(processes.format_run_cli(self.cli_name, image, command, options)))
+        return processes.run_container(self.client(), image, command, **options)
 
     def run_collecting(self, image: str, command: list[str], options: Mapping[str, Any]) -> tuple[int, str]:
-        """Run a container to its end: (exit code, stdout); see :func:`run_collecting`."""
+        """Run a container to its end: (exit code, stdout); see :func:`xpukit.host.processes.run_collecting`."""
         try:
             sdk = self.client()
         except EngineError as exc:
-            raise ContainerUnavailable(exc.message) from None
-        return run_collecting(sdk, image, command, options)
+            raise processes.ContainerUnavailable(exc.message) from None
+        return processes.run_collecting(sdk, image, command, options)
 
     def version_line(self) -> tuple[bool, str]:
         """(answers, "Docker 20.10.24" / "podman 4.3.1" or why not): the doctor's engine line."""
@@ -539,7 +256,7 @@ class Engine:
             path = podman_mod.find_podman()
             if path is None:
                 raise EngineError("podman is not installed", podman_mod.INSTALL_FIX)
-            return BuildCli(path, _cli_version(path) or "?", kind="podman")
+            return podman_cli(path)
         return pick_cli(self.docker_cli)
 
     def build_env(self) -> dict[str, str]:

@@ -20,14 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import engine, ui
-from xpukit.host.build import base as base_mod
-from xpukit.host.build import build as build_mod
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build import pins as pins_mod
-from xpukit.host.build.build import Variant  # the options tasks.py builds for build()
+from xpukit.host import engine, processes, ui
 from xpukit.host.commands.boundary import guarded
+from xpukit.host.image import base as base_mod
+from xpukit.host.image import build as build_mod
 from xpukit.host.image import sharing
+from xpukit.host.image.build import Variant  # the options tasks.py builds for build()
 from xpukit.host.image.plan import (
     ImagePlan,
     check_base,
@@ -39,6 +37,8 @@ from xpukit.host.image.plan import (
 )
 from xpukit.host.run import containers, testing
 from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+from xpukit.host.versions import lock as lock_mod
+from xpukit.host.versions import pins as pins_mod
 
 
 def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
@@ -75,7 +75,7 @@ def plan_for_run(ctx: Context) -> ImagePlan:
 def run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
     plan = plan_for_run(ctx)
     if ctx.dry_run:
-        print(shlex.join(engine.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
+        print(shlex.join(processes.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
         return 0
     if what:
         ui.say(f"{what} in {plan.tag}")
@@ -198,7 +198,7 @@ def clean(ctx: Context, volumes: bool = False, build_cache: bool = False) -> int
         if ctx.dry_run:
             print(shlex.join(cmd))
         else:
-            return engine.stream_process(cmd)
+            return processes.stream_process(cmd)
     return 0
 
 
@@ -221,7 +221,7 @@ def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur")
         if ctx.dry_run:
             print(shlex.join(cmd))
             return 0
-        return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+        return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
     layer = DEMO_LAYERS.get(example, "")
     if layer and not ctx.settings.layer:
         ui.say(f"--example {example} runs in the {layer} layer's image: --with {layer}")
@@ -238,7 +238,7 @@ def shell(ctx: Context, command: str = "") -> int:
     plan = plan_for_run(ctx)
     # An interactive TTY is the CLI's job; the SDK checked the engine and the image first.
     cli = plan.build.command[0]
-    line = engine.format_run_cli(cli, plan.tag, args, options)
+    line = processes.format_run_cli(cli, plan.tag, args, options)
     if ctx.dry_run:
         print(shlex.join(line))
         return 0
@@ -288,6 +288,6 @@ def doctor_cmd(ctx: Context, image: str = "", report: bool = False) -> int:
 
 def docs(check: bool = False) -> int:
     """`invoke docs`: rewrite the tables docs/ generates from the pins (``check``: list the stale files, exit 1)."""
-    from xpukit.host.build import docs_tables
+    from xpukit.host.versions import docs_tables
 
     return docs_tables.main(["--check"] if check else [])

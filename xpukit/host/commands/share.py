@@ -7,7 +7,6 @@ from pathlib import Path
 
 from xpukit.errors import UsageError
 from xpukit.host import ui
-from xpukit.host.build import pins as pins_mod
 from xpukit.host.commands.boundary import guarded
 from xpukit.host.commands.kit import plan_for_run
 from xpukit.host.image import sharing
@@ -15,6 +14,7 @@ from xpukit.host.image.plan import make_plan
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import pins as pins_mod
 
 
 @guarded
@@ -60,7 +60,7 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     from xpukit.host.run import devcontainer as devcontainer_mod
 
     entry = registry.locked_image(ctx.profile)
-    image = f"{entry['repository']}@{entry['digest']}" if entry else f"{ctx.settings.image}:{ctx.profile}"
+    image = entry.reference if entry else f"{ctx.settings.image}:{ctx.profile}"
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
     content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)

@@ -20,12 +20,12 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import engine, ui
-from xpukit.host.build import pins as pins_mod
+from xpukit.host import processes, ui
 from xpukit.host.commands.boundary import guarded
 from xpukit.host.commands.kit import plan_for_run, require_host_runtime, resolve_where, run_in_image
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
+from xpukit.host.versions import pins as pins_mod
 
 
 def parse_num_warps(value: str | int | None) -> int | None:
@@ -70,7 +70,7 @@ def _run_on_host(ctx: Context, module_args: list[str]) -> int:
     if ctx.dry_run:
         print(shlex.join(cmd))
         return 0
-    return engine.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+    return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
 
 
 def _kernel_file(kernel: str) -> tuple[Path, str]:

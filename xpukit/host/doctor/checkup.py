@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from xpukit.host import engine, gpu
+from xpukit.host import engine, gpu, processes
 from xpukit.host.doctor.findings import Finding
 from xpukit.host.doctor.host import SOURCE_BUILD_FREE_GIB, Probe, check_layer_decompression, host_checks
 from xpukit.host.doctor.image import (
@@ -34,7 +34,7 @@ def engine_runner(eng: engine.Engine) -> ContainerRunner:
     def run(image: str, command: list[str], options: dict[str, Any]) -> tuple[int, str]:
         try:
             return eng.run_collecting(image, command, options)
-        except engine.ContainerUnavailable as exc:
+        except processes.ContainerUnavailable as exc:
             raise ImageUnavailable(str(exc)) from None
 
     return run

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Callable
 
 from xpukit.errors import XpukitError
-from xpukit.host import engine, ui
-from xpukit.host.build import build as build_mod
-from xpukit.host.build import buildlog
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build import pins as pins_mod
+from xpukit.host import build_cli, engine, processes, ui
+from xpukit.host.image import build as build_mod
+from xpukit.host.image import buildlog
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import lock as lock_mod
+from xpukit.host.versions import pins as pins_mod
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tup
 def _shared_base(profile: pins_mod.Profile) -> str:
     """The base env/lock/images.toml records for the profile's shared image ("" when none)."""
     entry = registry.locked_image(profile.name)
-    return entry["base"] if entry else ""
+    return entry.base if entry else ""
 
 
 def make_plan(
@@ -102,7 +102,7 @@ def make_plan(
         ctx.engine.client()
     base, base_missing = _base(ctx, profile, base_required)
     try:
-        cli: engine.BuildCli | None = ctx.engine.build_cli()
+        cli: build_cli.BuildCli | None = ctx.engine.build_cli()
     except XpukitError:
         if not ctx.dry_run:
             raise
@@ -132,7 +132,7 @@ def run_build(plan: ImagePlan) -> str:
     ui.say(f"building {', '.join(plan.build.tags)}")
     if plan.build.reproducible:
         ui.say(plan.build.reproducible)
-    code, tail = engine.stream_keeping_tail(plan.build.command, plan.build.env)
+    code, tail = processes.stream_keeping_tail(plan.build.command, plan.build.env)
     if code != 0:
         found = buildlog.diagnose(tail, plan.ca_description)
         if found:
@@ -146,11 +146,15 @@ def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
     sdk = eng.client()
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
-    entry = registry.locked_image(plan.profile.name) or {}
-    if entry.get("base") == plan.base and entry.get("base_id"):
-        note = lock_mod.base_difference(plan.base, entry["base_id"], lock_mod.base_content_id(sdk, plan.base))
-        if note:
-            ui.warn(note)
+    entry = registry.locked_image(plan.profile.name)
+    if entry is None or entry.base != plan.base:
+        return
+    if not entry.base_id:
+        ui.say(f"base: the lock's {plan.profile.name} image records no base content (an older push); not compared")
+        return
+    note = lock_mod.base_difference(plan.base, entry.base_id, lock_mod.base_content_id(sdk, plan.base))
+    if note:
+        ui.warn(note)
 
 
 def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
@@ -161,7 +165,7 @@ def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
     if not eng.present or plan.base_missing or eng.image_exists(plan.tag):
         return
     entry = registry.locked_image(plan.profile.name)
-    if entry is not None and entry["tag"] == plan.tag.rsplit(":", 1)[1]:
+    if entry is not None and entry.same_content(plan.tag):
         return  # the real run pulls the shared image by its digest
     print(plan.build.printable())
 

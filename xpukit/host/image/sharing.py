@@ -13,23 +13,23 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 from xpukit.host import ui
-from xpukit.host.build import lock as lock_mod
-from xpukit.host.build.build import CacheSource
 from xpukit.host.engine import Engine
+from xpukit.host.image.build import CacheSource
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
+from xpukit.host.versions import lock as lock_mod
 
 
 def _tag_part(plan: ImagePlan) -> str:
     return plan.tag.rsplit(":", 1)[1]
 
 
-def _pull_as(eng: Engine, entry: dict[str, str], plan: ImagePlan, auth: dict[str, str] | None) -> str:
+def _pull_as(eng: Engine, entry: registry.LockedImage, plan: ImagePlan, auth: dict[str, str] | None) -> str:
     image = registry.pull(eng.client(), entry, auth)
     repo, tag = plan.tag.rsplit(":", 1)
     image.tag(repo, tag)
-    ui.say(f"image: pulled {entry['repository']}@{entry['digest']} as {plan.tag} (built once, shared; no build)")
+    ui.say(f"image: pulled {entry.reference} as {plan.tag} (built once, shared; no build)")
     return plan.tag
 
 
@@ -39,7 +39,7 @@ def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -
     entry = registry.locked_image(plan.profile.name, lock_path)
     try:
         auth = registry.credentials()
-        if entry is not None and entry["tag"] == tag:
+        if entry is not None and entry.same_content(tag):
             return _pull_as(ctx.engine, entry, plan, auth)
         if ctx.settings.registry:
             where = registry.Registry.parse(ctx.settings.registry)
@@ -79,11 +79,11 @@ def pull(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -> str:
         )
     image = registry.pull(ctx.engine.client(), entry, registry.credentials())
     repo = plan.tag.rsplit(":", 1)[0]
-    image.tag(repo, entry["tag"])
-    ui.say(f"pull: {entry['repository']}@{entry['digest']} as {repo}:{entry['tag']}")
-    if entry["tag"] != _tag_part(plan):
-        ui.warn(f"the lock's image ({entry['tag']}) was built from other inputs than this checkout ({_tag_part(plan)})")
-    return entry["digest"]
+    image.tag(repo, entry.tag)
+    ui.say(f"pull: {entry.reference} as {repo}:{entry.tag}")
+    if not entry.same_content(plan.tag):
+        ui.warn(f"the lock's image ({entry.tag}) was built from other inputs than this checkout ({_tag_part(plan)})")
+    return entry.digest
 
 
 def cache_for(ctx: Context, content_tag: str, lock_path: Path | None = None) -> CacheSource:
@@ -99,7 +99,7 @@ def cache_for(ctx: Context, content_tag: str, lock_path: Path | None = None) -> 
         return CacheSource()
     entry = registry.locked_image(ctx.profile, lock_path)
     if entry is not None:
-        return CacheSource(True, f"{entry['repository']}@{entry['digest']}")
+        return CacheSource(True, entry.reference)
     if ctx.settings.registry:
         where = registry.Registry.parse(ctx.settings.registry)
         return CacheSource(True, f"{where.repository()}:{content_tag}")

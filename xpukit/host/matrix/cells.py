@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 from xpukit.targets import preset, split_targets
 
 MATRIX_FILE = pins_mod.REPO_ROOT / "env" / "matrix.toml"

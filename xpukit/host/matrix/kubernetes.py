@@ -37,7 +37,7 @@ def k8s_image(ctx: Context, explicit: str) -> str:
             f"no pushed {ctx.profile} image in env/lock/images.toml for the cluster to pull",
             "invoke push --registry HOST/NAMESPACE (or pass --image REPOSITORY@sha256:...)",
         )
-    return f"{entry['repository']}@{entry['digest']}"
+    return entry.reference
 
 
 def k8s_manifest(ctx: Context, cells: list[mx.Cell], run_name: str, opts: Options) -> dict[str, Any]:

@@ -22,9 +22,9 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host import engine, ui
-from xpukit.host.build.build import Variant
+from xpukit.host import processes, ui
 from xpukit.host.image import sharing
+from xpukit.host.image.build import Variant
 from xpukit.host.image.plan import ensure_image, make_plan
 from xpukit.host.matrix import cells as mx
 from xpukit.host.run import containers, testing
@@ -126,7 +126,7 @@ def cell_options(ctx: Context, folder: Path) -> dict[str, Any]:
 
 def engine_line(cli: str, image: str, command: list[str], options: dict[str, Any], name: str) -> list[str]:
     """`docker run` / `podman run` for the cell, the container named so a cancel can remove it."""
-    line = engine.format_run_cli(cli, image, command, options)
+    line = processes.format_run_cli(cli, image, command, options)
     return [*line[:3], "--name", name, *line[3:]]
 
 

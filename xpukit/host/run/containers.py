@@ -7,9 +7,9 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.host import gpu, ui
-from xpukit.host.build import pins as pins_mod
 from xpukit.host.settings import Context
 from xpukit.host.share import shared_cache
+from xpukit.host.versions import pins as pins_mod
 
 WORKSPACE = layout.WORKSPACE  # where the checkout is mounted (read-only) in the container
 CACHE_MOUNT = layout.CACHE

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from xpukit.host import engine, ui
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host import engine, processes, ui
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import ensure_image, make_plan, print_build_if_missing
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
+from xpukit.host.versions.pins import REPO_ROOT
 
 PHASES = ("all", "host", "container")
 # What `--suite` selects, by marker. quick (the default, minutes): host logic (unit) and the
@@ -136,10 +136,12 @@ class TestPlan:
     engine_cli: str
 
     def host_line(self) -> str:
-        return engine.printable(self.host_command, self.host_env)
+        return processes.printable(self.host_command, self.host_env)
 
     def container_line(self) -> str:
-        run = engine.format_run_cli(self.engine_cli, self.image, list(self.container_command), self.container_options)
+        run = processes.format_run_cli(
+            self.engine_cli, self.image, list(self.container_command), self.container_options
+        )
         return shlex.join(run)
 
     def lines(self) -> list[str]:
@@ -236,7 +238,7 @@ def _pytest_host(plan: TestPlan) -> Phase:
     markers = plan.host_command[plan.host_command.index("-m", 2) + 1]
     phase = Phase(f"host ({markers})")
     ui.say("host tests: " + " ".join(plan.host_command[1:]))
-    engine.record(plan.host_line())
+    processes.record(plan.host_line())
     env = {**os.environ, **plan.host_env}
     phase.exit_code = subprocess.run(plan.host_command, cwd=REPO_ROOT, env=env, check=False).returncode
     read_junit(plan.results / "host.xml", phase)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -35,15 +35,43 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 # HOST[:PORT]/NAMESPACE: a host is recognisably one (a dot, a port or localhost), as Docker decides.
 _HOST = r"localhost(:\d+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9-]+(:\d+)?|[A-Za-z0-9.-]+:\d+|\[[0-9a-fA-F:]+\]:\d+"
 _REGISTRY_RE = re.compile(rf"^(?P<host>{_HOST})(/(?P<namespace>[a-z0-9]+([._/-][a-z0-9]+)*))?$")
-LOCK_KEYS = ("registry", "repository", "tag", "digest", "pins", "base", "pushed")
-# The base by content (its image ID, or its registry digest when pulled by one); older locks lack it.
-OPTIONAL_LOCK_KEYS = ("base_id",)
 # Where the kit records what it pushed (profile -> entry), committed so teammates pull by digest.
 LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
 
 
 class RegistryError(XpukitError):
     """A registry refused, failed or could not be reached."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LockedImage:
+    """One profile's entry of env/lock/images.toml, checked when it is read (:func:`read_lock`): the
+    image `invoke push` recorded, by digest."""
+
+    registry: str  # HOST[:PORT]/NAMESPACE it was pushed to
+    repository: str
+    tag: str  # the content tag's tag part (the inputs that built it)
+    digest: str  # sha256:<64 hex>, as the registry confirmed it
+    pins: str  # the pins fingerprint that built it
+    base: str  # the base image it was built FROM, by name (the content tag hashes it)
+    pushed: str  # when, ISO 8601 UTC
+    # The base by content (its image ID, or its registry digest when pulled by one); "" where a lock
+    # from before it was recorded lacks it: unknown, never guessed.
+    base_id: str = ""
+
+    @property
+    def reference(self) -> str:
+        """``repository@digest``: what a pull or a cluster node fetches."""
+        return f"{self.repository}@{self.digest}"
+
+    def same_content(self, image_tag: str) -> bool:
+        """Whether this is the image ``image_tag`` (``name:tag``, or the tag part alone) names: built
+        from the same inputs."""
+        return self.tag == image_tag.rpartition(":")[2]
+
+
+LOCK_KEYS = tuple(f.name for f in dataclasses.fields(LockedImage) if f.name != "base_id")
+OPTIONAL_LOCK_KEYS = ("base_id",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +151,7 @@ def explain(message: str, registry: str, reference: str = "") -> RegistryError:
 # --- the lock file -------------------------------------------------------------------------------
 
 
-def read_lock(path: Path) -> dict[str, dict[str, str]]:
+def read_lock(path: Path) -> dict[str, LockedImage]:
     """Profile -> entry; an absent file is an empty lock. Every entry is checked."""
     if not path.exists():
         return {}
@@ -131,7 +159,7 @@ def read_lock(path: Path) -> dict[str, dict[str, str]]:
         data = tomllib.loads(path.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RegistryError(f"{path} is not readable TOML ({exc})", f"restore it from git or delete {path}") from None
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, LockedImage] = {}
     for profile, entry in data.items():
         if (
             not isinstance(entry, dict)
@@ -144,11 +172,11 @@ def read_lock(path: Path) -> dict[str, dict[str, str]]:
             )
         if not DIGEST_RE.match(entry["digest"]):
             raise RegistryError(f"{path}: [{profile}] digest {entry['digest']!r} is not sha256:<64 hex>", "push again")
-        out[profile] = dict(entry)
+        out[profile] = LockedImage(**entry)
     return out
 
 
-def locked_image(profile: str, path: Path | None = None) -> dict[str, str] | None:
+def locked_image(profile: str, path: Path | None = None) -> LockedImage | None:
     """The image env/lock/images.toml records for ``profile`` (None when it records none): the one way
     the kit reads the lock's image entry, with one policy. A broken lock is an error wherever it is
     read (RegistryError: the file and the fix), so no task quietly skips a shared image it cannot read.
@@ -156,16 +184,16 @@ def locked_image(profile: str, path: Path | None = None) -> dict[str, str] | Non
     return read_lock(path or LOCK_PATH).get(profile)
 
 
-def record_image(profile: str, entry: Mapping[str, str], path: Path | None = None) -> Path:
+def record_image(profile: str, entry: LockedImage, path: Path | None = None) -> Path:
     """Record ``entry`` as ``profile``'s image in the lock (the others kept); returns the lock's path."""
     path = path or LOCK_PATH
     entries = read_lock(path)
-    entries[profile] = dict(entry)
+    entries[profile] = entry
     write_lock(path, entries)
     return path
 
 
-def write_lock(path: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
+def write_lock(path: Path, entries: Mapping[str, LockedImage]) -> None:
     """Write the whole lock atomically (a reader sees the old file or the new one)."""
     lines = [
         "# Written by `invoke push`: what each profile's image is in the shared registry.",
@@ -174,8 +202,9 @@ def write_lock(path: Path, entries: Mapping[str, Mapping[str, str]]) -> None:
     for profile in sorted(entries):
         lines += ["", f"[{profile}]"]
         # JSON strings are valid TOML basic strings for these ASCII values.
-        keys = [*LOCK_KEYS, *(k for k in OPTIONAL_LOCK_KEYS if entries[profile].get(k))]
-        lines += [f"{key} = {json.dumps(entries[profile][key])}" for key in keys]
+        values = dataclasses.asdict(entries[profile])
+        keys = [*LOCK_KEYS, *(k for k in OPTIONAL_LOCK_KEYS if values[k])]
+        lines += [f"{key} = {json.dumps(values[key])}" for key in keys]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -266,34 +295,23 @@ def push(
                 sdk.images.remove(remote, noprune=True)
 
 
-def lock_entry(
-    registry: Registry, tag: str, digest: str, pins: str, base: str = "", base_id: str = ""
-) -> dict[str, str]:
+def lock_entry(registry: Registry, tag: str, digest: str, pins: str, base: str = "", base_id: str = "") -> LockedImage:
     """``base``: the base image the pushed image was built FROM; an engine that lacks it still
     computes the same content tag from it (xpukit.host.image.plan). ``base_id``: that base's content
-    (xpukit.host.build.lock.base_content_id), so a build on another base says so before building."""
-    extra = {"base_id": base_id} if base_id else {}
-    return {
-        "registry": str(registry),
-        "repository": registry.repository(),
-        "tag": tag,
-        "digest": digest,
-        "pins": pins,
-        "base": base,
-        "pushed": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
-        **extra,
-    }
+    (xpukit.host.versions.lock.base_content_id), so a build on another base says so before building."""
+    pushed = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+    return LockedImage(str(registry), registry.repository(), tag, digest, pins, base, pushed, base_id)
 
 
-def pull(sdk: DockerClient, entry: Mapping[str, str], auth: dict[str, str] | None = None) -> Image:
+def pull(sdk: DockerClient, entry: LockedImage, auth: dict[str, str] | None = None) -> Image:
     """Pull ``repository@digest`` from a lock entry and check the engine got exactly that digest."""
     import docker.errors
 
-    reference = f"{entry['repository']}@{entry['digest']}"
+    reference = entry.reference
     try:
-        image = sdk.images.pull(entry["repository"], tag=entry["digest"], auth_config=auth)
+        image = sdk.images.pull(entry.repository, tag=entry.digest, auth_config=auth)
     except docker.errors.APIError as exc:
-        raise explain(str(exc.explanation or exc), entry["registry"], reference) from None
+        raise explain(str(exc.explanation or exc), entry.registry, reference) from None
     if reference not in (image.attrs.get("RepoDigests") or []):
         raise RegistryError(
             f"{reference} pulled as {str(image.id)[:19]} without that digest (it has {image.attrs.get('RepoDigests')})",

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.host import engine, ui
+from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host import podman as podman_mod
-from xpukit.host.build import build as build_mod
-from xpukit.host.build.pins import REPO_ROOT
+from xpukit.host.image import build as build_mod
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
+from xpukit.host.versions.pins import REPO_ROOT
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -151,7 +151,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
     """The podman build of this plan from the snapshot ``context``, computed once per verify (the
     commit time and labels of a checkout that moves meanwhile must not differ between the builds);
     :meth:`Store.wrap` points it at a store."""
-    cli = engine.BuildCli(podman, "", kind="podman")
+    cli = build_cli.BuildCli(podman, "", kind="podman")
     plan = build_mod.plan(
         REPO_ROOT,
         image_plan.profile,
@@ -178,7 +178,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
 def _build(store: Store, cmd: list[str], label: str, say: Callable[[str], None]) -> None:
     say(f"verify: {label}: building from nothing in {store.folder} (an empty podman store and TMPDIR)")
     started = time.monotonic()
-    code, _tail = engine.stream_keeping_tail(cmd, store.env)
+    code, _tail = processes.stream_keeping_tail(cmd, store.env)
     if code != 0:
         raise XpukitError(f"verify: {label}: the build failed (exit {code}); its log is above", "fix the failing step")
     say(f"verify: {label}: built in {time.monotonic() - started:.0f} s")
@@ -232,7 +232,7 @@ def _reference(
             else:
                 against = "local"
         if against == "auto":
-            against = "lock" if entry is not None and entry["tag"] == tag_part else "rebuild"
+            against = "lock" if entry is not None and entry.same_content(tag_part) else "rebuild"
     if against == "local":
         if not engine.image_exists(sdk, image_plan.tag):
             raise XpukitError(
@@ -258,17 +258,17 @@ def _reference(
             raise XpukitError(
                 f"{registry.LOCK_PATH.name} records no {image_plan.profile.name} image", "use --against rebuild"
             )
-        if entry["tag"] != tag_part:
-            say(f"verify: warning: the lock's image ({entry['tag']}) was built from other inputs than {tag_part}")
-        ref = f"{entry['repository']}@{entry['digest']}"
+        if not entry.same_content(tag_part):
+            say(f"verify: warning: the lock's image ({entry.tag}) was built from other inputs than {tag_part}")
+        ref = entry.reference
 
         def export_lock() -> Image:
             skopeo = shutil.which("skopeo")
             if skopeo is None:
                 raise XpukitError("comparing with the lock's image needs skopeo", "apt-get install skopeo")
             archive = work / "reference.tar"
-            tls = [] if not entry["registry"].startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
-            auth = skopeo_auth(entry["registry"].split("/", 1)[0], work)
+            tls = [] if not entry.registry.startswith(("127.0.0.1", "localhost")) else ["--src-tls-verify=false"]
+            auth = skopeo_auth(entry.registry.split("/", 1)[0], work)
             copied = subprocess.run(
                 [skopeo, "copy", "-q", *tls, *auth, f"docker://{ref}", f"docker-archive:{archive}"],
                 capture_output=True,

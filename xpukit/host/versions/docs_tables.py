@@ -1,7 +1,7 @@
 """The version and compatibility tables of README.md and docs/**/*.md, generated from env/pins.toml.
 
 A table lives between ``<!-- generated:NAME -->`` and ``<!-- end -->``; everything between the two
-markers belongs to this module. ``invoke docs`` (or ``python -m xpukit.host.build.docs_tables``) rewrites
+markers belongs to this module. ``invoke docs`` (or ``python -m xpukit.host.versions.docs_tables``) rewrites
 the regions; ``--check`` only reports the ones that differ (tests/host/test_docs.py runs it).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 from xpukit.targets import FAMILIES, LIMITS, UNKNOWN
 
 # A marker counts only on a line of its own, so prose can mention one in backticks.
@@ -39,7 +39,7 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
 
 
 def _base(profile: pins_mod.Profile) -> str:
-    digest = profile["base"]["digest"]
+    digest = profile.base.digest
     return _code(profile.base_name) + (f" @ {_code(digest[:19])}..." if digest else " (not pinned by digest)")
 
 
@@ -228,7 +228,7 @@ def update(files: Iterable[Path], check: bool, pins: pins_mod.Pins | None = None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m xpukit.host.build.docs_tables", description=__doc__.splitlines()[0]
+        prog="python -m xpukit.host.versions.docs_tables", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--check", action="store_true", help="only report the files whose tables differ")
     args = parser.parse_args(argv)

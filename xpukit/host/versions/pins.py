@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from xpukit.errors import MAX_ERROR_CHARS, XpukitError
 
@@ -37,6 +38,24 @@ class PinsError(XpukitError):
     """env/pins.toml (or a value derived from it) breaks a rule."""
 
 
+class BasePin(NamedTuple):
+    """A profile's ``[base]``: the image its build starts FROM. ``digest`` is "" where it is unknown:
+    the kit warns (``PinsError`` rules) and `invoke pins --lock` fills it from a registry's answer only."""
+
+    image: str
+    tag: str
+    digest: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.image}:{self.tag}"
+
+    @property
+    def reference(self) -> str:
+        """``image:tag`` plus ``@digest`` when the digest is pinned."""
+        return f"{self.name}@{self.digest}" if self.digest else self.name
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     """One profile's pins, checked."""
@@ -48,16 +67,19 @@ class Profile:
     def __getitem__(self, key: str) -> Any:
         return self.table[key]
 
+    @functools.cached_property
+    def base(self) -> BasePin:
+        """The ``[base]`` table as one typed value, read once (the schema checked its three keys)."""
+        table = self.table["base"]
+        return BasePin(table["image"], table["tag"], table["digest"])
+
     @property
     def base_reference(self) -> str:
-        """``image:tag`` plus ``@digest`` when the digest is pinned."""
-        base = self.table["base"]
-        ref = f"{base['image']}:{base['tag']}"
-        return f"{ref}@{base['digest']}" if base["digest"] else ref
+        return self.base.reference
 
     @property
     def base_name(self) -> str:
-        return f"{self.table['base']['image']}:{self.table['base']['tag']}"
+        return self.base.name
 
     def pypi_requirements(self) -> list[str]:
         """Exact ``name==version`` lines for every PyPI package this profile installs."""

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host import engine
-from xpukit.host.build import pins as pins_mod
-from xpukit.host.build.lock import check_lock_matches
+from xpukit.host import build_cli, engine, processes
+from xpukit.host.versions import pins as pins_mod
+from xpukit.host.versions.lock import check_lock_matches
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -338,7 +338,7 @@ def source_date(root: Path, environ: dict[str, str] | None = None, commit: Head 
     return SourceDate(commit.epoch, f"commit {commit.short}'s time{note}")
 
 
-def reproducibility_note(cli: engine.BuildCli | None, date: SourceDate) -> str:
+def reproducibility_note(cli: build_cli.BuildCli | None, date: SourceDate) -> str:
     """One line: whether this engine's build is bit-for-bit reproducible, and why not."""
     if cli is not None and cli.kind == "podman":
         if not date.epoch:
@@ -431,7 +431,7 @@ class BuildPlan:
         object.__setattr__(self, "pins", tuple(self.pins))
 
     def printable(self) -> str:
-        return engine.printable(self.command, self.env)
+        return processes.printable(self.command, self.env)
 
 
 def check_layer(root: Path, profile: pins_mod.Profile, layer: str) -> None:
@@ -452,7 +452,7 @@ def plan(
     profile: pins_mod.Profile,
     base_image: str,
     image: str,
-    cli: engine.BuildCli | None,
+    cli: build_cli.BuildCli | None,
     ca_bundle: str = "",
     github_token_file: str = "",
     variant: Variant = Variant(),

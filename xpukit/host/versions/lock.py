@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xpukit.errors import XpukitError
-from xpukit.host.build import pins as pins_mod
+from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -192,7 +192,7 @@ def lock_all(
     say(("would run: " if dry_run else f"locked {out.relative_to(root)}: ") + " ".join(cmd))
     found = {}
     for name, profile in pins.profiles.items():
-        if profile["base"]["digest"]:
+        if profile.base.digest:
             continue
         if dry_run or registry_data is None:
             say(f"{name}: would ask the registry for the digest of {profile.base_name}")
@@ -212,7 +212,7 @@ def check_base_not_moved(profile: pins_mod.Profile, registry_data: Callable[[str
     """Refuse a pinned base whose tag now names other content in its registry (the pins were
     reviewed against the locked digest, not against whatever the tag holds today). A registry
     that does not answer is fine: the build uses the locked digest."""
-    locked = profile.table["base"]["digest"]
+    locked = profile.base.digest
     if not locked:
         return
     current = resolve_digest(profile.base_name, registry_data)
