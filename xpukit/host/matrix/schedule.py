@@ -493,9 +493,9 @@ def slurm_records(squeue: str, job: str) -> dict[int, mx.SchedulerRecord] | None
         return {} if "Invalid job id" in proc.stderr else None
     records: dict[int, mx.SchedulerRecord] = {}
     for line in proc.stdout.splitlines():
-        index, state, *node = line.split()
-        if index.isdigit():
-            records[int(index)] = mx.SchedulerRecord(state, " ".join(node))
+        index, state, node = [*line.split(maxsplit=2), "", ""][:3]
+        if index.isdigit() and state:
+            records[int(index)] = mx.SchedulerRecord(state, node)
     return records
 
 
@@ -528,7 +528,8 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
                 break
             records = slurm_records(squeue, job)
             if records is not None and all(r.state in FINISHED_STATES for r in records.values()):
-                # The job left the queue; give the last result files a moment on a shared filesystem.
+                # Every task is over (or Slurm forgot the job); give the last result files a moment
+                # on a shared filesystem.
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > 5:
                     break
