@@ -23,14 +23,18 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.devcontainer import CLI, run_cli
-from tests.support.services import RedisClient, TlsFiles, free_port, make_tls_certs, redis_server
+from tests.support.services import TlsFiles, free_port, make_tls_certs, redis_client, redis_names, redis_server
 from xpukit.host.share import shared_cache
 from xpukit.host.versions.pins import REPO_ROOT
 from xpukit.runtime import cache_auth
+
+if TYPE_CHECKING:
+    import redis
 
 PASSWORD = "team-cache-password-" + "x" * 8
 
@@ -56,8 +60,8 @@ class Cache:
     def prefix(self) -> str:
         return "xpukit:" if self.key is None else f"xpukit:k{self.key.key_id}:"
 
-    def client(self) -> RedisClient:
-        return RedisClient(self.port, self.password, self.tls)
+    def client(self) -> redis.Redis:
+        return redis_client(self.port, self.password, self.tls)
 
 
 @contextlib.contextmanager
@@ -129,13 +133,10 @@ def reseal_with_old_tag(value: bytes, payload: bytes) -> bytes:
 def sealed_values_open(cache: Cache) -> None:
     """Every value under the key's prefix opens with the key, under its own name."""
     with cache.client() as redis:
-        names = redis.keys(cache.prefix + "*")
+        names = redis_names(redis, cache.prefix + "*")
         assert names
         for full in names:
             cache.key.open(full.removeprefix(cache.prefix), redis.get(full))
-
-
-# ---------------------------------------------------------------- settings (no Redis needed)
 
 
 # ---------------------------------------------------------------- real Redis, containers as machines
@@ -158,7 +159,7 @@ def test_second_machine_gets_every_kernel_through_a_password_and_a_key(docker_cl
         assert second["program_shared_hits"] == 6 and second["program_builds"] == 0
         # Everything in Redis is sealed with the team's key, under its prefix; nothing else is there.
         with cache.client() as redis:
-            assert redis.keys() == redis.keys(cache.prefix + "*")
+            assert redis_names(redis) == redis_names(redis, cache.prefix + "*")
         sealed_values_open(cache)
         assert PASSWORD not in err
 
@@ -185,11 +186,11 @@ def test_forged_replayed_and_foreign_entries_are_rejected_and_rebuilt(docker_cli
             redis.set(p + spv, reseal_with_old_tag(get(spv), new_spv))
             redis.set(p + group, reseal_with_old_tag(get(group), json.dumps(record).encode()))
             # 2. add/128: add/64's entry, every file with its valid authenticator, replayed under add/128's names.
-            for full in redis.keys(p + triton_names(first, "add/64") + "*"):
+            for full in redis_names(redis, p + triton_names(first, "add/64") + "*"):
                 name = full.removeprefix(p + triton_names(first, "add/64"))
                 redis.set(p + triton_names(first, "add/128") + name, redis.get(full))
             # 3. scale/256: every file sealed again, with another key.
-            for full in redis.keys(p + triton_names(first, "scale/256") + "*"):
+            for full in redis_names(redis, p + triton_names(first, "scale/256") + "*"):
                 redis.set(full, other_key.seal(full.removeprefix(p), cache_auth.unsealed(redis.get(full))))
             # 4. add/256's native binary: bytes changed in the middle, the record's checksum updated.
             program = f"program:{first['program_keys']['add/256']}"
@@ -233,7 +234,7 @@ def test_without_a_key_the_same_forgeries_are_executed(docker_client, test_image
             record["xpukit_sha256"]["scale_kernel.spv"] = hashlib.sha256(new_spv).hexdigest()
             redis.set("xpukit:" + spv, new_spv)
             redis.set("xpukit:" + group, json.dumps(record).encode())
-            for full in redis.keys("xpukit:" + triton_names(first, "add/64") + "*"):
+            for full in redis_names(redis, "xpukit:" + triton_names(first, "add/64") + "*"):
                 redis.set(full.replace(triton_names(first, "add/64"), triton_names(first, "add/128")), redis.get(full))
         second, err = run_probe(docker_client, test_image, cache.env)
         assert second["exact"]["scale/128"] is False and second["exact"]["add/128"] is False, second["exact"]
@@ -270,7 +271,7 @@ def test_a_wrong_password_is_one_warning(docker_client, test_image, tmp_path):
         warnings = lines_with(err, "kernel cache", "unavailable")
         assert len(warnings) == 1 and "not-the-password" not in err, err[-2000:]
         with cache.client() as redis:
-            assert redis.keys() == []
+            assert redis_names(redis) == []
 
 
 @pytest.mark.docker
@@ -315,7 +316,7 @@ def test_invoke_compile_twice_hits_the_shared_cache(docker_client, test_image, t
         first, first_s = invoke_compile(cache, tmp_path / "out1", tmp_path / "machine1")
         assert first.returncode == 0, first.stderr[-2000:]
         with cache.client() as redis:
-            names = redis.keys()
+            names = redis_names(redis)
         assert names and all(n.startswith(cache.prefix) for n in names), names
         # The container's output (its log lines included) comes through invoke's stdout.
         assert lines_with(first.stdout, "kernel cache miss") and not lines_with(first.stdout, "kernel cache hit")
@@ -357,7 +358,7 @@ def test_the_devcontainer_reaches_the_hosts_shared_cache(docker_client, test_ima
             result = json.loads(probe.stdout.strip().splitlines()[-1])
             assert all(result["exact"].values()) and result["stores"] > 0 and result["errors"] == 0, result
             with cache.client() as redis:
-                assert redis.keys(cache.prefix + "*")
+                assert redis_names(redis, cache.prefix + "*")
         finally:
             for c in docker_client.containers.list(
                 all=True, filters={"label": f"devcontainer.local_folder={REPO_ROOT}"}

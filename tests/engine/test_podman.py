@@ -80,7 +80,7 @@ def test_podman_demo_uses_the_hosts_shared_kernel_cache(kit, tmp_path):
     """XPUKIT_KERNEL_CACHE with its key and password files, exported on the host, reaches podman's
     container too (host network, read-only copies the image's user can read): the first demo fills
     Redis, the second reads it."""
-    from tests.support.services import RedisClient, redis_server
+    from tests.support.services import redis_client, redis_names, redis_server
 
     key, password = tmp_path / "key", tmp_path / "pw"
     for path, data in ((key, os.urandom(32)), (password, b"podman-cache-pw\n")):
@@ -99,8 +99,8 @@ def test_podman_demo_uses_the_hosts_shared_kernel_cache(kit, tmp_path):
             "demo-ur", "--", "--n", "4096") for _ in range(2)]  # fmt: skip
         for run in runs:
             assert run.returncode == 0 and run.stdout.rstrip().endswith("OK"), run.stdout[-2000:] + run.stderr[-1000:]
-        with RedisClient(port, "podman-cache-pw") as redis:
-            assert redis.keys("xpukit:k*")
+        with redis_client(port, "podman-cache-pw") as redis:
+            assert redis_names(redis, "xpukit:k*")
         assert "kernel cache miss" in runs[0].stdout and "kernel cache hit" not in runs[0].stdout
         assert "kernel cache hit" in runs[1].stdout and "kernel cache miss" not in runs[1].stdout
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -285,21 +286,29 @@ def test_apptainer_cells_use_level_zero_gpus_and_a_rank_affinity(tmp_path):
 
 # ---------------------------------------------------------------- Slurm's records, --image on the nodes
 
-SCONTROL = """JobId=12 ArrayJobId=11 ArrayTaskId=0 JobName=m JobState=COMPLETED NodeList=xpk-n2 BatchHost=xpk-n2
-JobId=13 ArrayJobId=11 ArrayTaskId=1 JobName=m JobState=NODE_FAIL Reason=None NodeList=xpk-n1 BatchHost=xpk-n1
-JobId=11 ArrayJobId=11 ArrayTaskId=2-3%2 JobName=m JobState=PENDING Reason=Resources NodeList=(null)
-JobId=99 ArrayJobId=98 ArrayTaskId=0 JobName=other JobState=RUNNING NodeList=xpk-n1
-"""
+# What `squeue -h -r -t all -j 11 -o "%K %T %N"` printed from Slurm 22.05 for an array job (.ci/slurm.sh):
+# one line per task, pending ones expanded, finished ones with the node they ran on.
+SQUEUE = "0 COMPLETED xpk-n2\n1 NODE_FAIL xpk-n1\n2 PENDING \n3 PENDING \n"
 
 
-def test_scontrol_lines_become_one_record_per_task():
-    records = matrix_sched.parse_scontrol(SCONTROL, "11")
-    assert records == {
+def _squeue(tmp_path: Path, stdout: str, stderr: str = "", code: int = 0) -> str:
+    """An `squeue` that answers as Slurm's does (the real one is run by tests/engine/test_matrix_*.py)."""
+    tool = tmp_path / "squeue"
+    tool.write_text(f"#!/bin/sh\nprintf %s {shlex.quote(stdout)}\nprintf %s {shlex.quote(stderr)} >&2\nexit {code}\n")
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_squeue_lines_become_one_record_per_task(tmp_path):
+    assert matrix_sched.slurm_records(_squeue(tmp_path, SQUEUE), "11") == {
         0: mx.SchedulerRecord("COMPLETED", "xpk-n2"),
         1: mx.SchedulerRecord("NODE_FAIL", "xpk-n1"),
         2: mx.SchedulerRecord("PENDING", ""),
         3: mx.SchedulerRecord("PENDING", ""),
-    }  # job 98's task is another job's
+    }
+    forgotten = _squeue(tmp_path, "", "slurm_load_jobs error: Invalid job id specified\n", 1)
+    assert matrix_sched.slurm_records(forgotten, "11") == {}  # Slurm no longer has the job: it is over
+    assert matrix_sched.slurm_records(_squeue(tmp_path, "", "connection refused\n", 1), "11") is None
 
 
 def test_a_cell_whose_node_failed_is_lost_never_passed(tmp_path):

@@ -37,7 +37,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 NODES = ("n1", "n2")
@@ -374,17 +373,6 @@ def leftovers(cluster: Cluster) -> list[str]:
 def new_cluster(root: Path) -> Cluster:
     token = secrets.token_hex(3)
     return Cluster(root, f"xpk{token}", 1 + int(token, 16) % 250)
-
-
-@contextlib.contextmanager
-def running_cluster(root: Path) -> Iterator[Cluster]:
-    """A started cluster under ``root``, stopped (by pid, namespaces deleted) when the block ends."""
-    cluster = new_cluster(root)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def push_image(cluster: Cluster, image: str, repository: str, docker_host: str) -> str:

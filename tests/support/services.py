@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import time
@@ -19,6 +18,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
 
 
 class MissingTool(RuntimeError):
@@ -178,61 +181,18 @@ def make_tls_certs(folder: Path, name: str = "xpukit-test") -> TlsFiles:
     return TlsFiles(ca, cert, key)
 
 
-class RedisClient:
-    """Just enough RESP to look at and tamper with a test's Redis from the host (no redis package
-    on the host): commands in, replies out; AUTH and TLS like a real client."""
+def redis_client(port: int, password: str | None = None, tls: TlsFiles | None = None) -> redis.Redis:
+    """redis-py (the kit's own client, also in env/lock/host.txt) on a test's Redis, to look at and
+    tamper with it from the host."""
+    import redis
 
-    def __init__(self, port: int, password: str | None = None, tls: TlsFiles | None = None) -> None:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        if tls is not None:
-            sock = ssl.create_default_context(cafile=str(tls.ca)).wrap_socket(sock, server_hostname="127.0.0.1")
-        self._sock = sock
-        self._buf = sock.makefile("rb")
-        if password is not None:
-            self.command("AUTH", password)
+    ssl = {"ssl": True, "ssl_ca_certs": str(tls.ca)} if tls is not None else {}
+    return redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=10, **ssl)
 
-    def close(self) -> None:
-        self._buf.close()
-        self._sock.close()
 
-    def __enter__(self) -> RedisClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def command(self, *args: str | bytes) -> object:
-        parts = [a.encode() if isinstance(a, str) else a for a in args]
-        self._sock.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
-        return self._reply()
-
-    def _reply(self) -> object:
-        line = self._buf.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            size = int(rest)
-            if size < 0:
-                return None
-            data = self._buf.read(size + 2)
-            return data[:-2]
-        if kind == b"*":
-            return [self._reply() for _ in range(int(rest))]
-        raise RuntimeError(f"unexpected Redis reply {line!r}")
-
-    def keys(self, pattern: str = "*") -> list[str]:
-        return sorted(k.decode() for k in self.command("KEYS", pattern))  # type: ignore[union-attr]
-
-    def get(self, name: str) -> bytes | None:
-        return self.command("GET", name)  # type: ignore[return-value]
-
-    def set(self, name: str, value: bytes) -> None:
-        self.command("SET", name, value)
+def redis_names(client: redis.Redis, pattern: str = "*") -> list[str]:
+    """The key names matching ``pattern``, sorted, as text."""
+    return sorted(name.decode() for name in client.keys(pattern))
 
 
 @contextlib.contextmanager
@@ -241,6 +201,8 @@ def redis_server(root: Path, password: str | None = None, tls: TlsFiles | None =
 
     ``password``: ``requirepass``. ``tls``: the port speaks TLS only (server certificate from
     :func:`make_tls_certs`; clients need no certificate of their own)."""
+    from redis import RedisError
+
     binary = need("redis-server", "redis-server")
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -262,8 +224,8 @@ def redis_server(root: Path, password: str | None = None, tls: TlsFiles | None =
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited ({proc.returncode}): {log.read_text()[-1500:]}")
-            with contextlib.suppress(OSError, RuntimeError), RedisClient(port, password, tls) as client:
-                if client.command("PING") == "PONG":
+            with contextlib.suppress(OSError, RedisError), redis_client(port, password, tls) as client:
+                if client.ping():
                     break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not answer: {log.read_text()[-1500:]}")

@@ -232,13 +232,17 @@ def expand(
 # ---------------------------------------------------------------- runs on disk
 
 
+def run_id() -> str:
+    """A run's name: its time plus a random suffix (a run folder's, an Indexed Job's)."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
 def new_run_dir(out_dir: Path) -> Path:
-    """A fresh ``<out_dir>/<run-id>`` (time plus a random suffix), recorded as the last run."""
+    """A fresh ``<out_dir>/<run-id>``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir == DEFAULT_OUT and not (DEFAULT_OUT.parent / ".gitignore").exists():
         (DEFAULT_OUT.parent / ".gitignore").write_text("*\n")  # runs never land in a commit
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    run = out_dir / run_id
+    run = out_dir / run_id()
     run.mkdir()
     return run
 
@@ -274,9 +278,9 @@ def read_cells(run: Path) -> tuple[list[Cell], dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class SchedulerRecord:
-    """What the scheduler itself says of a cell's task (Slurm: ``scontrol show job``)."""
+    """What the scheduler itself says of a cell's task (Slurm: ``squeue -t all``)."""
 
-    state: str  # Slurm's JobState: COMPLETED, FAILED, CANCELLED, NODE_FAIL, PENDING, ...
+    state: str  # Slurm's job state: COMPLETED, FAILED, CANCELLED, NODE_FAIL, PENDING, ...
     node: str = ""  # where it ran (Slurm's NodeList), "" when it never started
 
 

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import ui
 from xpukit.host.matrix import cells as mx
-from xpukit.host.matrix.schedule import GPU_RESOURCES, IMAGE_SRC, Options, _in_image, _pinned_ur
+from xpukit.host.matrix.schedule import GPU_RESOURCES, IMAGE_SRC, Options, _in_image, _pinned_ur, check_digest
 from xpukit.host.settings import Context, check_choice
 
 
@@ -26,9 +24,7 @@ def _k8s_name(run_name: str) -> str:
 def k8s_image(ctx: Context, explicit: str) -> str:
     """The image by digest: --image, else env/lock/images.toml's entry for the profile (invoke push)."""
     if explicit:
-        if "@sha256:" not in explicit:
-            raise XpukitError(f"--image {explicit} is not pinned by digest", "pass REPOSITORY@sha256:<digest>")
-        return explicit
+        return check_digest(explicit)
     from xpukit.host.share import registry
 
     entry = registry.locked_image(ctx.profile)
@@ -111,7 +107,7 @@ def render_yaml(manifest: dict[str, Any]) -> str:
 
 
 def run_kubernetes(ctx: Context, cells: list[mx.Cell], opts: Options, out_dir: Path) -> int:
-    run_name = time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(2).hex()
+    run_name = mx.run_id()
     text = render_yaml(k8s_manifest(ctx, cells, run_name, opts))
     if opts.manifest_out and not ctx.dry_run:
         Path(opts.manifest_out).write_text(text)

@@ -281,13 +281,19 @@ def check_pulled(opts: Options, tritons: list[str]) -> None:
             + ("" if opts.scheduler != "slurm" else f" with --runtime {opts.runtime}"),
             "leave --image out: this machine's engine runs the image it has",
         )
-    if not DIGEST_REF.match(opts.image):
-        raise XpukitError(f"--image {opts.image} is not pinned by digest", "pass REPOSITORY@sha256:<64 hex>")
+    check_digest(opts.image)
     if len(tritons) > 1:
         raise XpukitError("--image names one image; these cells need one per Triton variant", "pass one --triton")
 
 
 DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9.:_/-]*@sha256:[0-9a-f]{64}$")
+
+
+def check_digest(image: str) -> str:
+    """--image as the nodes and pods pull it: REPOSITORY@sha256:<64 hex>, else one error."""
+    if not DIGEST_REF.match(image):
+        raise XpukitError(f"--image {image} is not pinned by digest", "pass REPOSITORY@sha256:<64 hex>")
+    return image
 
 
 def prepare(ctx: Context, opts: Options, cells: list[mx.Cell], out_dir: Path) -> Prepared:
@@ -472,44 +478,25 @@ def _slurm_tool(name: str) -> str:
     return path
 
 
-def _job_alive(squeue: str, job: str) -> bool | None:
-    """Whether Slurm still has any task of the job (None: squeue did not answer)."""
-    proc = subprocess.run([squeue, "-h", "-j", job, "-o", "%i"], capture_output=True, text=True, check=False)
+# Slurm's final states of a task (its base states): any other state is a task still in the queue.
+FINISHED_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED", "DEADLINE",
+                   *mx.LOST_STATES)  # fmt: skip
+
+
+def slurm_records(squeue: str, job: str) -> dict[int, mx.SchedulerRecord] | None:
+    """Array task index -> Slurm's own record of it: ``squeue -r -t all`` (one line per task, pending
+    ones too; no accounting storage needed: slurmctld keeps finished tasks for MinJobAge, 300 s by
+    default). {} once Slurm has forgotten the job; None when squeue did not answer."""
+    cmd = [squeue, "-h", "-r", "-t", "all", "-j", job, "-o", "%K %T %N"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        return None if "Invalid job id" not in proc.stderr else False
-    return bool(proc.stdout.strip())
-
-
-def slurm_records(scontrol: str, job: str) -> dict[int, mx.SchedulerRecord]:
-    """Array task index -> Slurm's own record of it (``scontrol show job``: no accounting storage
-    needed; slurmctld keeps finished jobs for MinJobAge, 300 s by default). {} when it has none."""
-    proc = subprocess.run([scontrol, "-o", "show", "job", job], capture_output=True, text=True, check=False)
-    return parse_scontrol(proc.stdout, job) if proc.returncode == 0 else {}
-
-
-def parse_scontrol(text: str, job: str) -> dict[int, mx.SchedulerRecord]:
-    """``scontrol -o show job``'s lines (one per task; pending tasks collapsed into one) by task index."""
+        return {} if "Invalid job id" in proc.stderr else None
     records: dict[int, mx.SchedulerRecord] = {}
-    for line in text.splitlines():
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        task, state = fields.get("ArrayTaskId", ""), fields.get("JobState", "")
-        node = fields.get("NodeList", "")
-        node = "" if node in ("", "(null)") else node
-        if fields.get("ArrayJobId") != job or not state:
-            continue
-        for index in _task_indexes(task):
-            records[index] = mx.SchedulerRecord(state, node)
+    for line in proc.stdout.splitlines():
+        index, state, node = [*line.split(maxsplit=2), "", ""][:3]
+        if index.isdigit() and state:
+            records[int(index)] = mx.SchedulerRecord(state, node)
     return records
-
-
-def _task_indexes(spec: str) -> list[int]:
-    """``3``, ``2-5`` or ``[2-5%2]``/``2,4`` (pending tasks, collapsed) as indexes."""
-    found: list[int] = []
-    for part in spec.strip("[]").split("%")[0].split(","):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            found += range(int(low), int(high or low) + 1)
-    return found
 
 
 def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
@@ -539,9 +526,10 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
             progress.show(counts)
             if counts[2] == len(prepared.cells):
                 break
-            alive = _job_alive(squeue, job)
-            if alive is False:
-                # The job left the queue; give the last result files a moment on a shared filesystem.
+            records = slurm_records(squeue, job)
+            if records is not None and all(r.state in FINISHED_STATES for r in records.values()):
+                # Every task is over (or Slurm forgot the job); give the last result files a moment
+                # on a shared filesystem.
                 gone_since = gone_since or time.monotonic()
                 if time.monotonic() - gone_since > 5:
                     break
@@ -559,8 +547,7 @@ def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
 
 def _records_kept(prepared: Prepared, job: str) -> dict[int, mx.SchedulerRecord]:
     """Slurm's records of the job's tasks, also written to the run folder (slurm-states.json)."""
-    scontrol = shutil.which("scontrol")
-    records = slurm_records(scontrol, job) if scontrol else {}
+    records = slurm_records(_slurm_tool("squeue"), job) or {}
     states = {prepared.cells[i].name: dataclasses.asdict(r) for i, r in records.items() if i < len(prepared.cells)}
     (prepared.run / "slurm-states.json").write_text(json.dumps(states, indent=2, sort_keys=True) + "\n")
     return records

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, cast
 
 from xpukit.runtime import cache_auth
 from xpukit.runtime.cache_auth import KernelCacheConfigError, MacKey
@@ -100,7 +100,8 @@ class RemoteStore:
         if self.down or not names:
             return {}
         try:
-            values = self._client.mget([self.prefix + n for n in names])
+            # bytes or None: the client decodes nothing (redis-py types replies as bytes or str)
+            values = cast("list[bytes | None]", self._client.mget([self.prefix + n for n in names]))
         except self._errors as exc:
             self._failed(exc)
             return {}
