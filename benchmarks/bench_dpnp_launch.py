@@ -100,12 +100,12 @@ def child(case: str, calls: int, n: int) -> None:
     clFinish called from ctypes (the parse leaves those out)."""
     import ctypes
 
-    from xpukit.runtime.ur import foreign
+    from xpukit.runtime.ur.interop import sycl as sycl_interop
 
     s, act, cases = setup(n)
     f = cases[case]
-    ocl = ctypes.CDLL(foreign._loaded_library("libOpenCL.so"))
-    native = ctypes.c_void_p(foreign.sycl_native_handles(s.sycl_queue).queue)  # retained once: the process ends
+    ocl = ctypes.CDLL(sycl_interop.loaded_library("libOpenCL.so"))
+    native = ctypes.c_void_p(sycl_interop.sycl_native_handles(s.sycl_queue).queue)  # retained once: the process ends
     drain = ocl.clFinish
     for _ in range(50):
         f()

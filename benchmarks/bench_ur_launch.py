@@ -91,7 +91,7 @@ def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
             bound.kernel.set_arg_pointer(i, v)
         bound.kernel.set_arg_value(2, ctypes.c_float(float(scale)))
         bound.kernel.set_arg_value(3, ctypes.c_int32(n))
-        packed, _keep_alive = bound.kernel._pending_args()  # the value bytes packed points into
+        packed, _keep_alive = bound.kernel.argument_properties()  # the value bytes packed points into
 
         def ur_raw_enqueue():
             raw(qh, kh, 3, None, gs, ls, len(packed), packed, None, 0, None, None)

@@ -491,7 +491,7 @@ def test_the_reference_check_finds_what_does_not_exist():
         "examples/kernels.py:scale_kernel",
         "tests/host/test_docs.py::test_links_between_docs_reach_a_heading",
         "xpukit.runtime.ur.core.Session",
-        "Queue.submit",
+        "Queue.launch",
         "USMAllocation.close()",  # inherited from Resource
         "compile_kernel(fn, signature)",
         "link:ur.md",

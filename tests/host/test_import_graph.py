@@ -121,6 +121,34 @@ def test_triton_on_ur_depends_one_way():
         assert inside <= below[layer], f"xpukit.runtime.triton.{layer} imports {sorted(inside - below[layer])}"
 
 
+def test_unified_runtime_in_floors():
+    """xpukit.runtime.ur in floors, each importing only what is below it: the binding (_api, errors,
+    loader, launcher, seam), the USM ledger, the interop floor (everything that meets dpnp/dpctl,
+    SYCL and DLPack: ur/interop/), device discovery, the objects a session owns, the session (core). The interop floor
+    knows neither objects nor sessions (it takes them as arguments), and nothing below it imports it.
+    Every module of xpukit/runtime/ur/ has a floor here, so a new one is placed."""
+    graph = import_graph()
+    binding = {"_api", "errors", "loader", "launcher", "seam"}
+    interop = {
+        f"interop.{p.stem}" for p in (PACKAGE / "runtime" / "ur" / "interop").glob("*.py") if p.stem != "__init__"
+    }
+    below: dict[str, set[str]] = {m: binding for m in binding}
+    below["discovery"] = binding | {"interop.sycl"}  # a session over native handles releases those UR did not take
+    below["usm"] = binding
+    below.update({m: binding | interop for m in interop})
+    below["objects"] = binding | interop
+    below["core"] = binding | interop | {"discovery", "objects", "usm"}
+    ur = PACKAGE / "runtime" / "ur"
+    files = {str(p.relative_to(ur).with_suffix("")).replace("/", ".") for p in ur.rglob("*.py")}
+    files -= {"__init__", "interop.__init__"}
+    assert files == set(below), f"a module of xpukit.runtime.ur has no floor here: {sorted(files ^ set(below))}"
+    assert interop >= {"interop.memory", "interop.arrays", "interop.state", "interop.sycl", "interop.export"}
+    for floor in below:
+        inside = {m.removeprefix("xpukit.runtime.ur.") for m in graph[f"xpukit.runtime.ur.{floor}"]}
+        inside = {m for m in inside if not m.startswith("xpukit.")}
+        assert inside <= below[floor], f"xpukit.runtime.ur.{floor} imports {sorted(inside - below[floor])}"
+
+
 def test_the_runtime_subjects_depend_one_way():
     """ground (scratch, cache_auth, interrupts) <- ur, offline <- triton, image <- kernels. Offline tools
     (ocloc, the zebin and ISA readers) need no Triton and import only the ground; the kernel-file

@@ -114,10 +114,10 @@ def test_the_check_catches_a_rename_of_each_kind(owner, renamed, name):
 
 
 def test_the_check_catches_a_rename_in_the_kits_own_source(tmp_path, monkeypatch):
-    """objects.py copied with ``_handle`` renamed (what a refactor would do): the declared reads of
+    """objects.py copied with ``raw_handle`` renamed (what a refactor would do): the declared reads of
     USMAllocation and Queue, pointed at the copy, are reported; the untouched ones are not."""
     source = (ROOT / "xpukit" / "runtime" / "ur" / "objects.py").read_text(encoding="utf-8")
-    renamed = re.sub(r"\b_handle\b", "_raw_handle", source)
+    renamed = re.sub(r"\braw_handle\b", "unchecked_handle", source)
     assert renamed != source
     (tmp_path / "objects_renamed.py").write_text(renamed, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -126,8 +126,8 @@ def test_the_check_catches_a_rename_in_the_kits_own_source(tmp_path, monkeypatch
     reads = [r for r in reads if r.owner.startswith("objects_renamed:")]
     gone = seam.missing(reads)
     assert sorted(gone) == [
-        "objects_renamed:Queue._handle (QUEUE_HANDLE)",
-        "objects_renamed:USMAllocation._handle (ALLOCATION_HANDLE)",
+        "objects_renamed:Queue.raw_handle (QUEUE_HANDLE)",
+        "objects_renamed:USMAllocation.raw_handle (ALLOCATION_HANDLE)",
     ]
 
 

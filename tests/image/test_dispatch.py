@@ -222,7 +222,7 @@ def test_a_launch_hook_takes_tritons_run_after_a_hit(rig, dispatch_compiled):
 
 @pytest.mark.parametrize("dispatch_compiled", [True, False])
 def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, monkeypatch):
-    """The C dispatch remembers, per type, where the state it reads lives (Session._closed in the
+    """The C dispatch remembers, per type, where the state it reads lives (Session.closed in the
     instance dict, Stream.events in a slot); a class attribute of that name set after a hit (here a
     property saying the session is closed) must be read on the next call, as getattr reads it."""
     s, drv, x, y = rig
@@ -231,7 +231,7 @@ def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, mo
     d[(1,)](dx, dy, 2.0, N, BLOCK=N)
     d[(1,)](dx, dy, 2.0, N, BLOCK=N)
     launches = drv.stats.launches
-    monkeypatch.setattr(Session, "_closed", property(lambda self: True), raising=False)
+    monkeypatch.setattr(Session, "closed", property(lambda self: True), raising=False)
     with pytest.raises(NoActiveSession, match="is closed"):
         d[(1,)](dx, dy, 2.0, N, BLOCK=N)
     monkeypatch.undo()

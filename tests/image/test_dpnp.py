@@ -37,7 +37,8 @@ except ImportError as exc:  # the default image has no dpnp
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
-from xpukit.runtime.ur import foreign  # noqa: E402
+from xpukit.runtime.ur.interop import sycl as sycl_interop  # noqa: E402
+from xpukit.runtime.ur.interop.arrays import KDL_ONEAPI  # noqa: E402
 
 
 @triton.jit
@@ -67,7 +68,7 @@ def ooo_queue():
 
 
 def _cl_refcount(kind: str, handle: int) -> int:
-    ocl = ctypes.CDLL(foreign._loaded_library("libOpenCL.so"))
+    ocl = ctypes.CDLL(sycl_interop.loaded_library("libOpenCL.so"))
     fn, prop = {"context": ("clGetContextInfo", 0x1080), "queue": ("clGetCommandQueueInfo", 0x1092)}[kind]
     value = ctypes.c_uint32()
     assert getattr(ocl, fn)(ctypes.c_void_p(handle), prop, 4, ctypes.byref(value), None) == 0
@@ -175,7 +176,7 @@ def test_dlpack_both_ways_without_copies(ooo_queue):
     with ur.Session.from_sycl(ooo_queue) as s, activate(s):
         host = np.arange(1000, dtype=np.float32)
         a = from_numpy(host, session=s)
-        assert a.__dlpack_device__() == (foreign.KDL_ONEAPI, s.sycl_queue.sycl_device.get_device_id())
+        assert a.__dlpack_device__() == (KDL_ONEAPI, s.sycl_queue.sycl_device.get_device_id())
         d = dpnp.from_dlpack(a, device=s.sycl_queue)
         assert d.__sycl_usm_array_interface__["data"][0] == a.ptr  # no copy
         d *= 3  # dpnp writes the kit's memory
@@ -183,12 +184,12 @@ def test_dlpack_both_ways_without_copies(ooo_queue):
         add[grid(1000)](DLPackOnly(d), a, out, 1000, BLOCK=256)
         np.testing.assert_array_equal(dpnp.asnumpy(out), host * 6)
         a.close()  # dpnp still holds the memory: the free waits for it
-        assert s._pending_frees == 1
+        assert s.usm.deferred == 1
         np.testing.assert_array_equal(dpnp.asnumpy(d), host * 3)
         s.finish()  # the kit let go of the launch's producers (d among them) once it has run
         del d
         gc.collect()
-        assert s._pending_frees == 0 and a.alloc._exports == 0
+        assert s.usm.deferred == 0 and a.alloc.exports == 0
 
 
 def test_a_plain_sessions_memory_does_not_export_and_dlpack_of_host_memory_is_refused(session):
@@ -228,7 +229,7 @@ def test_memory_of_another_context_is_refused(ooo_queue):
 
 def test_from_native_opencl_handles_and_their_release(ooo_queue):
     in_order = dpctl.SyclQueue(ooo_queue.sycl_context, ooo_queue.sycl_device, property="in_order")
-    h = foreign.sycl_native_handles(in_order)  # retained once each (OpenCL's get_native)
+    h = sycl_interop.sycl_native_handles(in_order)  # retained once each (OpenCL's get_native)
     ctx_refs, q_refs = _cl_refcount("context", h.context), _cl_refcount("queue", h.queue)
     s = ur.Session.from_native("opencl", h.context, h.device, h.queue, owned=True)
     assert s.device.backend == "opencl" and s.device.type == "cpu"
@@ -242,7 +243,7 @@ def test_from_native_opencl_handles_and_their_release(ooo_queue):
 
 
 def test_an_out_of_order_native_queue_is_refused_and_its_references_given_back(ooo_queue):
-    h = foreign.sycl_native_handles(ooo_queue)
+    h = sycl_interop.sycl_native_handles(ooo_queue)
     ctx_refs = _cl_refcount("context", h.context)
     with pytest.raises(ur.BadDeviceRequest, match="out-of-order"):
         ur.Session.from_native("opencl", h.context, h.device, h.queue, owned=True)

@@ -473,7 +473,7 @@ def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
     x = RNG.standard_normal(n, dtype=np.float32)
     q2 = session.new_queue()
     with activate(session, driver=drv), session.from_numpy(x) as dx, session.alloc(x.nbytes) as dy:
-        drv._top().stream = type(drv._top().stream)(session, q2)  # launch on the second queue
+        drv.active().stream = type(drv.active().stream)(session, q2)  # launch on the second queue
         scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 4.0, n, BLOCK_SIZE=1024)
         session.synchronize()  # must cover q2, not only session.queue
         got = np.empty(n, np.float32)
@@ -498,5 +498,5 @@ def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     with activate(session, driver=drv) as d:
         loads = d.stats.program_loads
         with pytest.raises(ZebinNeedsGpu, match="cannot run"):
-            d._load_binary("scale_addr", zebin, 0, "", d.get_current_device())
+            d.load_binary("scale_addr", zebin, 0, "", d.get_current_device())
         assert d.stats.program_loads == loads

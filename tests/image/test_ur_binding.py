@@ -15,6 +15,7 @@ import pytest
 from tests.support.runtime_required import ur_session_or_skip
 from xpukit.runtime import ur
 from xpukit.runtime.offline import spirv
+from xpukit.runtime.ur.objects import Event
 
 pytestmark = pytest.mark.container
 
@@ -93,8 +94,9 @@ def test_program_from_spirv_and_native_binary(session, scale_spirv):
 
 
 def test_events_from_a_profiling_queue(session, scale_spirv):
-    """Queue.launch(event=True) and Queue.submit(event=True) return core Events: wait() returns
-    once the kernel ran, profile() gives ordered device timestamps, close() releases them."""
+    """Queue.launch(event=True) and the checked launcher's launch door (what BoundKernel.submit is)
+    give core Events: wait() returns once the kernel ran, profile() gives ordered device
+    timestamps, close() releases them."""
     n = 1 << 16
     x = np.arange(n, dtype=np.float32)
     with (
@@ -114,14 +116,14 @@ def test_events_from_a_profiling_queue(session, scale_spirv):
             assert 0 < start <= end
         np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
         launcher = k.launcher("PPfi", (128, 1, 1), lambda i, code, v: (_ for _ in ()).throw(ValueError(i, code)))
-        ev2 = q.submit(launcher, (n // 128,), (dy, dx, 0.5, n), event=True)
+        ev2 = Event(session, launcher.launch(q.handle, n // 128, 1, 1, (dy, dx, 0.5, n), True))
         ev2.wait()
         assert ev2.profile()[0] >= end
         ev2.close()
         assert ev2.closed and ev.closed
         np.testing.assert_array_equal(dx.to_numpy(np.float32, n), x)  # y * 0.5 == x, written to x
         with pytest.raises(ValueError):
-            q.submit(launcher, (1,), (dy, 12345, 0.5, n))  # not device memory: the callback's error
+            launcher.launch(q.handle, 1, 1, 1, (dy, 12345, 0.5, n))  # not device memory: the callback's error
 
 
 def test_every_launch_entry_point_writes_its_event(session, scale_spirv):
@@ -165,7 +167,7 @@ def test_every_launch_entry_point_writes_its_event(session, scale_spirv):
                 k.set_arg_pointer(1, dy.ptr)
                 k.set_arg_value(2, ctypes.c_float(i))
                 k.set_arg_value(3, ctypes.c_int32(n))
-                args, _keep = k._pending_args()
+                args, _keep = k.argument_properties()
                 lib.urEnqueueKernelLaunchWithArgsExp(session.queue.handle, k.handle, 3, None, g, loc, len(args), args,
                                                      None, 0, None, ctypes.byref(event))  # fmt: skip
             assert event.value, f"{name} returned success without writing its event"
@@ -247,7 +249,8 @@ def test_context_managers_release_in_order():
         with s.alloc(128) as a, s.alloc(128, "host") as b:
             assert a.ptr != b.ptr
         assert a.closed and b.closed
-        assert not s._children or all(c is s.queue for c in s._children.values())
+        assert a.session is s and b.session is s
+        assert s.owned() == [s.queue]  # closed objects are no longer the session's to close
     assert s.closed
 
 

@@ -49,7 +49,7 @@ def main() -> int:
 
     from xpukit.runtime import ur
     from xpukit.runtime.triton import activate
-    from xpukit.runtime.ur.foreign_state import ForeignState
+    from xpukit.runtime.ur.interop.state import ForeignState
 
     if args.unordered:
         ForeignState.before = lambda self, queues: None  # type: ignore[method-assign]

@@ -77,9 +77,12 @@ def _stand_in_for_no_driver() -> None:
     except ImportError:  # host-side use without Triton
         return
     proxy = triton_drivers.default
-    if getattr(proxy, "_obj", True) is not None or getattr(proxy._init_fn, "xpukit_stand_in", False):
+    # Triton's LazyProxy (``driver.default``) has no public way to change what it resolves to: the
+    # kit reads and replaces its two fields, and changes nothing once it has resolved.
+    resolved = getattr(proxy, "_obj", True)  # reach-in: Triton's LazyProxy, None until it resolves
+    original = getattr(proxy, "_init_fn", None)  # reach-in: what Triton's LazyProxy resolves through
+    if resolved is not None or original is None or getattr(original, "xpukit_stand_in", False):
         return  # already resolved (Triton's own driver, or ours), or not Triton's LazyProxy
-    original = proxy._init_fn
 
     def resolve() -> Any:
         try:
@@ -90,7 +93,7 @@ def _stand_in_for_no_driver() -> None:
             return default_driver()
 
     resolve.xpukit_stand_in = True  # type: ignore[attr-defined]
-    proxy._init_fn = resolve
+    proxy._init_fn = resolve  # reach-in: Triton's LazyProxy resolves through it on first use
 
 
 @contextlib.contextmanager

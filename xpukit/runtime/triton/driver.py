@@ -110,8 +110,8 @@ class TritonRun:
             for k in [k for k, b in function.bound.items() if b.closed]:  # sessions that have closed
                 del function.bound[k]
             program = function.programs.pop(sid, None)
-            if program is None or program.closed or program._session is not session:
-                program = self.driver._load_program(function, session)
+            if program is None or program.closed or program.session is not session:
+                program = self.driver.load_program(function, session)
             abi = LaunchABI.from_metadata(
                 self.fn, self.signature, self.metadata, function.addresses, function.parameters
             )
@@ -176,7 +176,7 @@ class _Utils:
         self._driver = driver
 
     def load_binary(self, name: str, kernel: bytes, shared: int, build_flags: str, device: Any) -> tuple:
-        return self._driver._load_binary(name, kernel, shared, build_flags, device)
+        return self._driver.load_binary(name, kernel, shared, build_flags, device)
 
     def get_device_properties(self, device: Any) -> dict[str, Any]:
         return self._driver.device_properties(device)
@@ -217,7 +217,8 @@ class URDriver:
     def launcher_cls(self, src: Any, metadata: Any) -> TritonRun:
         return TritonRun(self, src, metadata)
 
-    def _top(self) -> Active:
+    def active(self) -> Active:
+        """The calling context's activation (its session open), else the kit's NoActiveSession."""
         act = CURRENT.get()
         if act is None:
             raise NoActiveSession(
@@ -234,18 +235,18 @@ class URDriver:
     @property
     def session(self) -> Session:
         """The session launches of the calling thread run on."""
-        return self._top().session
+        return self.active().session
 
     def get_current_device(self) -> str:
         # A string key, never an int: Triton keys each JITFunction's compiled variants by device,
         # and an int could collide with Triton's own XPU driver's device 0 in the same process.
-        return self._top().device_key
+        return self.active().device_key
 
     def get_current_stream(self, device: Any = None) -> Stream:
-        return self._top().stream
+        return self.active().stream
 
     def get_current_target(self) -> Any:
-        return self._top().target
+        return self.active().target
 
     def get_active_torch_device(self) -> Any:
         raise XpukitError(
@@ -313,7 +314,8 @@ class URDriver:
         }
 
     # -- binaries --------------------------------------------------------------------------------
-    def _load_binary(self, name: str, kernel: bytes, shared: int, build_flags: str, device: Any) -> tuple:
+    def load_binary(self, name: str, kernel: bytes, shared: int, build_flags: str, device: Any) -> tuple:
+        """``utils.load_binary``: Triton's compiled kernel (SPIR-V or a zebin) loaded on the active session."""
         session = self.session
         code = bytes(kernel)
         if code[:4] == b"\x7fELF":
@@ -331,11 +333,12 @@ class URDriver:
             function = URFunction(name, spv.patch_for_cpu(code), "")
         else:
             function = URFunction(name, code, build_flags or "")
-        function.programs[id(session)] = self._load_program(function, session)  # build errors surface here
+        function.programs[id(session)] = self.load_program(function, session)  # build errors surface here
         self.stats.variants += 1
         return function, function, 0, 0
 
-    def _load_program(self, function: URFunction, session: Session) -> Any:
+    def load_program(self, function: URFunction, session: Session) -> Any:
+        """``function``'s program built on ``session`` (through the program cache for SPIR-V)."""
         self.stats.program_loads += 1
         if function.form == "zebin":
             self.stats.last_load = "zebin"
@@ -352,7 +355,7 @@ class URDriver:
     def _profiling_queue(self, session: Session) -> Queue:
         with self._lock:
             queue = self._profiling.get(id(session))
-            if queue is None or queue.closed or queue._session is not session:
+            if queue is None or queue.closed or queue.session is not session:
                 queue = session.new_queue(profiling=True)
                 self._profiling[id(session)] = queue
             return queue
@@ -372,7 +375,7 @@ class URDriver:
         (:meth:`~xpukit.runtime.ur.core.Event.profile`) on a profiling queue of the calling
         thread's session. Same contract as ``triton.testing.do_bench``: ``quantiles`` -> a list,
         else ``return_mode`` (min, max, mean, median, all)."""
-        top = self._top()
+        top = self.active()
         session = top.session
         queue = self._profiling_queue(session)
         stream = Stream(session, queue, [])
@@ -428,7 +431,7 @@ def _active_driver() -> URDriver:
 
 def current_session() -> Session:
     """The session of the calling thread's innermost ``activate`` block."""
-    return _active_driver()._top().session
+    return _active_driver().active().session
 
 
 def do_bench(fn: Callable[[], Any], *args: Any, **kwargs: Any) -> Any:

@@ -19,35 +19,13 @@ from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
-from xpukit.runtime.ur.foreign import is_foreign_array
-from xpukit.runtime.ur.foreign_state import ARG_KINDS, foreign_kind
-from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
+from xpukit.runtime.ur.interop.memory import ARG_KINDS, WRAPPED, memory_kind
+from xpukit.runtime.ur.objects import USMAllocation
 
-_FOREIGN_BY_TYPE: dict[type, bool] = {}
-
-
-def _foreign_type(t: type) -> bool:
-    """Whether arguments of type ``t`` are foreign arrays (dpnp/dpctl, SUAI, DLPack), decided once per type."""
-    f = _FOREIGN_BY_TYPE.get(t)
-    if f is None:
-        # numpy arrays speak DLPack too, but are host memory: the binder's own error names the fix
-        f = not issubclass(t, USMAllocation | DeviceArray | int | float) and is_foreign_array(t)
-        f = f and not (t.__module__ or "").startswith("numpy")
-        _FOREIGN_BY_TYPE[t] = f
-    return f
-
-
-# An argument type's kind, decided once: 0 not a foreign array, else foreign_state.foreign_kind's
-# (1 a dpnp/dpctl usm_ndarray, 2 a dpnp array around one, 3 any other producer). The compiled
-# dispatch reads the same dict (ForeignState.kinds).
+# Whose memory each argument is (xpukit.runtime.ur.interop.memory): asked once per argument type,
+# read from its cache on every launch (the compiled dispatch reads the same dict).
 _ARG_KIND = ARG_KINDS
-
-
-def _arg_kind(t: type) -> int:
-    k = _ARG_KIND.get(t)
-    if k is None:
-        k = _ARG_KIND[t] = foreign_kind(t) if _foreign_type(t) else 0
-    return k
+_arg_kind = memory_kind
 
 
 def _run_foreign(
@@ -73,7 +51,7 @@ def _run_foreign(
                 k = _arg_kind(type(value))
             if k:
                 # the held lease of a usm_ndarray seen before, inline (ForeignState.lease's first lines)
-                u = value._array_obj if k == 2 else value
+                u = value._array_obj if k == WRAPPED else value  # reach-in: dpnp's usm_ndarray, read per launch
                 h = held.get(id(u))
                 lease = h[1] if h is not None and h[0]() is u else foreign.lease(value)
                 leases.append(lease)
@@ -285,7 +263,7 @@ class PyDispatch:
             return self._python_door(grid, args, kwargs)
         session, stream = act.session, act.stream
         if (
-            session._closed
+            session.closed
             or stream.events is not None
             or self.fn.pre_run_hooks
             or self.ck.launch_enter_hook is not None
@@ -303,7 +281,7 @@ class PyDispatch:
             g = g(entry.meta(args, kwargs))
         if not isinstance(g, tuple | list) or not 1 <= len(g) <= 3:
             return self._python_door(grid, args, kwargs)
-        queue = stream.queue._handle
+        queue = stream.queue.raw_handle
         if queue is None:
             return self._python_door(grid, args, kwargs)
         n = len(g)
@@ -355,7 +333,7 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         act = CURRENT.get()
-        if act is not None and not act.session._closed:
+        if act is not None and not act.session.closed:
             kinds = _ARG_KIND
             for value in args:
                 k = kinds.get(type(value))
@@ -369,7 +347,7 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
     def inner(self: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
         if (
             act is None
-            or act.session._closed  # Triton's path raises the kit's error for it
+            or act.session.closed  # Triton's path raises the kit's error for it
             or warmup
             or act.stream.events is not None
             or self.pre_run_hooks
@@ -397,7 +375,7 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         if callable(grid):
             grid = grid(entry.meta(args, kwargs))
         n = len(grid)
-        queue = act.stream.queue._handle
+        queue = act.stream.queue.raw_handle
         if queue is None:  # closed: its .handle raises the kit's error
             queue = act.stream.queue.handle
         bound.submit(queue, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args))

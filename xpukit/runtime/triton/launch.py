@@ -368,8 +368,8 @@ class BoundKernel:
             grid = normalize_grid(grid)
         n = len(grid)
         q = self._queue if queue is None else queue
-        h = q._handle  # read directly on every launch; the property raises the kit's error once closed
-        if h is None or q._closed:
+        h = q.raw_handle  # read directly on every launch; the property raises the kit's error once closed
+        if h is None or q.closed:
             h = q.handle
         handle = self.submit(h, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args, event)
         return Event(self.session, handle) if event and handle else None

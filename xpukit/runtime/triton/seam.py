@@ -16,8 +16,8 @@ _STATE = "xpukit.runtime.triton.state:Active"
 _DRIVER = "xpukit.runtime.triton.driver"
 _JIT = "triton.runtime.jit:JITFunction"
 _CK = "triton.compiler:CompiledKernel"
-_FOREIGN = "xpukit.runtime.ur.foreign_state:ForeignState"
-_LEASE = "xpukit.runtime.ur.foreign_state:Lease"
+_FOREIGN = "xpukit.runtime.ur.interop.state:ForeignState"
+_LEASE = "xpukit.runtime.ur.interop.state:Lease"
 
 
 class Hit(NamedTuple):
@@ -39,11 +39,11 @@ DISPATCH_READS: tuple[Read, ...] = (
     Read("DRIVER_STATS", f"{_DRIVER}:URDriver", "stats", "the counters"),
     Read("STATS_LAUNCHES", f"{_DRIVER}:DriverStats", "launches", "incremented per launch from C"),
     Read("SESSION_ALLOCATIONS", "xpukit.runtime.ur.core:Session", "allocations", "the AllocTable keys are built on"),
-    Read("SESSION_CLOSED", "xpukit.runtime.ur.core:Session", "_closed", "true: the Python door raises the kit's error"),
+    Read("SESSION_CLOSED", "xpukit.runtime.ur.core:Session", "closed", "true: the Python door raises the kit's error"),
     Read("STREAM_EVENTS", f"{_DRIVER}:Stream", "events", "not None while benchmarking: the Python door"),
     Read("STREAM_QUEUE", f"{_DRIVER}:Stream", "queue", "the Queue launched on"),
-    Read("QUEUE_HANDLE", "xpukit.runtime.ur.objects:Queue", "_handle", "the queue's UR handle (None: closed)"),
-    Read("QUEUE_CLOSED", "xpukit.runtime.ur.objects:Queue", "_closed", "true: bk.launch takes the Python method"),
+    Read("QUEUE_HANDLE", "xpukit.runtime.ur.objects:Queue", "raw_handle", "the queue's UR handle (None: closed)"),
+    Read("QUEUE_CLOSED", "xpukit.runtime.ur.objects:Queue", "closed", "true: bk.launch takes the Python method"),
     Read("JIT_PRE_RUN_HOOKS", _JIT, "pre_run_hooks", "non-empty: Triton's path"),
     Read("JIT_USED_GLOBALS", _JIT, "used_global_vals", "non-empty: Triton's path (globals may have changed)"),
     Read("JIT_RUN", _JIT, "run", "the Python door, looked up per call (activate() swaps it)"),

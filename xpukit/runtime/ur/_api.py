@@ -252,7 +252,7 @@ COMMON_PROTOTYPES: dict[str, list] = {
     "urEventWait": [c_uint32, handle_p],
     "urEventRelease": [handle],
     "urEventGetProfilingInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
-    # Sessions over someone else's device (xpukit.runtime.ur.foreign): the same in every supported
+    # Sessions over someone else's device (xpukit.runtime.ur.interop): the same in every supported
     # release's ur_api.h (the handle parameter is ur_native_handle_t, a uintptr_t).
     "urAdapterGetInfo": [handle, c_uint32, c_size_t, c_void_p, size_p],
     "urDeviceCreateWithNativeHandle": [c_void_p, handle, c_void_p, handle_p],

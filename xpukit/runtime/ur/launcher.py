@@ -88,18 +88,18 @@ class PyAllocTable:
         self.generation = 0
         # Allocations come and go from any thread; launchers hold it from their last pointer check
         # to the enqueue, so nothing is freed in between (the compiled launcher has the GIL).
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
 
     def add(self, start: int, size: int) -> None:
         if size <= 0 or start < 0 or start + size > 2**64:
             raise ValueError("bad allocation range")
-        with self._lock:
+        with self.lock:
             i = bisect.bisect_left(self._starts, start)
             self._starts.insert(i, start)
             self._ends.insert(i, start + size)
 
     def remove(self, start: int) -> bool:
-        with self._lock:
+        with self.lock:
             self.generation += 1
             i = bisect.bisect_left(self._starts, start)
             if i < len(self._starts) and self._starts[i] == start:
@@ -110,7 +110,7 @@ class PyAllocTable:
     def find(self, addr: Any) -> tuple[int, int] | None:
         if type(addr) is not int:
             return None
-        with self._lock:
+        with self.lock:
             i = bisect.bisect_right(self._starts, addr) - 1
             if i >= 0 and addr < self._ends[i]:
                 return self._starts[i], self._ends[i] - self._starts[i]
@@ -311,7 +311,7 @@ class PyLauncher:
             return None
         # The twin's table lock keeps frees out until the enqueue; a compiled table (only mixed in
         # the parity tests) has none, and the generation re-check below still applies.
-        with self._lock, getattr(self._table, "_lock", None) or contextlib.nullcontext():
+        with self._lock, getattr(self._table, "lock", None) or contextlib.nullcontext():
             if self._kernel is None:
                 self._on_arg(-1, ARG_CLOSED, None)
             if self._table.generation != checked_generation:  # memory was freed meanwhile: check again

@@ -1,7 +1,7 @@
 """The UR objects a session owns: USM memory (and its typed view), queues, events, programs and
 kernels. Every object owns one UR handle and releases it in ``close()`` (idempotent) or on leaving
 its ``with`` block; using a closed object raises :class:`~xpukit.runtime.ur.errors.ClosedError`.
-The session itself (discovery, ownership, address checks) is :mod:`xpukit.runtime.ur.core`.
+The session itself (ownership, address checks) is :mod:`xpukit.runtime.ur.core`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from xpukit.runtime.ur.errors import (
     error_class,
     raise_result,
 )
+from xpukit.runtime.ur.interop import export as _export
 
 USM_KINDS = ("device", "shared", "host")
 _EXPORT_LOCK = threading.Lock()
@@ -30,42 +31,42 @@ Session = Any
 
 
 class Resource:
-    """One UR handle, released exactly once."""
+    """One UR handle, released exactly once.
+
+    ``session`` owns it; ``raw_handle`` is the handle (None once closed) and ``closed`` whether it
+    was released: plain attributes, because the launch path reads them on every launch (the
+    ``handle`` property raises the kit's error for a closed one)."""
 
     _kind = "resource"
-    _session: Session  # None only for a resource no session owns
+    session: Session  # None only for a resource no session owns
 
     def __init__(self, session: Session | None, handle: int | None) -> None:
-        self._session = session
-        self._handle = handle
-        self._closed = False
+        self.session = session
+        self.raw_handle = handle
+        self.closed = False
         if session is not None:
-            session._adopt(self)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+            session.adopt(self)
 
     @property
     def handle(self) -> int:
-        if self._closed:
+        if self.closed:
             raise ClosedError(f"{self._kind} used after close()", f"create a new {self._kind}; this one was released")
-        return self._handle  # type: ignore[return-value]
+        return self.raw_handle  # type: ignore[return-value]
 
     def _release(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         try:
-            if self._handle is not None:
+            if self.raw_handle is not None:
                 self._release()
         finally:
-            self._handle = None
-            if self._session is not None:
-                self._session._children.pop(id(self), None)
+            self.raw_handle = None
+            if self.session is not None:
+                self.session.disown(self)
 
     def __enter__(self) -> Any:
         return self
@@ -84,7 +85,7 @@ class USMAllocation(Resource):
             raise BadDeviceRequest(f"unknown USM kind {kind!r}", f"use one of: {', '.join(USM_KINDS)}")
         if nbytes <= 0:
             raise UrError_invalid_size(nbytes)
-        lib, ctx, dev = session.lib, session._ctx, session._device
+        lib, ctx, dev = session.lib, session.context_handle, session.device_handle
         out = c_void_p()
         if kind == "device":
             lib.urUSMDeviceAlloc(ctx, dev, None, None, nbytes, byref(out))
@@ -98,7 +99,7 @@ class USMAllocation(Resource):
         self._exports = 0  # DLPack consumers still holding this memory
         self._free_pending = False
         super().__init__(session, self._ptr)
-        session._track_usm(self._ptr, self.nbytes)
+        session.usm.track(self._ptr, self.nbytes)
 
     @property
     def ptr(self) -> int:
@@ -108,41 +109,46 @@ class USMAllocation(Resource):
         return self.handle
 
     def _release(self) -> None:
-        s = self._session
-        s._untrack_usm(self._ptr, self.nbytes)  # from here on, no launch accepts this memory
+        s = self.session
+        s.usm.untrack(self._ptr, self.nbytes)  # from here on, no launch accepts this memory
         # Kernels already enqueued may still use it: free only once the session's queues are
         # drained (as cudaFree does), never under a running kernel.
-        s._drain_queues()
+        s.drain_queues()
         with _EXPORT_LOCK:
             if self._exports:  # a DLPack consumer (a dpnp array) still uses it: freed when it lets go
                 self._free_pending = True
-                s._pending_frees += 1
+                s.usm.deferred += 1  # freed by the last consumer (dlpack_released)
                 return
-        s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
+        s.free_usm(self._ptr)
 
     # -- DLPack (consumers such as dpnp.from_dlpack take the memory without a copy) ----------------
-    def _export_taken(self) -> None:
+    @property
+    def exports(self) -> int:
+        """DLPack consumers still holding this memory (closing it then defers the free to the last)."""
+        return self._exports
+
+    def dlpack_taken(self) -> None:
+        """A DLPack consumer took this memory (xpukit.runtime.ur.interop.export)."""
         with _EXPORT_LOCK:
             self._exports += 1
 
-    def _export_released(self) -> None:
+    def dlpack_released(self) -> None:
+        """A DLPack consumer let go; the last one frees the memory if it was closed meanwhile."""
         with _EXPORT_LOCK:
             self._exports -= 1
             free = self._exports == 0 and self._free_pending
             self._free_pending = self._free_pending and not free
         if free:
-            s = self._session
-            s.lib.urUSMFree(s._ctx, c_void_p(self._ptr))
-            s._pending_free_done()
+            self.session.free_usm(self._ptr, deferred=True)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return self._session._dlpack_device()
+        return _export.dlpack_device(self.session)
 
     def __dlpack__(
         self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
     ) -> Any:
         """The bytes as a 1-D uint8 DLPack tensor (kDLOneAPI); a typed view is DeviceArray's."""
-        return self._session._export(self, self.ptr, "uint8", (self.nbytes,), dl_device, copy)
+        return _export.export(self.session, self, self.ptr, "uint8", (self.nbytes,), dl_device, copy)
 
     def _host_view(self, array: Any, writable: bool) -> tuple[int, int]:
         import numpy as np
@@ -159,14 +165,14 @@ class USMAllocation(Resource):
         """Blocking copy host array -> this allocation."""
         src, n = self._host_view(array, writable=False)
         if n:
-            (queue or self._session.queue).memcpy(self.ptr, src, n, blocking=True)
+            (queue or self.session.queue).memcpy(self.ptr, src, n, blocking=True)
         return self
 
     def copy_to(self, array: Any, queue: Queue | None = None) -> Any:
         """Blocking copy this allocation -> host array (filled in place, returned)."""
         dst, n = self._host_view(array, writable=True)
         if n:
-            (queue or self._session.queue).memcpy(dst, self.ptr, n, blocking=True)
+            (queue or self.session.queue).memcpy(dst, self.ptr, n, blocking=True)
         return array
 
     def to_numpy(self, dtype: Any, shape: int | Sequence[int] | None = None) -> Any:
@@ -177,7 +183,7 @@ class USMAllocation(Resource):
         return self.copy_to(out)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"ptr={self._ptr:#x}"
+        state = "closed" if self.closed else f"ptr={self._ptr:#x}"
         return f"<USMAllocation {self.kind} {self.nbytes} B {state}>"
 
 
@@ -263,7 +269,7 @@ class DeviceArray:
     ) -> Any:
         """This shape and dtype as a DLPack tensor (kDLOneAPI), without a copy."""
         a = self.alloc
-        return a._session._export(a, a.ptr, self.dtype, self.shape, dl_device, copy)
+        return _export.export(a.session, a, a.ptr, self.dtype, self.shape, dl_device, copy)
 
     def __enter__(self) -> DeviceArray:
         return self
@@ -286,28 +292,22 @@ class Queue(Resource):
 
     _kind = "queue"
 
-    def __init__(self, session: Session, profiling: bool = False) -> None:
-        out = c_void_p()
-        props = None
-        if profiling:  # events of this queue carry start/end timestamps (urEventGetProfilingInfo)
-            flags = _api.QUEUE_FLAG_PROFILING_ENABLE
-            props = byref(_api.QueueProperties(_api.STRUCTURE_TYPE_QUEUE_PROPERTIES, None, flags))
-        session.lib.urQueueCreate(session._ctx, session._device, props, byref(out))
+    def __init__(self, session: Session, profiling: bool = False, adopted: int | None = None) -> None:
+        """A new queue on the session's device, or (``adopted``) a UR queue handle made elsewhere
+        (urQueueCreateWithNativeHandle), owned from now on."""
+        out = c_void_p(adopted)
+        if adopted is None:
+            props = None
+            if profiling:  # events of this queue carry start/end timestamps (urEventGetProfilingInfo)
+                flags = _api.QUEUE_FLAG_PROFILING_ENABLE
+                props = byref(_api.QueueProperties(_api.STRUCTURE_TYPE_QUEUE_PROPERTIES, None, flags))
+            session.lib.urQueueCreate(session.context_handle, session.device_handle, props, byref(out))
         self.profiling = profiling
         self._lib = session.lib
         super().__init__(session, out.value)
 
-    @classmethod
-    def adopt(cls, session: Session, handle: int | None) -> Queue:
-        """A UR queue handle made elsewhere (urQueueCreateWithNativeHandle), owned from now on."""
-        queue = cls.__new__(cls)
-        queue.profiling = False
-        queue._lib = session.lib
-        Resource.__init__(queue, session, handle)
-        return queue
-
     def _release(self) -> None:
-        self._lib.urQueueRelease(c_void_p(self._handle))
+        self._lib.urQueueRelease(c_void_p(self.raw_handle))
 
     def finish(self) -> None:
         """Block until every command in the queue has completed (urQueueFinish)."""
@@ -324,8 +324,8 @@ class Queue(Resource):
         event: bool = False,
     ) -> Event | None:
         """Enqueue ``kernel`` over an ND-range with the arguments already set on it: the one
-        Python call of urEnqueueKernelLaunch (the checked per-argument path is :meth:`submit`).
-        ``event=True`` returns the launch's :class:`Event`."""
+        Python call of urEnqueueKernelLaunch (the checked per-argument path is a kernel's launcher,
+        ``BoundKernel.launch`` for Triton kernels). ``event=True`` returns the launch's :class:`Event`."""
         dims = len(global_size)
         if not 1 <= dims <= 3 or (local_size is not None and len(local_size) != dims):
             raise ValueError("global/local sizes must have the same length, 1 to 3")
@@ -335,7 +335,7 @@ class Queue(Resource):
         ev = byref(out) if out is not None else None
         lib, form = self._lib, self._lib.launch_form
         if form == _api.LaunchForm.WITH_ARGS:
-            args, keep = kernel._pending_args()
+            args, keep = kernel.argument_properties()
             lib.urEnqueueKernelLaunchWithArgsExp(self.handle, kernel.handle, dims, None, g, loc, len(args), args,
                                                  None, 0, None, ev)  # fmt: skip
             del keep  # the argument bytes live until the call has copied them
@@ -343,14 +343,7 @@ class Queue(Resource):
             lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, 0, None, ev)
         else:
             lib.urEnqueueKernelLaunch(self.handle, kernel.handle, dims, None, g, loc, 0, None, ev)
-        return Event(self._session, out.value) if out is not None else None
-
-    def submit(self, launcher: ArgumentLauncher, grid: Sequence[int], args: Sequence[Any], event: bool = False) -> Any:
-        """Check ``args``, set the changed ones and enqueue over ``grid`` (Triton programs per
-        axis), atomically with respect to other threads; ``event=True`` returns an :class:`Event`."""
-        g = tuple(grid) + (1,) * (3 - len(grid))
-        handle = launcher.launch(self.handle, g[0], g[1], g[2], args, event)
-        return Event(self._session, handle) if event and handle else None
+        return Event(self.session, out.value) if out is not None else None
 
 
 class Event(Resource):
@@ -363,7 +356,7 @@ class Event(Resource):
         super().__init__(session, handle)
 
     def _release(self) -> None:
-        self._lib.urEventRelease(c_void_p(self._handle))
+        self._lib.urEventRelease(c_void_p(self.raw_handle))
 
     def wait(self) -> None:
         events = (c_void_p * 1)(self.handle)
@@ -385,19 +378,19 @@ class Program(Resource):
     _kind = "program"
 
     def __init__(self, session: Session, data: bytes, kind: str = "il", options: str = "") -> None:
-        lib, ctx = session.lib, session._ctx
+        lib, ctx = session.lib, session.context_handle
         out = c_void_p()
         buf = ctypes.create_string_buffer(bytes(data), len(data))
         if kind == "il":
             lib.urProgramCreateWithIL(ctx, buf, len(data), None, byref(out))
         elif kind == "binary":
             if lib.abi.binary_takes_device_array:
-                devs = (c_void_p * 1)(session._device)
+                devs = (c_void_p * 1)(session.device_handle)
                 sizes = (c_size_t * 1)(len(data))
                 ptrs = (c_void_p * 1)(ctypes.cast(buf, c_void_p))
                 lib.urProgramCreateWithBinary(ctx, 1, devs, sizes, ptrs, None, byref(out))
             else:
-                lib.urProgramCreateWithBinary(ctx, session._device, len(data), buf, None, byref(out))
+                lib.urProgramCreateWithBinary(ctx, session.device_handle, len(data), buf, None, byref(out))
         else:
             raise ValueError(f"program kind must be 'il' or 'binary', not {kind!r}")
         self.source_kind = kind
@@ -409,28 +402,29 @@ class Program(Resource):
             raise
 
     def _build(self, options: str) -> None:
-        s = self._session
-        code = s.lib.raw.urProgramBuild(s._ctx, self._handle, options.encode() if options else None)
+        s = self.session
+        code = s.lib.raw.urProgramBuild(s.context_handle, self.raw_handle, options.encode() if options else None)
         if code:
             raise error_class(code)("urProgramBuild", build_log=self.build_log())
 
     def _release(self) -> None:
-        self._session.lib.urProgramRelease(c_void_p(self._handle))
+        self.session.lib.urProgramRelease(c_void_p(self.raw_handle))
 
     def build_log(self) -> str:
-        s = self._session
+        s = self.session
+        dev, h, log = s.device_handle, self.raw_handle, _api.PROGRAM_BUILD_INFO_LOG
         size = c_size_t()
         try:
-            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, 0, None, byref(size))
+            s.lib.urProgramGetBuildInfo(h, dev, log, 0, None, byref(size))
             buf = ctypes.create_string_buffer(size.value or 1)
-            s.lib.urProgramGetBuildInfo(self._handle, s._device, _api.PROGRAM_BUILD_INFO_LOG, size.value, buf, None)
+            s.lib.urProgramGetBuildInfo(h, dev, log, size.value, buf, None)
         except UrError as exc:
             return f"(no build log: {exc.result_name})"
         return buf.value.decode(errors="replace")
 
     def binary(self) -> bytes:
         """The device's native binary (urProgramGetInfo BINARY_SIZES / BINARIES)."""
-        lib, h = self._session.lib, self.handle
+        lib, h = self.session.lib, self.handle
         sizes = (c_size_t * 1)()
         lib.urProgramGetInfo(h, _api.PROGRAM_INFO_BINARY_SIZES, ctypes.sizeof(sizes), sizes, None)
         buf = ctypes.create_string_buffer(sizes[0] or 1)
@@ -439,7 +433,7 @@ class Program(Resource):
         return buf.raw[: sizes[0]]
 
     def kernel_names(self) -> list[str]:
-        lib, h = self._session.lib, self.handle
+        lib, h = self.session.lib, self.handle
         size = c_size_t()
         lib.urProgramGetInfo(h, _api.PROGRAM_INFO_KERNEL_NAMES, 0, None, byref(size))
         buf = ctypes.create_string_buffer(size.value or 1)
@@ -456,7 +450,7 @@ class Kernel(Resource):
     _kind = "kernel"
 
     def __init__(self, program: Program, name: str) -> None:
-        s = program._session
+        s = program.session
         out = c_void_p()
         s.lib.urKernelCreate(program.handle, name.encode(), byref(out))
         self.name = name
@@ -467,7 +461,7 @@ class Kernel(Resource):
         super().__init__(s, out.value)
 
     def _release(self) -> None:
-        self._lib.urKernelRelease(c_void_p(self._handle))
+        self._lib.urKernelRelease(c_void_p(self.raw_handle))
 
     # The explicit argument API. Up to 2026.1 each call is the release's urKernelSetArg*; from
     # 2026.0 on (urKernelSetArg* are gone in 2026.2) the arguments are kept here and travel with
@@ -498,7 +492,7 @@ class Kernel(Resource):
         _ = self.handle  # a closed kernel is refused here, as the setter would refuse it
         self._args[index] = (kind, size, data, address)
 
-    def _pending_args(self) -> tuple[ctypes.Array, list[Any]]:
+    def argument_properties(self) -> tuple[ctypes.Array, list[Any]]:
         """The arguments set so far as a ur_exp_kernel_arg_properties_t array (and the buffers it
         points into, which must outlive the call)."""
         items = sorted(self._args.items())
@@ -526,7 +520,7 @@ class Kernel(Resource):
         loc = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
         form, fns = self._lib.launch_entry_points()
         launcher = _launcher.Launcher(
-            self.handle, form, fns, kinds, loc, self._session.allocations, on_arg_error, raise_result
+            self.handle, form, fns, kinds, loc, self.session.allocations, on_arg_error, raise_result
         )
         self._launchers.append(launcher)
         return launcher

@@ -46,7 +46,7 @@ LAUNCHER_READS: tuple[Read, ...] = (
     Read(
         "ALLOCATION_HANDLE",
         "xpukit.runtime.ur.objects:USMAllocation",
-        "_handle",
+        "raw_handle",
         "the address of the kit's own allocation, read from the instance without the .ptr property (None: closed)",
     ),
     Read("ARRAY_ALLOC", "xpukit.runtime.ur.objects:DeviceArray", "alloc", "a DeviceArray's USMAllocation (a slot)"),

@@ -1,6 +1,6 @@
 """A session's foreign memory: what ``kernel[grid]`` does with dpnp/dpctl arrays,
-``__sycl_usm_array_interface__`` objects and DLPack producers (:mod:`xpukit.runtime.ur.foreign`
-reads their protocols and asks UR about their pointers).
+``__sycl_usm_array_interface__`` objects and DLPack producers (:mod:`.memory` says which an
+argument is, :mod:`.arrays` reads their protocols and asks UR about their pointers).
 
 * **Checked once per array object.** A dpctl/dpnp ``usm_ndarray`` cannot change its data pointer,
   element type, extent or queue, and its allocation lives while it does: its UR check
@@ -33,35 +33,9 @@ import weakref
 from ctypes import c_void_p
 from typing import Any
 
-from xpukit.runtime.ur.foreign import (
-    ForeignPointer,
-    _bad,
-    alloc_info,
-    dpctl_submit_functions,
-    sycl_queue_empty,
-    view_of,
-)
-
-# Types whose objects never change pointer, dtype, extent or queue: checked once per object.
-_IMMUTABLE = {("dpctl.tensor._usmarray", "usm_ndarray"), ("dpnp.tensor._usmarray", "usm_ndarray")}
-_WRAPPERS = {("dpnp.dpnp_array", "dpnp_array")}  # hold one in ._array_obj (resolved per launch)
-
-# What a type is, decided once: 1 an immutable array, 2 a wrapper of one, 3 any other producer.
-_KIND: dict[type, int] = {}
-# What an argument's type is for a launch, decided once by the Triton layer (fast_table._arg_kind):
-# 0 not a foreign array, else foreign_kind's. Read by the compiled dispatch (ForeignState.kinds).
-ARG_KINDS: dict[type, int] = {}
-
-
-def foreign_kind(t: type) -> int:
-    """How arguments of foreign-array type ``t`` are leased: 1 held per object (a dpnp/dpctl
-    ``usm_ndarray``), 2 through the ``usm_ndarray`` it wraps (a dpnp array), 3 checked per launch."""
-    k = _KIND.get(t)
-    if k is None:
-        name = (t.__module__, t.__name__)
-        k = 1 if name in _IMMUTABLE and t.__weakrefoffset__ else 2 if name in _WRAPPERS else 3
-        _KIND[t] = k
-    return k
+from xpukit.runtime.ur.interop.arrays import ForeignPointer, alloc_info, bad_argument, view_of
+from xpukit.runtime.ur.interop.memory import ARG_KINDS, HELD, WRAPPED, memory_kind
+from xpukit.runtime.ur.interop.sycl import dpctl_submit_functions, sycl_queue_empty
 
 
 class Lease:
@@ -108,13 +82,13 @@ class ForeignState:
         """Check ``obj``'s memory through UR (this context's USM, in bounds, this device) and lend its
         allocation to the session's table (until :meth:`release`, or while ``obj`` lives if it is held)."""
         s = self.session
-        s._check()
+        s.check_open()
         view = view_of(obj, s.sycl_queue)
         if not view.data:
-            raise _bad(obj, "its data pointer is null", "pass a live array")
-        info = alloc_info(s.lib, c_void_p(s._ctx), view.data)
+            raise bad_argument(obj, "its data pointer is null", "pass a live array")
+        info = alloc_info(s.lib, c_void_p(s.context_handle), view.data)
         if info.kind == "unknown":
-            raise _bad(
+            raise bad_argument(
                 obj,
                 f"{view.data:#x} is not USM memory of this session's context (another SYCL context, host "
                 "memory, or freed)",
@@ -122,14 +96,14 @@ class ForeignState:
                 "the array into a queue of this session's context (dpnp.asarray(a, sycl_queue=session.sycl_queue))",
             )
         if view.data + view.low < info.base or view.data + view.high > info.base + info.size:
-            raise _bad(
+            raise bad_argument(
                 obj,
                 f"its elements [{view.data + view.low:#x}, {view.data + view.high:#x}) overrun its allocation "
                 f"[{info.base:#x}, {info.base + info.size:#x})",
                 "pass an array whose shape and strides lie inside its memory",
             )
-        if info.kind != "host" and info.device and info.device != s._device:
-            raise _bad(
+        if info.kind != "host" and info.device and info.device != s.device_handle:
+            raise bad_argument(
                 obj,
                 f"its {info.kind} USM belongs to another device of the context",
                 "pass memory of the session's device",
@@ -148,11 +122,11 @@ class ForeignState:
 
     def lease(self, obj: Any) -> Lease:
         """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
-        kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
-        if kind == 2:
-            obj = obj._array_obj
-            kind = _KIND.get(type(obj)) or foreign_kind(type(obj))
-        if kind != 1:
+        kind = ARG_KINDS.get(type(obj)) or memory_kind(type(obj))
+        if kind == WRAPPED:
+            obj = obj._array_obj  # reach-in: dpnp's usm_ndarray (its get_array() is a call more per launch)
+            kind = ARG_KINDS.get(type(obj)) or memory_kind(type(obj))
+        if kind != HELD:
             return self.check(obj)
         held = self.held.get(id(obj))
         if held is not None and held[0]() is obj:
@@ -176,7 +150,7 @@ class ForeignState:
             self.lent[base] -= 1
             if self.lent[base] == 0:
                 del self.lent[base]
-                if not self.session._closed:
+                if not self.session.closed:
                     self.session.allocations.remove(base)
 
     def release(self, leases: list[Lease]) -> None:
@@ -290,4 +264,4 @@ class ForeignState:
             self.lent.clear()
 
 
-__all__ = ["ARG_KINDS", "ForeignState", "Lease", "foreign_kind"]
+__all__ = ["ForeignState", "Lease"]
