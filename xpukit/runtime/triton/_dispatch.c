@@ -7,17 +7,11 @@
  * enqueue) is the launcher's, reached through its capsule (_launcher.h), never copied here. What
  * it reads from Python objects is named by xpukit/runtime/triton/seam.py and handed over by bind()
  * (below), once, when xpukit.runtime.triton.dispatch loads the module.
- * Parts (_dispatch.h): this file (the module, bind(), Direct), _dispatch_key.c (fast_key and key
- * matching), _dispatch_grid.c (Dispatch and GridCall).
+ * Parts (_dispatch.h): this file (the module, bind(), Direct), _dispatch_grid.c (Dispatch and
+ * GridCall), _dispatch_foreign.c (kernel[grid] on dpnp arrays), _dispatch_key.c (fast_key and key
+ * matching), _dispatch_shared.c (what they all use). Each calls only the ones after it.
  */
 #include "_dispatch.h"
-
-const xpukit_ur_api *ur;
-PyObject *dispatch_names[N_DISPATCH_READS];
-Py_ssize_t hit_pos[N_HIT_FIELDS];
-Py_ssize_t hit_len;
-PyObject *small_ints[128];
-PyObject *int_one;
 
 /* the attribute sites of Direct */
 static attr_site site_queue_handle, site_queue_closed;
@@ -66,10 +60,7 @@ static PyObject *direct_vectorcall(PyObject *self, PyObject *const *args, size_t
         return NULL;
     }
     size_t g[3];
-    for (int i = 0; i < 3; i++) {
-        PyObject *gi = i < gn ? PyTuple_GET_ITEM(grid, i) : int_one;
-        if (ur->get_grid(gi, &g[i])) return ur->arg_error(l, -1, ARG_GRID, gi);
-    }
+    if (grid_sizes(l, grid, gn, g) < 0) return NULL;
     /* args stay alive for the call (the caller's), and a vectorcall's array does not move */
     return ur->launch_core(l, queue, g, args + 1, nargs - 1, 0, NULL, l->table->generation);
 }

@@ -1,8 +1,11 @@
-/* _dispatch.h: what the parts of _xpukit_dispatch share among themselves. _dispatch.c: the module,
- * bind() and Direct; _dispatch_key.c: fast_key and matching a call against a recorded key;
- * _dispatch_grid.c: Dispatch and GridCall (kernel[grid]); _dispatch_foreign.c: kernel[grid] on dpnp arrays. Built together with -flto, so calls
- * between the parts are inlined as if they were one file. The launcher's C (argument checks, the
- * allocation table, the enqueue) comes from its capsule (_launcher.h), never copied here.
+/* _dispatch.h: what the parts of _xpukit_dispatch share among themselves, top floor first (each
+ * calls only the parts below it; tests/host/test_c_graph.py checks it): _dispatch.c: the module,
+ * bind() and Direct; _dispatch_grid.c: Dispatch and GridCall (kernel[grid]); _dispatch_foreign.c:
+ * kernel[grid] on dpnp arrays; _dispatch_key.c: fast_key and matching a call against a recorded
+ * key; _dispatch_shared.c: bind()'s names, the launcher's API, the grid's padding, attribute
+ * helpers. Built together with -flto, so calls between the parts are inlined as if they were one
+ * file. The launcher's C (argument checks, the allocation table, the enqueue) comes from its
+ * capsule (_launcher.h), never copied here.
  */
 #ifndef XPUKIT_TRITON_DISPATCH_H
 #define XPUKIT_TRITON_DISPATCH_H
@@ -25,7 +28,7 @@ enum { XPUKIT_DISPATCH_READS(XPUKIT_ROLE_ENUM) N_DISPATCH_READS };
 enum { XPUKIT_HIT_FIELDS(XPUKIT_ROLE_ENUM) N_HIT_FIELDS };
 #undef XPUKIT_ROLE_ENUM
 
-/* interned by bind(); NULL before it (Dispatch and Direct refuse to be made, fast_key to run, until then) */
+/* (these globals: _dispatch_shared.c) interned by bind(); NULL before it (Dispatch and Direct refuse to be made, fast_key to run, until then) */
 extern PyObject *dispatch_names[N_DISPATCH_READS];
 #define N(role) dispatch_names[READ_##role]
 /* a Hit field's position, and the length a hit tuple must have to hold them all */
@@ -39,19 +42,21 @@ extern PyObject *small_ints[128]; /* CPython's cached ints 0..127: what PyLong_F
 extern PyObject *int_one;
 extern PyTypeObject DispatchType, GridCallType, DirectType;
 
-/* _dispatch_key.c */
-PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
-int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table, pre_t *pre);
-Launcher *launcher_of(PyObject *f);
-
-/* _dispatch_grid.c */
-int truthy_attr(attr_site *site, PyObject *o, PyObject *name);
-int bump_counter(PyObject *o, PyObject *name);
-
 /* _dispatch_foreign.c */
 PyObject *foreign_state(PyObject *session);
 int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out);
 int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry);
 int foreign_launched(PyObject *fstate, PyObject *args);
+
+/* _dispatch_key.c */
+PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs);
+int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table, pre_t *pre);
+Launcher *launcher_of(PyObject *f);
+
+/* _dispatch_shared.c */
+PyObject *grid_dim(PyObject *grid, Py_ssize_t gn, int i);
+int grid_sizes(Launcher *l, PyObject *grid, Py_ssize_t gn, size_t out[3]);
+int truthy_attr(attr_site *site, PyObject *o, PyObject *name);
+int bump_counter(PyObject *o, PyObject *name);
 
 #endif

@@ -105,22 +105,6 @@ static int dispatch_init(Dispatch *d, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-/* 1: attr is truthy (or missing/failing: treated as "take the Python door"), 0: falsy. */
-int truthy_attr(attr_site *site, PyObject *o, PyObject *name) {
-    PyObject *v = inst_attr(site, o, name);
-    if (!v) {
-        PyErr_Clear();
-        return 1;
-    }
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    if (r < 0) {
-        PyErr_Clear();
-        return 1;
-    }
-    return r;
-}
-
 static int not_none_attr(attr_site *site, PyObject *o, PyObject *name) {
     PyObject *v = site ? inst_attr(site, o, name) : PyObject_GetAttr(o, name);
     if (!v) {
@@ -140,32 +124,6 @@ static int class_attr_set(PyObject *cls, PyObject *name) {
     if (v && (Py_TYPE(v)->tp_descr_get || _PyType_Lookup(Py_TYPE(cls), name)))
         return not_none_attr(NULL, cls, name); /* a descriptor takes part: the full lookup */
     return v != NULL && v != Py_None;
-}
-
-/* stats.launches += 1 for a plain instance (a dataclass): the instance dict itself when nothing
- * on the type takes part (no __getattr__/__setattr__, no descriptor of that name), else getattr/setattr. */
-int bump_counter(PyObject *o, PyObject *name) {
-    PyTypeObject *t = Py_TYPE(o);
-    PyObject *cls_attr = _PyType_Lookup(t, name); /* borrowed; a dataclass keeps the default here */
-    if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_setattro == PyObject_GenericSetAttr &&
-        (!cls_attr || (!Py_TYPE(cls_attr)->tp_descr_get && !Py_TYPE(cls_attr)->tp_descr_set))) {
-        PyObject **dp = _PyObject_GetDictPtr(o);
-        PyObject *count = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL; /* borrowed */
-        if (count && PyLong_CheckExact(count)) {
-            PyObject *dict = Py_NewRef(*dp), *next = PyNumber_Add(count, int_one);
-            int rc = next ? PyDict_SetItem(dict, name, next) : -1;
-            Py_XDECREF(next);
-            Py_DECREF(dict);
-            return rc;
-        }
-        if (PyErr_Occurred()) return -1;
-    }
-    PyObject *count = PyObject_GetAttr(o, name);
-    PyObject *next = count ? PyNumber_Add(count, int_one) : NULL;
-    Py_XDECREF(count);
-    int rc = next ? PyObject_SetAttr(o, name, next) : -1;
-    Py_XDECREF(next);
-    return rc;
 }
 
 /* Read what the call needs from a new activation record; -1 (error cleared) if it lacks any. */
@@ -210,267 +168,289 @@ static PyObject *dispatch_fallback(Dispatch *d, PyObject *grid, PyObject *args, 
     return r;
 }
 
-static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
-    Dispatch *d = g->d;
-    PyObject *act = NULL;
+/* One kernel[grid](...) call on its way through the steps below. Each step answers STEP_OK (go on),
+ * STEP_DOOR (the Python door takes the call), STEP_ERROR (an error is set) or, for the launch in
+ * C, STEP_BY_CALL (not covered there: the recorded submit is called instead). What a step takes
+ * it holds in the call, and call_release() lets it all go, once, whatever the outcome. */
+enum { STEP_ERROR = -1, STEP_DOOR = 0, STEP_OK = 1, STEP_BY_CALL = 2 };
+
+typedef struct {
+    Dispatch *d;
+    GridCall *g;
     /* dpnp arrays: the call's own arguments (what the Python door gets, what a SYCL launch holds),
-     * the session's foreign state and the arguments with pointers in the arrays' places (owned) */
-    PyObject *const call_args = args;
-    PyObject *fstate = NULL, *fargs = NULL;
-    if (PyContextVar_Get(d->current, NULL, &act) < 0) return NULL;
-    if (!act || act == Py_None) goto python_door; /* no session: the door raises NoActiveSession */
-    if (act != d->act && dispatch_refresh(d, act) < 0) goto python_door;
+     * and the arguments matched and launched: those, or fargs */
+    PyObject *call_args, *args, *kwargs;
+    /* owned: the activation record, the session's foreign state and the arguments with pointers in
+     * the dpnp arrays' places, the recorded hit, the grid as a tuple, the queue's handle */
+    PyObject *act, *fstate, *fargs, *hit, *gseq, *queue;
+    /* borrowed from act, never re-read from d: Python code run below (a .ptr property, a grid
+     * function) may let another thread refresh d with its own activation; act keeps them alive */
+    PyObject *session, *stream, *table_key, *stats;
+    AllocTable *alloc;
+    /* the table's generation before any argument is read: a free from then on makes the launch
+     * check every address again */
+    uint64_t generation;
+    Py_ssize_t gn;
+    pre_t *pre; /* what the key match read, handed to the launch (one pass over the arguments) */
+    int have_pre;
+} grid_call;
+
+static void call_release(grid_call *c) {
+    Py_XDECREF(c->queue);
+    Py_XDECREF(c->gseq);
+    Py_XDECREF(c->hit);
+    Py_XDECREF(c->act);
+    Py_XDECREF(c->fstate);
+    Py_XDECREF(c->fargs);
+}
+
+/* The active session's record, read into d when it changed, and the states that send every call
+ * through the door (a closed session, a benchmark's events, hooks, changed globals). */
+static int call_activation(grid_call *c) {
+    Dispatch *d = c->d;
+    if (PyContextVar_Get(d->current, NULL, &c->act) < 0) return STEP_ERROR;
+    if (!c->act || c->act == Py_None) return STEP_DOOR; /* no session: the door raises NoActiveSession */
+    if (c->act != d->act && dispatch_refresh(d, c->act) < 0) return STEP_DOOR;
     /* a deallocation run by the refresh may have let another thread refresh d in between */
-    if (act != d->act) goto python_door;
-    /* Borrowed from here on, never re-read from d: Python code run below (a .ptr property, a
-     * grid function) may let another thread refresh d with its own activation. act, which this
-     * call holds, keeps them alive. */
-    PyObject *session = d->session, *stream = d->stream, *table_key = d->table_key, *stats = d->stats;
-    PyObject *alloc = d->alloc;
-    if (truthy_attr(&site_closed, session, N(SESSION_CLOSED)) || not_none_attr(&site_events, stream, N(STREAM_EVENTS)) ||
+    if (c->act != d->act) return STEP_DOOR;
+    c->session = d->session, c->stream = d->stream, c->table_key = d->table_key, c->stats = d->stats;
+    c->alloc = (AllocTable *)d->alloc;
+    if (truthy_attr(&site_closed, c->session, N(SESSION_CLOSED)) || not_none_attr(&site_events, c->stream, N(STREAM_EVENTS)) ||
         truthy_attr(&site_hooks, d->fn, N(JIT_PRE_RUN_HOOKS)) || class_attr_set(d->ck, N(HOOK_ENTER)) ||
         class_attr_set(d->ck, N(HOOK_EXIT)) || truthy_attr(&site_globals, d->fn, N(JIT_USED_GLOBALS)))
-        goto python_door;
-    {
-        PyObject *hit = NULL; /* owned */
-        PyObject *last_key = d->last_key, *last_hit = d->last_hit;
-        /* before any argument is read: a free from here on makes the launch check every address again */
-        uint64_t generation = ((AllocTable *)alloc)->generation;
-        pre_t pre[MAX_PARAMS]; /* what the key match read, handed to the launch (one pass over the arguments) */
-        int have_pre = 0;
-    match_last:
-        if (last_key && last_hit && d->last_table_key == table_key) {
-            /* held: matching may run Python code (a .ptr property), and another thread may replace them */
-            Py_INCREF(last_key);
-            Py_INCREF(last_hit);
-            if (key_matches(last_key, args, kwargs, d->modes, (AllocTable *)alloc, pre) &&
-                PyTuple_Check(last_hit) && PyTuple_GET_SIZE(last_hit) >= hit_len && HIT(last_hit, SESSION) == session) {
-                hit = last_hit;
-                have_pre = 1;
-            } else {
-                Py_DECREF(last_hit);
-            }
-            Py_DECREF(last_key);
-            if (PyErr_Occurred()) PyErr_Clear();
-        }
-        if (!hit && !fstate && (fstate = foreign_state(session)) != NULL) {
-            /* dpnp arrays held by the session: their pointers in their places, then match again */
-            int fr = foreign_substitute(fstate, args, &fargs);
-            if (fr < 0) goto error;
-            if (fr == 2) goto python_door;
-            if (fr == 1) {
-                args = fargs;
-                last_key = d->last_key, last_hit = d->last_hit;
-                goto match_last;
-            }
-            Py_CLEAR(fstate); /* no dpnp array: the ordinary launch */
-        }
-        if (!hit) {
-            PyObject *fk_args[4] = {args, kwargs ? kwargs : Py_None, d->modes, alloc};
-            PyObject *key = fast_key(NULL, fk_args, 4);
-            if (!key) goto error;
-            if (key == Py_None) {
-                Py_DECREF(key);
-                goto python_door;
-            }
-            PyObject *k2 = PyTuple_Pack(2, table_key, key);
-            if (!k2) {
-                Py_DECREF(key);
-                goto error;
-            }
-            hit = PyDict_GetItemWithError(d->hits, k2); /* borrowed */
-            Py_DECREF(k2);
-            if (!hit) {
-                Py_DECREF(key);
-                if (PyErr_Occurred()) goto error;
-                goto python_door;
-            }
-            Py_INCREF(hit);
-            Py_INCREF(table_key);
-            Py_XSETREF(d->last_table_key, table_key);
-            Py_XSETREF(d->last_key, key);
-            Py_INCREF(hit);
-            Py_XSETREF(d->last_hit, hit);
-        }
-        if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) < hit_len || HIT(hit, SESSION) != session) {
-            Py_DECREF(hit);
-            goto python_door; /* another session's: the Python door finds this one's */
-        }
-        PyObject *submit = HIT(hit, SUBMIT), *index = HIT(hit, POSITIONS);
-        PyObject *kernel = HIT(hit, KERNEL), *entry = HIT(hit, ENTRY);
-        /* the grid: a tuple/list of 1 to 3, or a callable of the launch's meta-parameters */
-        PyObject *grid = g->grid;
-        Py_INCREF(grid);
-        if (!PyTuple_Check(grid) && !PyList_Check(grid) && PyCallable_Check(grid)) {
-            PyObject *kw = kwargs ? Py_NewRef(kwargs) : PyDict_New();
-            PyObject *meta = kw ? PyObject_CallMethodObjArgs(entry, N(ENTRY_META), args, kw, NULL) : NULL;
-            Py_XDECREF(kw);
-            PyObject *r = meta ? PyObject_CallOneArg(grid, meta) : NULL;
-            Py_XDECREF(meta);
-            Py_DECREF(grid);
-            if (!r) {
-                Py_DECREF(hit);
-                goto error;
-            }
-            grid = r;
-        }
-        PyObject *gseq = (PyTuple_Check(grid) || PyList_Check(grid)) ? PySequence_Tuple(grid) : NULL;
-        Py_DECREF(grid);
-        Py_ssize_t gn = gseq ? PyTuple_GET_SIZE(gseq) : 0;
-        if (gn < 1 || gn > 3) { /* the Python door names the bad grid */
-            PyErr_Clear();
-            Py_XDECREF(gseq);
-            Py_DECREF(hit);
-            goto python_door;
-        }
-        PyObject *queue = NULL;
-        PyObject *q = inst_attr(&site_stream_queue, stream, N(STREAM_QUEUE));
-        if (q) {
-            queue = inst_attr(&site_queue_handle, q, N(QUEUE_HANDLE));
-            Py_DECREF(q);
-        }
-        if (!queue || queue == Py_None) { /* closed: the Python door raises the kit's error */
-            PyErr_Clear();
-            Py_XDECREF(queue);
-            Py_DECREF(gseq);
-            Py_DECREF(hit);
-            goto python_door;
-        }
-        PyObject *r = NULL;
-        Launcher *lf = launcher_of(submit);
-        if (lf && lf->kernel && lf->table == (AllocTable *)alloc && PyLong_CheckExact(queue)) {
-            /* submit is the kernel's own checked launcher (which grows any scratch): launch from here,
-             * from the values the match read, without a call, an argument tuple or a second read */
-            void *qh = fnptr(queue);
-            if (!qh) {
-                PyErr_Clear();
-                goto vectorcall;
-            }
-            size_t gs[3];
-            for (int i = 0; i < 3; i++) {
-                PyObject *gi = i < gn ? PyTuple_GET_ITEM(gseq, i) : int_one;
-                if (ur->get_grid(gi, &gs[i])) {
-                    Py_INCREF(gi);
-                    Py_DECREF(queue);
-                    Py_DECREF(gseq);
-                    Py_DECREF(hit);
-                    ur->arg_error(lf, -1, ARG_GRID, gi);
-                    Py_DECREF(gi);
-                    goto error;
-                }
-            }
-            Py_ssize_t na = PyTuple_GET_SIZE(args);
-            PyObject *const *items = &PyTuple_GET_ITEM(args, 0);
-            Py_ssize_t m = na;
-            const pre_t *pl = have_pre ? pre : NULL;
-            PyObject *picked_items[MAX_PARAMS];
-            pre_t picked_pre[MAX_PARAMS];
-            if (index != Py_None) {
-                m = PyTuple_GET_SIZE(index);
-                if (m > MAX_PARAMS || !PyTuple_CheckExact(index)) goto vectorcall;
-                if (index != d->idx_owner) { /* read the positions once per recorded entry */
-                    Py_ssize_t ix[MAX_PARAMS];
-                    for (Py_ssize_t j = 0; j < m; j++) {
-                        PyObject *o = PyTuple_GET_ITEM(index, j);
-                        ix[j] = PyLong_CheckExact(o) ? PyLong_AsSsize_t(o) : -1;
-                        if (ix[j] < 0) { /* cannot happen for a recorded key; the call below names it */
-                            PyErr_Clear();
-                            goto vectorcall;
-                        }
-                    }
-                    /* nothing runs between filling the array and naming its owner (ints only) */
-                    memcpy(d->idx, ix, m * sizeof ix[0]);
-                    d->idx_n = m;
-                    Py_INCREF(index);
-                    Py_XSETREF(d->idx_owner, index);
-                }
-                for (Py_ssize_t j = 0; j < m; j++) {
-                    Py_ssize_t i = d->idx[j];
-                    if (i >= na) goto vectorcall; /* cannot happen for a recorded key; the call below names it */
-                    picked_items[j] = PyTuple_GET_ITEM(args, i);
-                    if (pl) picked_pre[j] = pre[i];
-                }
-                items = picked_items;
-                if (pl) pl = picked_pre;
-            }
-            if (fargs) { /* dpnp arrays: the launch submitted to SYCL on the session's in-order SYCL queue */
-                int ready = foreign_ready(session, lf, entry);
-                if (ready <= 0) {
-                    Py_DECREF(queue);
-                    Py_DECREF(gseq);
-                    Py_DECREF(hit);
-                    if (ready < 0) goto error;
-                    goto python_door; /* no SYCL kernel: the door orders the UR launch itself */
-                }
-                r = ur->launch_sycl(lf, gs, items, m, pl, generation);
-                if (r && foreign_launched(fstate, call_args) < 0) Py_CLEAR(r);
-            } else {
-                r = ur->launch_core(lf, qh, gs, items, m, 0, pl, generation);
-            }
-            goto launched;
-        }
-    vectorcall:;
-        if (fargs) { /* dpnp arrays go to SYCL or through the door, never to UR behind SYCL's back */
-            Py_DECREF(queue);
-            Py_DECREF(gseq);
-            Py_DECREF(hit);
-            goto python_door;
-        }
-        PyObject *picked;
-        if (index == Py_None) {
-            Py_INCREF(args);
-            picked = args;
-        } else {
-            Py_ssize_t m = PyTuple_GET_SIZE(index), na = PyTuple_GET_SIZE(args);
-            picked = PyTuple_New(m);
-            for (Py_ssize_t j = 0; picked && j < m; j++) {
-                Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, j));
-                if (i < 0 || i >= na) { /* cannot happen for a recorded key; be safe */
-                    Py_CLEAR(picked);
-                    PyErr_SetString(PyExc_IndexError, "xpukit: argument index out of range");
-                    break;
-                }
-                PyObject *o = PyTuple_GET_ITEM(args, i);
-                Py_INCREF(o);
-                PyTuple_SET_ITEM(picked, j, o);
-            }
-        }
-        if (picked) {
-            PyObject *call[5] = {queue, PyTuple_GET_ITEM(gseq, 0), gn > 1 ? PyTuple_GET_ITEM(gseq, 1) : int_one,
-                                 gn > 2 ? PyTuple_GET_ITEM(gseq, 2) : int_one, picked};
-            r = PyObject_Vectorcall(submit, call, 5, NULL);
-            Py_DECREF(picked);
-        }
-    launched:
-        Py_DECREF(queue);
-        Py_DECREF(gseq);
-        if (!r) {
-            Py_DECREF(hit);
-            goto error;
-        }
-        Py_DECREF(r); /* an event handle only when asked for: None here */
-        /* driver.stats.launches += 1 */
-        if (bump_counter(stats, N(STATS_LAUNCHES)) < 0) {
-            Py_DECREF(hit);
-            goto error;
-        }
-        Py_INCREF(kernel);
-        Py_DECREF(hit);
-        Py_XDECREF(act);
-        Py_XDECREF(fstate);
-        Py_XDECREF(fargs);
-        return kernel;
+        return STEP_DOOR;
+    c->generation = c->alloc->generation;
+    return STEP_OK;
+}
+
+/* The last hit, when the call matches its key (the values read kept in pre): 1, else 0. */
+static int match_last(grid_call *c) {
+    Dispatch *d = c->d;
+    PyObject *last_key = d->last_key, *last_hit = d->last_hit;
+    if (!last_key || !last_hit || d->last_table_key != c->table_key) return 0;
+    /* held: matching may run Python code (a .ptr property), and another thread may replace them */
+    Py_INCREF(last_key);
+    Py_INCREF(last_hit);
+    if (key_matches(last_key, c->args, c->kwargs, d->modes, c->alloc, c->pre) && PyTuple_Check(last_hit) &&
+        PyTuple_GET_SIZE(last_hit) >= hit_len && HIT(last_hit, SESSION) == c->session) {
+        c->hit = last_hit;
+        c->have_pre = 1;
+    } else {
+        Py_DECREF(last_hit);
     }
-python_door:
-    Py_XDECREF(act);
-    Py_XDECREF(fstate);
-    Py_XDECREF(fargs);
-    return dispatch_fallback(d, g->grid, call_args, kwargs);
-error:
-    Py_XDECREF(act);
-    Py_XDECREF(fstate);
-    Py_XDECREF(fargs);
-    return NULL;
+    Py_DECREF(last_key);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return c->hit != NULL;
+}
+
+/* The call's key looked up in the table (and remembered as the last hit when found). */
+static int lookup_hit(grid_call *c) {
+    Dispatch *d = c->d;
+    PyObject *fk_args[4] = {c->args, c->kwargs ? c->kwargs : Py_None, d->modes, (PyObject *)c->alloc};
+    PyObject *key = fast_key(NULL, fk_args, 4);
+    if (!key) return STEP_ERROR;
+    if (key == Py_None) {
+        Py_DECREF(key);
+        return STEP_DOOR;
+    }
+    PyObject *k2 = PyTuple_Pack(2, c->table_key, key);
+    if (!k2) {
+        Py_DECREF(key);
+        return STEP_ERROR;
+    }
+    PyObject *hit = PyDict_GetItemWithError(d->hits, k2); /* borrowed */
+    Py_DECREF(k2);
+    if (!hit) {
+        Py_DECREF(key);
+        return PyErr_Occurred() ? STEP_ERROR : STEP_DOOR;
+    }
+    c->hit = Py_NewRef(hit);
+    Py_INCREF(c->table_key);
+    Py_XSETREF(d->last_table_key, c->table_key);
+    Py_XSETREF(d->last_key, key);
+    Py_INCREF(hit);
+    Py_XSETREF(d->last_hit, hit);
+    return STEP_OK;
+}
+
+/* The recorded entry for this call: the last hit, else (dpnp arrays held by the session: their
+ * pointers in their places) the last hit again, else the table's; this session's, or the door. */
+static int find_hit(grid_call *c) {
+    if (!match_last(c) && (c->fstate = foreign_state(c->session)) != NULL) {
+        int fr = foreign_substitute(c->fstate, c->args, &c->fargs);
+        if (fr < 0) return STEP_ERROR;
+        if (fr == 2) return STEP_DOOR;
+        if (fr == 1) {
+            c->args = c->fargs;
+            match_last(c);
+        } else {
+            Py_CLEAR(c->fstate); /* no dpnp array: the ordinary launch */
+        }
+    }
+    if (!c->hit) {
+        int rc = lookup_hit(c);
+        if (rc != STEP_OK) return rc;
+    }
+    PyObject *hit = c->hit;
+    if (!PyTuple_Check(hit) || PyTuple_GET_SIZE(hit) < hit_len || HIT(hit, SESSION) != c->session)
+        return STEP_DOOR; /* another session's: the Python door finds this one's */
+    return STEP_OK;
+}
+
+/* The grid: a tuple/list of 1 to 3, or a callable of the launch's meta-parameters, as a tuple. */
+static int read_grid(grid_call *c) {
+    PyObject *grid = Py_NewRef(c->g->grid);
+    if (!PyTuple_Check(grid) && !PyList_Check(grid) && PyCallable_Check(grid)) {
+        PyObject *kw = c->kwargs ? Py_NewRef(c->kwargs) : PyDict_New();
+        PyObject *meta = kw ? PyObject_CallMethodObjArgs(HIT(c->hit, ENTRY), N(ENTRY_META), c->args, kw, NULL) : NULL;
+        Py_XDECREF(kw);
+        PyObject *r = meta ? PyObject_CallOneArg(grid, meta) : NULL;
+        Py_XDECREF(meta);
+        Py_DECREF(grid);
+        if (!r) return STEP_ERROR;
+        grid = r;
+    }
+    c->gseq = (PyTuple_Check(grid) || PyList_Check(grid)) ? PySequence_Tuple(grid) : NULL;
+    Py_DECREF(grid);
+    c->gn = c->gseq ? PyTuple_GET_SIZE(c->gseq) : 0;
+    if (c->gn < 1 || c->gn > 3) { /* the Python door names the bad grid */
+        PyErr_Clear();
+        return STEP_DOOR;
+    }
+    return STEP_OK;
+}
+
+/* The stream's queue handle; closed: the Python door raises the kit's error. */
+static int read_queue(grid_call *c) {
+    PyObject *q = inst_attr(&site_stream_queue, c->stream, N(STREAM_QUEUE));
+    if (q) {
+        c->queue = inst_attr(&site_queue_handle, q, N(QUEUE_HANDLE));
+        Py_DECREF(q);
+    }
+    if (!c->queue || c->queue == Py_None) {
+        PyErr_Clear();
+        return STEP_DOOR;
+    }
+    return STEP_OK;
+}
+
+/* The recorded argument positions, read into d once per recorded entry (held, by identity): 1, or
+ * 0 when they are not what a recorded key gives (the launcher's call names the problem). */
+static int read_positions(Dispatch *d, PyObject *index) {
+    if (!PyTuple_CheckExact(index) || PyTuple_GET_SIZE(index) > MAX_PARAMS) return 0;
+    if (index == d->idx_owner) return 1;
+    Py_ssize_t m = PyTuple_GET_SIZE(index), ix[MAX_PARAMS];
+    for (Py_ssize_t j = 0; j < m; j++) {
+        PyObject *o = PyTuple_GET_ITEM(index, j);
+        ix[j] = PyLong_CheckExact(o) ? PyLong_AsSsize_t(o) : -1;
+        if (ix[j] < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    /* nothing runs between filling the array and naming its owner (ints only) */
+    memcpy(d->idx, ix, m * sizeof ix[0]);
+    d->idx_n = m;
+    Py_INCREF(index);
+    Py_XSETREF(d->idx_owner, index);
+    return 1;
+}
+
+/* The launch from here, when the hit's submit is the kernel's own checked launcher (which grows
+ * any scratch): from the values the match read, without a call, an argument tuple or a second
+ * read; dpnp arrays submitted to SYCL on the session's in-order SYCL queue. STEP_OK: *r is the
+ * launch's result. */
+static int launch_in_c(grid_call *c, PyObject **r) {
+    Launcher *lf = launcher_of(HIT(c->hit, SUBMIT));
+    if (!lf || !lf->kernel || lf->table != c->alloc || !PyLong_CheckExact(c->queue)) return STEP_BY_CALL;
+    void *qh = fnptr(c->queue);
+    if (!qh) {
+        PyErr_Clear();
+        return STEP_BY_CALL;
+    }
+    size_t gs[3];
+    if (grid_sizes(lf, c->gseq, c->gn, gs) < 0) return STEP_ERROR;
+    PyObject *index = HIT(c->hit, POSITIONS);
+    Py_ssize_t na = PyTuple_GET_SIZE(c->args), m = na;
+    PyObject *const *items = &PyTuple_GET_ITEM(c->args, 0);
+    const pre_t *pl = c->have_pre ? c->pre : NULL;
+    PyObject *picked_items[MAX_PARAMS];
+    pre_t picked_pre[MAX_PARAMS];
+    if (index != Py_None) {
+        if (!read_positions(c->d, index)) return STEP_BY_CALL;
+        m = PyTuple_GET_SIZE(index);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            Py_ssize_t i = c->d->idx[j];
+            if (i >= na) return STEP_BY_CALL; /* cannot happen for a recorded key; the call names it */
+            picked_items[j] = PyTuple_GET_ITEM(c->args, i);
+            if (pl) picked_pre[j] = c->pre[i];
+        }
+        items = picked_items;
+        if (pl) pl = picked_pre;
+    }
+    if (!c->fargs) {
+        *r = ur->launch_core(lf, qh, gs, items, m, 0, pl, c->generation);
+        return *r ? STEP_OK : STEP_ERROR;
+    }
+    int ready = foreign_ready(c->session, lf, HIT(c->hit, ENTRY));
+    if (ready <= 0) return ready < 0 ? STEP_ERROR : STEP_DOOR; /* no SYCL kernel: the door orders the UR launch itself */
+    *r = ur->launch_sycl(lf, gs, items, m, pl, c->generation);
+    if (*r && foreign_launched(c->fstate, c->call_args) < 0) Py_CLEAR(*r);
+    return *r ? STEP_OK : STEP_ERROR;
+}
+
+/* The hit's submit called as submit(queue, gx, gy, gz, picked arguments): what launch_in_c does not
+ * cover. dpnp arrays go to SYCL or through the door, never to UR behind SYCL's back. */
+static int launch_by_call(grid_call *c, PyObject **r) {
+    if (c->fargs) return STEP_DOOR;
+    PyObject *index = HIT(c->hit, POSITIONS), *picked;
+    if (index == Py_None) {
+        picked = Py_NewRef(c->args);
+    } else {
+        Py_ssize_t m = PyTuple_GET_SIZE(index), na = PyTuple_GET_SIZE(c->args);
+        picked = PyTuple_New(m);
+        for (Py_ssize_t j = 0; picked && j < m; j++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(index, j));
+            if (i < 0 || i >= na) { /* cannot happen for a recorded key; be safe */
+                Py_CLEAR(picked);
+                PyErr_SetString(PyExc_IndexError, "xpukit: argument index out of range");
+                break;
+            }
+            PyTuple_SET_ITEM(picked, j, Py_NewRef(PyTuple_GET_ITEM(c->args, i)));
+        }
+    }
+    if (!picked) return STEP_ERROR;
+    PyObject *call[5] = {c->queue, grid_dim(c->gseq, c->gn, 0), grid_dim(c->gseq, c->gn, 1), grid_dim(c->gseq, c->gn, 2),
+                         picked};
+    *r = PyObject_Vectorcall(HIT(c->hit, SUBMIT), call, 5, NULL);
+    Py_DECREF(picked);
+    return *r ? STEP_OK : STEP_ERROR;
+}
+
+/* Every step up to the launch, then the launch count: STEP_OK once launched. */
+static int call_steps(grid_call *c) {
+    int rc = call_activation(c);
+    if (rc == STEP_OK) rc = find_hit(c);
+    if (rc == STEP_OK) rc = read_grid(c);
+    if (rc == STEP_OK) rc = read_queue(c);
+    if (rc != STEP_OK) return rc;
+    PyObject *r = NULL;
+    rc = launch_in_c(c, &r);
+    if (rc == STEP_BY_CALL) rc = launch_by_call(c, &r);
+    if (rc != STEP_OK) return rc;
+    Py_DECREF(r); /* an event handle only when asked for: None here */
+    /* driver.stats.launches += 1 */
+    return bump_counter(c->stats, N(STATS_LAUNCHES)) < 0 ? STEP_ERROR : STEP_OK;
+}
+
+static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
+    pre_t pre[MAX_PARAMS];
+    grid_call c = {.d = g->d, .g = g, .call_args = args, .args = args, .kwargs = kwargs, .pre = pre};
+    int rc = call_steps(&c);
+    PyObject *kernel = rc == STEP_OK ? Py_NewRef(HIT(c.hit, KERNEL)) : NULL;
+    call_release(&c);
+    if (rc == STEP_DOOR) return dispatch_fallback(g->d, g->grid, args, kwargs);
+    return kernel;
 }
 
 static int gridcall_traverse(GridCall *g, visitproc visit, void *arg) {

@@ -58,6 +58,39 @@ static int memory_key_addr(PyObject *o, uint64_t *addr, pre_t *pre) {
     return 1;
 }
 
+/* One positional argument's element of fast_key's key (a new reference), or NULL: with no error
+ * when the key does not cover the argument, else with the error. */
+static PyObject *arg_key(PyObject *o, char mode, AllocTable *table) {
+    PyTypeObject *t = Py_TYPE(o);
+    if (mode == 'c') {
+        if (PyObject_Hash(o) == -1) {
+            PyErr_Clear();
+            return NULL;
+        }
+        return PyTuple_Pack(2, (PyObject *)t, o);
+    }
+    if (t == &PyLong_Type) return PyLong_FromLong(int_key_code(o, mode, table, NULL));
+    if (t == &PyFloat_Type) return PyLong_FromLong(16);
+    if (t == &PyBool_Type) return PyLong_FromLong(17);
+    if (o == Py_None) return PyLong_FromLong(18);
+    /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
+    uint64_t addr;
+    if (!memory_key_addr(o, &addr, NULL)) return NULL;
+    int div16 = mode == 's' ? (addr % 16 == 0) : 0;
+    PyObject *dtype = ur->dtype_of(o);
+    if (!dtype) /* untyped memory: specialized like an address (i64, u64 above 2**63) */
+        return PyLong_FromLong(32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3));
+    PyObject *flag = PyLong_FromLong(64 | (div16 << 3));
+    PyObject *k = flag ? PyTuple_Pack(3, (PyObject *)t, dtype, flag) : NULL;
+    Py_XDECREF(flag);
+    Py_DECREF(dtype);
+    if (k && PyObject_Hash(k) == -1) {
+        PyErr_Clear();
+        Py_CLEAR(k);
+    }
+    return k;
+}
+
 /* fast_key(args, kwargs, modes, table) -> tuple | None
  * A key at least as fine as Triton 3.3's specialization of these arguments: equal keys mean
  * Triton would pick the same compiled kernel. modes: one letter per positional parameter:
@@ -81,53 +114,13 @@ PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     PyObject *key = PyTuple_New(n + 3 * nkw);
     if (!key) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = PyTuple_GET_ITEM(args, i), *k = NULL;
-        char mode = modes[i];
-        PyTypeObject *t = Py_TYPE(o);
-        if (mode == 'c') {
-            if (PyObject_Hash(o) == -1) {
-                PyErr_Clear();
-                goto uncovered;
-            }
-            k = PyTuple_Pack(2, (PyObject *)t, o);
-        } else if (t == &PyLong_Type) {
-            k = PyLong_FromLong(int_key_code(o, mode, table, NULL));
-        } else if (t == &PyFloat_Type) {
-            k = PyLong_FromLong(16);
-        } else if (t == &PyBool_Type) {
-            k = PyLong_FromLong(17);
-        } else if (o == Py_None) {
-            k = PyLong_FromLong(18);
-        } else {
-            /* device memory: an object with an int .ptr (USMAllocation, DeviceArray) */
-            uint64_t addr;
-            if (!memory_key_addr(o, &addr, NULL)) goto uncovered;
-            int div16 = mode == 's' ? (addr % 16 == 0) : 0;
-            PyObject *dtype = ur->dtype_of(o);
-            if (!dtype) {
-                /* untyped memory: specialized like an address (i64, u64 above 2**63) */
-                k = PyLong_FromLong(32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3));
-            } else {
-                PyObject *flag = PyLong_FromLong(64 | (div16 << 3));
-                k = flag ? PyTuple_Pack(3, (PyObject *)t, dtype, flag) : NULL;
-                Py_XDECREF(flag);
-                Py_DECREF(dtype);
-                if (k && PyObject_Hash(k) == -1) {
-                    PyErr_Clear();
-                    Py_DECREF(k);
-                    goto uncovered;
-                }
-            }
-        }
+        PyObject *k = arg_key(PyTuple_GET_ITEM(args, i), modes[i], table);
         if (!k) {
             Py_DECREF(key);
-            return NULL;
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE; /* not covered */
         }
         PyTuple_SET_ITEM(key, i, k);
-        continue;
-    uncovered:
-        Py_DECREF(key);
-        Py_RETURN_NONE;
     }
     if (nkw) {
         Py_ssize_t pos = 0, j = n;

@@ -1,6 +1,7 @@
 /* _launcher_args.c (part of _xpukit_launcher): one argument converted by its kind and checked
  * (a pointer must lie in a live allocation of the session's AllocTable); the address of the kit's
- * own memory read from the instance. See _launcher.c.
+ * own memory read from the instance; what every launch does first (launch_prepare: all of them
+ * converted and checked, a bad one reported through arg_error). See _launcher.c.
  */
 #include "_launcher_internal.h"
 #include <math.h>
@@ -283,4 +284,70 @@ int get_grid(PyObject *o, size_t *out) {
     if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 0x7FFFFFFF) return -1;
     *out = (size_t)v;
     return 0;
+}
+
+/* Report a bad argument through the Python callback (which raises); always returns NULL. */
+PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value) {
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (!l->on_arg_error) return PyErr_Format(PyExc_RuntimeError, "xpukit: launch after release");
+    PyObject *r = PyObject_CallFunction(l->on_arg_error, "niO", index, code, value ? value : Py_None);
+    Py_XDECREF(r);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "xpukit: bad kernel argument");
+    return NULL;
+}
+
+/* What every launch does first, after the caller has checked that the kernel is open and read its
+ * grid: the count, every argument converted and checked into vals/sizes (nothing touched on a bad
+ * one). 0: launch, 1: an empty grid (launch nothing), -1: an error is set.
+ * items: n borrowed arguments, kept alive by the caller; pre: what the caller read from each (or
+ * NULL); checked_generation: the table's generation before anything was read from the arguments
+ * (the caller's reads count: a free since then re-checks every address). */
+int launch_prepare(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
+                   uint64_t checked_generation, uint64_t *vals, size_t *sizes) {
+    if (l->on_grow) { /* more programs than ever: the callback grows the per-program scratch first */
+        uint64_t programs;
+        if (__builtin_mul_overflow((uint64_t)g[0], (uint64_t)g[1], &programs) ||
+            __builtin_mul_overflow(programs, (uint64_t)g[2], &programs))
+            programs = UINT64_MAX;
+        if (programs > l->grown) {
+            PyObject *r = PyObject_CallFunction(l->on_grow, "K", (unsigned long long)programs);
+            if (!r) return -1;
+            Py_DECREF(r);
+            if (programs > l->grown) l->grown = programs;
+        }
+    }
+    if (n != l->nparams) {
+        arg_error(l, n, ARG_COUNT, Py_None);
+        return -1;
+    }
+    /* 1: convert and check everything; nothing is touched on a bad argument */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int rc = pre && pre[i].tag ? convert_pre(l, l->kinds[i], &pre[i], &vals[i], &sizes[i]) : -1;
+        if (rc) /* not covered, or bad: convert() gives the code the launch has always given */
+            rc = convert(l, l->kinds[i], items[i], &vals[i], &sizes[i]);
+        if (rc) {
+            PyObject *bad = items[i];
+            Py_INCREF(bad);
+            arg_error(l, i, rc, bad);
+            Py_DECREF(bad);
+            return -1;
+        }
+    }
+    if (l->table->generation != checked_generation) {
+        /* Python code run by a conversion (a .ptr property) or by the caller let another thread
+         * free memory: check every address again, now that nothing else can run until the enqueue. */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            char k = l->kinds[i];
+            int is_address = k == 'P' || k == 'A' ||
+                             ((k == 'q' || k == 'Q') && !PyLong_Check(items[i]) && !PyFloat_Check(items[i]));
+            if (is_address && check_live(l, vals[i])) {
+                PyObject *bad = items[i];
+                Py_INCREF(bad);
+                arg_error(l, i, ARG_NOT_LIVE, bad);
+                Py_DECREF(bad);
+                return -1;
+            }
+        }
+    }
+    return g[0] == 0 || g[1] == 0 || g[2] == 0; /* an empty grid launches nothing */
 }

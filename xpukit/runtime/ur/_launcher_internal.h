@@ -1,7 +1,9 @@
 /* _launcher_internal.h: what the parts of _xpukit_launcher share among themselves (not with the
- * dispatch: that is _launcher.h). _launcher.c: the module, bind() and the Launcher; _launcher_args.c:
- * converting and checking one argument; _launcher_table.c: the AllocTable. Built together with
- * -flto, so the per-launch calls between parts are inlined as if they were one file.
+ * dispatch: that is _launcher.h), top floor first (each calls only the parts below it;
+ * tests/host/test_c_graph.py checks it): _launcher.c: the module, bind() and the Launcher;
+ * _launcher_sycl.c: the launch submitted to SYCL; _launcher_args.c: converting and checking the
+ * arguments; _launcher_table.c: the AllocTable. Built together with -flto, so the per-launch calls
+ * between parts are inlined as if they were one file.
  */
 #ifndef XPUKIT_UR_LAUNCHER_INTERNAL_H
 #define XPUKIT_UR_LAUNCHER_INTERNAL_H
@@ -28,6 +30,11 @@ extern Py_ssize_t alloc_offset, dtype_offset;
 
 extern PyTypeObject AllocTableType, LauncherType;
 
+/* _launcher_sycl.c */
+PyObject *launch_sycl(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
+                      uint64_t checked_generation);
+PyObject *launcher_via_sycl(Launcher *l, PyObject *args);
+
 /* _launcher_args.c */
 int own_address(PyObject *o, uint64_t *out);
 PyObject *dtype_of(PyObject *o);
@@ -36,16 +43,8 @@ int check_live(Launcher *l, uint64_t addr);
 int convert(Launcher *l, char kind, PyObject *o, uint64_t *bits, size_t *size);
 int convert_pre(Launcher *l, char kind, const pre_t *p, uint64_t *bits, size_t *size);
 int get_grid(PyObject *o, size_t *out);
-
-/* _launcher.c */
 PyObject *arg_error(Launcher *l, Py_ssize_t index, int code, PyObject *value);
-PyObject *ur_error(Launcher *l, int32_t code, const char *fn);
 int launch_prepare(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
                    uint64_t checked_generation, uint64_t *vals, size_t *sizes);
-
-/* _launcher_sycl.c */
-PyObject *launch_sycl(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
-                      uint64_t checked_generation);
-PyObject *launcher_via_sycl(Launcher *l, PyObject *args);
 
 #endif
