@@ -12,7 +12,7 @@ from typing import Any
 from xpukit.runtime.triton import dispatch as compiled_dispatch
 from xpukit.runtime.triton.dispatch import fast_key
 from xpukit.runtime.triton.driver import TritonRun, URFunction
-from xpukit.runtime.triton.launch import BoundKernel
+from xpukit.runtime.triton.launch import BoundKernel, padded_grid
 from xpukit.runtime.triton.pointer_params import pointer_params
 from xpukit.runtime.triton.seam import Hit
 from xpukit.runtime.triton.state import CURRENT
@@ -284,14 +284,7 @@ class PyDispatch:
         queue = stream.queue.raw_handle
         if queue is None:
             return self._python_door(grid, args, kwargs)
-        n = len(g)
-        submit(
-            queue,
-            g[0],
-            g[1] if n > 1 else 1,
-            g[2] if n > 2 else 1,
-            args if index is None else tuple(args[i] for i in index),
-        )
+        submit(queue, *padded_grid(g), args if index is None else tuple(args[i] for i in index))
         act.driver.stats.launches += 1
         return kernel
 
@@ -374,11 +367,10 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
             return kernel
         if callable(grid):
             grid = grid(entry.meta(args, kwargs))
-        n = len(grid)
         queue = act.stream.queue.raw_handle
         if queue is None:  # closed: its .handle raises the kit's error
             queue = act.stream.queue.handle
-        bound.submit(queue, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, entry.pick(args))
+        bound.submit(queue, *padded_grid(grid), entry.pick(args))
         act.driver.stats.launches += 1
         return entry.kernel
 

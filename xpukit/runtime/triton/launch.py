@@ -217,9 +217,8 @@ class LaunchABI:
 
     def nd_range(self, grid: Sequence[int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """Triton grid (programs per axis) -> UR (global, local) work sizes."""
-        g = tuple(int(x) for x in grid) + (1,) * (3 - len(grid))
-        lx = self.local_size[0]
-        return (g[0] * lx, g[1], g[2]), self.local_size
+        gx, gy, gz = (int(x) for x in padded_grid(grid))
+        return (gx * self.local_size[0], gy, gz), self.local_size
 
     def argument_error(self, session: Session) -> Callable[[int, int, Any], None]:
         """The launcher's ``on_arg_error``: raises :class:`KernelArgumentError` naming the argument."""
@@ -273,6 +272,12 @@ def normalize_grid(grid: Any, meta: Mapping[str, Any] | None = None) -> tuple[in
     if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
         raise KernelArgumentError(f"grid {grid!r} must be 1 to 3 non-negative integers", "pass e.g. (n_blocks,)")
     return g
+
+
+def padded_grid(grid: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """A grid of 1 to 3 sizes as the launcher takes it, (gx, gy, gz): the sizes it lacks are 1."""
+    n = len(grid)
+    return grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1
 
 
 # --- kernels ---------------------------------------------------------------------------------
@@ -366,12 +371,11 @@ class BoundKernel:
                 names = (p.name for p in self.abi.params)
                 grid = grid({**self.artifact.constexprs, **dict(zip(names, args, strict=False))})
             grid = normalize_grid(grid)
-        n = len(grid)
         q = self._queue if queue is None else queue
         h = q.raw_handle  # read directly on every launch; the property raises the kit's error once closed
         if h is None or q.closed:
             h = q.handle
-        handle = self.submit(h, grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, args, event)
+        handle = self.submit(h, *padded_grid(grid), args, event)
         return Event(self.session, handle) if event and handle else None
 
     def close(self) -> None:
