@@ -5,6 +5,8 @@ wraps it). Real UR CPU device, real Triton compiles; random calls from hypothesi
 
 from __future__ import annotations
 
+import dis
+import sys
 import threading
 
 import numpy as np
@@ -239,3 +241,27 @@ def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, mo
     d[(1,)](dx, dy, 2.0, N, BLOCK=N)
     s.finish()
     assert drv.stats.launches == launches + 1
+
+
+@pytest.mark.skipif(
+    sys.version_info[:2] != (3, 11), reason="CPython 3.11's specialized attribute reads (the image's Python)"
+)
+def test_a_hit_leaves_the_objects_it_reads_specializable(rig):
+    """The C dispatch reads session._closed, queue._handle and stats.launches on every hit without
+    asking CPython for those instances' dicts: once asked for, a dict replaces the instance's inline
+    values for good, and Python's reads of its attributes specialize no further than the dict's
+    path (LOAD_ATTR_WITH_HINT; in Session.finish they stayed adaptive: the generic lookup, ~400
+    instructions more per launch in bench_launch_instructions.py)."""
+    s, drv, x, y = rig
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    for _ in range(3):
+        axpy[(1,)](dx, dy, 2.0, N, BLOCK=N)
+    s.finish()
+
+    def reads(session, stats):
+        return session._closed, session.queue._handle, stats.launches
+
+    for _ in range(100):
+        reads(s, drv.stats)
+    ops = [i.opname for i in dis.get_instructions(reads, adaptive=True) if "ATTR" in i.opname]
+    assert ops == ["LOAD_ATTR_INSTANCE_VALUE"] * 4, ops

@@ -45,11 +45,12 @@ int truthy_attr(attr_site *site, PyObject *o, PyObject *name) {
 }
 
 /* stats.launches += 1 for a plain instance (a dataclass): the instance dict itself when nothing
- * on the type takes part (no __getattr__/__setattr__, no descriptor of that name), else getattr/setattr. */
+ * on the type takes part (no __getattr__/__setattr__, no descriptor of that name) and reading it as
+ * a dict changes nothing (plain_dict), else getattr/setattr. */
 int bump_counter(PyObject *o, PyObject *name) {
     PyTypeObject *t = Py_TYPE(o);
     PyObject *cls_attr = _PyType_Lookup(t, name); /* borrowed; a dataclass keeps the default here */
-    if (t->tp_getattro == PyObject_GenericGetAttr && t->tp_setattro == PyObject_GenericSetAttr &&
+    if (plain_dict(t) && t->tp_getattro == PyObject_GenericGetAttr && t->tp_setattro == PyObject_GenericSetAttr &&
         (!cls_attr || (!Py_TYPE(cls_attr)->tp_descr_get && !Py_TYPE(cls_attr)->tp_descr_set))) {
         PyObject **dp = _PyObject_GetDictPtr(o);
         PyObject *count = dp && *dp ? PyDict_GetItemWithError(*dp, name) : NULL; /* borrowed */

@@ -71,10 +71,24 @@ typedef struct {
     Py_ssize_t how; /* -1: the instance dict, > 0: a __slots__ member's offset, 0: PyObject_GetAttr */
 } attr_site;
 
+/* 1: o's instance dict may be read as a dict without changing o. Not so for a type whose dict
+ * CPython manages (3.11+: every class without __slots__): its attributes live in an inline values
+ * array until something asks for the dict, and _PyObject_GetDictPtr makes one; from then on the
+ * interpreter cannot specialize attribute reads on that instance (LOAD_ATTR stays adaptive: every
+ * Python read of session.queue, queue._handle, ... takes the generic lookup). */
+static inline int plain_dict(PyTypeObject *t) {
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    return !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#else
+    (void)t;
+    return 1;
+#endif
+}
+
 static inline Py_ssize_t attr_how(PyTypeObject *t, PyObject *name) {
     if (t->tp_getattro != PyObject_GenericGetAttr) return 0; /* __getattr__/__getattribute__ */
     PyObject *descr = _PyType_Lookup(t, name);             /* borrowed */
-    if (!descr) return -1; /* nothing of that name on the MRO: the generic lookup reads the dict */
+    if (!descr) return plain_dict(t) ? -1 : 0; /* nothing of that name on the MRO: the generic lookup reads the dict */
     if (Py_TYPE(descr) == &PyMemberDescr_Type && PyType_IsSubtype(t, PyDescr_TYPE(descr))) {
         PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
         if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0) return m->offset;
