@@ -69,13 +69,16 @@ typedef struct {
     PyTypeObject *type; /* NULL: empty */
     unsigned int tag;
     Py_ssize_t how; /* -1: the instance dict, > 0: a __slots__ member's offset, 0: PyObject_GetAttr */
+    /* set where the site is defined: the instance dict may be made (see plain_dict), for a read
+     * on every launch of an object Python rarely reads after (the kit's own allocation) */
+    int make_dict;
 } attr_site;
 
 /* 1: o's instance dict may be read as a dict without changing o. Not so for a type whose dict
  * CPython manages (3.11+: every class without __slots__): its attributes live in an inline values
- * array until something asks for the dict, and _PyObject_GetDictPtr makes one; from then on the
- * interpreter cannot specialize attribute reads on that instance (LOAD_ATTR stays adaptive: every
- * Python read of session.queue, queue._handle, ... takes the generic lookup). */
+ * array until something asks for the dict, and _PyObject_GetDictPtr makes one for good; from then
+ * on Python's reads of that instance's attributes specialize no further than the dict's path, or
+ * not at all (Session.finish's reads of session.queue & co stayed adaptive: the generic lookup). */
 static inline int plain_dict(PyTypeObject *t) {
 #ifdef Py_TPFLAGS_MANAGED_DICT
     return !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT);
@@ -85,10 +88,11 @@ static inline int plain_dict(PyTypeObject *t) {
 #endif
 }
 
-static inline Py_ssize_t attr_how(PyTypeObject *t, PyObject *name) {
+static inline Py_ssize_t attr_how(PyTypeObject *t, PyObject *name, int make_dict) {
     if (t->tp_getattro != PyObject_GenericGetAttr) return 0; /* __getattr__/__getattribute__ */
     PyObject *descr = _PyType_Lookup(t, name);             /* borrowed */
-    if (!descr) return plain_dict(t) ? -1 : 0; /* nothing of that name on the MRO: the generic lookup reads the dict */
+    if (!descr) /* nothing of that name on the MRO: the generic lookup reads the dict */
+        return make_dict || plain_dict(t) ? -1 : 0;
     if (Py_TYPE(descr) == &PyMemberDescr_Type && PyType_IsSubtype(t, PyDescr_TYPE(descr))) {
         PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
         if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0) return m->offset;
@@ -106,7 +110,7 @@ static inline PyObject *inst_attr(attr_site *site, PyObject *o, PyObject *name) 
     if (site->type == t && site->tag == t->tp_version_tag && (t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
         how = site->how;
     } else {
-        how = attr_how(t, name); /* assigns the type a version tag when it has none */
+        how = attr_how(t, name, site->make_dict); /* assigns the type a version tag when it has none */
         site->type = NULL;
         if ((t->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) && t->tp_version_tag) {
             site->tag = t->tp_version_tag;

@@ -17,8 +17,9 @@ static PyObject *slot_value(PyObject *o, Py_ssize_t offset) {
     return v ? Py_NewRef(v) : NULL;
 }
 
-/* the attribute site of the launch path (ALLOCATION_HANDLE) */
-static attr_site site_usm_handle;
+/* the attribute site of the launch path (ALLOCATION_HANDLE): read from the instance dict, made
+ * if need be (an allocation's attributes are rarely read from Python; this, on every launch) */
+static attr_site site_usm_handle = {.make_dict = 1};
 
 /* o's ARRAY_DTYPE, or NULL with no error when it has none (looked up without raising). */
 PyObject *dtype_of(PyObject *o) {
