@@ -247,7 +247,7 @@ def test_a_class_attribute_set_after_a_hit_takes_part(rig, dispatch_compiled, mo
     sys.version_info[:2] != (3, 11), reason="CPython 3.11's specialized attribute reads (the image's Python)"
 )
 def test_a_hit_leaves_the_objects_it_reads_specializable(rig):
-    """The C dispatch reads session._closed, queue._handle and stats.launches on every hit without
+    """The C dispatch reads session.closed, queue.raw_handle and stats.launches on every hit without
     asking CPython for those instances' dicts: once asked for, a dict replaces the instance's inline
     values for good, and Python's reads of its attributes specialize no further than the dict's
     path (LOAD_ATTR_WITH_HINT; in Session.finish they stayed adaptive: the generic lookup, ~400
@@ -259,7 +259,7 @@ def test_a_hit_leaves_the_objects_it_reads_specializable(rig):
     s.finish()
 
     def reads(session, stats):
-        return session._closed, session.queue._handle, stats.launches
+        return session.closed, session.queue.raw_handle, stats.launches
 
     for _ in range(100):
         reads(s, drv.stats)
