@@ -112,6 +112,31 @@ def multi_device() -> None:
             print(f"ocloc CPU: {', '.join(devices)} one by one {each:.2f} s, in one -device list {together:.2f} s")
 
 
+def speculation(repeat: int) -> None:
+    """pvc at the declared tile spills: its two ocloc builds one after the other (the pinned retry)
+    against both at once (``speculate_large``), alternated; wall seconds and whether the zebins match."""
+    from xpukit.runtime.kernels.compile import load_kernel
+    from xpukit.runtime.offline.ocloc import find_ocloc
+    from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
+
+    spec = load_kernel(str(ROOT / "examples" / "matmul.py:matmul_kernel"))
+    signature = {k: v for k, v in parse_signature(spec.signature).items() if k not in spec.constexprs}
+    spirv = compile_kernel(spec.fn, signature, spec.constexprs, "pvc").asm["spv"]
+    tool = find_ocloc()
+    times: dict[bool, list[float]] = {False: [], True: []}
+    zebins = set()
+    for _ in range(repeat):
+        for at_once in (False, True):
+            started = time.perf_counter()
+            zebins.add(tool.compile_spirv(spirv, "pvc", speculate_large=at_once).zebin)
+            times[at_once].append(time.perf_counter() - started)
+    serial, both = statistics.median(times[False]), statistics.median(times[True])
+    print(
+        f"ocloc pvc declared tile: retry after {serial:.2f} s, both at once {both:.2f} s "
+        f"({both / serial:.2f}); {'the same zebin' if len(zebins) == 1 else 'DIFFERENT zebins'}"
+    )
+
+
 class WatchServer:
     """``kernel-report --watch`` in a child process, run from ``code`` (a checkout of the kit), on a
     copy of examples/matmul.py; ``save`` edits the copy and waits for the new page on /events."""
@@ -211,14 +236,21 @@ def main() -> int:
         "--before", type=Path, help="a checkout of the kit to time beside this one (git archive REV | tar -x -C DIR)"
     )
     parser.add_argument("--watch-only", action="store_true", help="skip the --lines / plain ratio")
+    parser.add_argument("--speculation", action="store_true", help="only the ocloc retry against both builds at once")
+    parser.add_argument("--case", action="append", choices=["pvc-declared", "pvc-small", "seven"], help="watch cases")
     args = parser.parse_args()
+    if args.speculation:
+        speculation(args.repeat)
+        return 0
     if not args.watch_only:
         warm_ratio(args.repeat)
         multi_device()
         cpu_floor()
+        speculation(args.repeat)
     codes = {"before": args.before.resolve(), "after": ROOT} if args.before else {"this": ROOT}
-    for targets, configs in (("pvc", []), ("pvc", [SMALL]), (SEVEN, [SMALL])):
-        watch_latency(targets, configs, args.saves, codes)
+    cases = {"pvc-declared": ("pvc", []), "pvc-small": ("pvc", [SMALL]), "seven": (SEVEN, [SMALL])}
+    for name in args.case or list(cases):
+        watch_latency(*cases[name], args.saves, codes)
     return 0
 
 
