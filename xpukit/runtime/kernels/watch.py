@@ -148,11 +148,6 @@ def watch_report(
         ) from None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="xpukit-watch-http", daemon=True).start()
-    print(
-        f"xpukit: watching {file}: http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)",
-        file=sys.stderr,
-        flush=True,
-    )
 
     saved = threading.Event()
 
@@ -169,6 +164,12 @@ def watch_report(
     observer = Observer()
     observer.schedule(OnSave(), str(file.parent), recursive=False)
     observer.start()
+    # The address only once the observer watches: a save right after it appears is not missed.
+    print(
+        f"xpukit: watching {file}: http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while True:
             saved.wait()
