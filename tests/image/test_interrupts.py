@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
-from tests.support.interrupts import PREFIX
+from tests.support.interrupts import PREFIX, interrupt_and_wait
 
 DEMO = ROOT / "examples" / "xpu_triton_ur.py"
 KERNELS = ROOT / "examples" / "kernels.py"
@@ -59,17 +59,6 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
         TRITON_CACHE_DIR=str(tmp_path / "triton"),
         XPUKIT_CACHE_DIR=str(tmp_path / "xpukit"),
     )
-
-
-def interrupt_and_wait(p: subprocess.Popen, timeout: float = 120) -> str:
-    """SIGINT, then the process's stderr once it ends; one that outlives ``timeout`` is killed."""
-    try:
-        p.send_signal(signal.SIGINT)
-        return p.communicate(timeout=timeout)[1]
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
 
 
 def assert_one_line_130(p: subprocess.Popen, stderr: str, line: str) -> None:

@@ -19,6 +19,9 @@ import importlib.util
 import json
 import os
 import sys
+import threading
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -78,11 +81,56 @@ class TargetBuild:
     ocloc: CompileResult | None = None
     isa: str | None = None
     error: BaseException | None = None
+    reused: bool = False  # zebin and ISA from NATIVE_MEMORY: the same SPIR-V, device and flags built before
 
     @property
     def zebin(self) -> bytes:
         assert self.ocloc is not None
         return self.ocloc.zebin
+
+
+@dataclasses.dataclass
+class _Outcome:
+    retried: bool  # the build retried at 256 GRF (the pinned rule: it spilled at 128)
+    seconds: float  # ocloc and disasm, wall time
+
+
+class NativeMemory:
+    """What earlier ocloc builds in this process learnt; ``--watch`` rebuilds in one process.
+
+    ``results``: zebin and ISA by SPIR-V hash + device + flags, so a family whose SPIR-V did not change
+    (a save that undoes the last edit, a target of an unchanged config) is not compiled again.
+    ``history``: per kernel x config x target, whether its last build retried at 256 GRF (the next
+    build then starts the 256-GRF compile at once, ``Ocloc.compile_spirv(speculate_large=True)``) and
+    how long it took (the longest builds start first). ``counts``: built / reused / speculation used
+    or discarded, for the watch's log line."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self.results: OrderedDict[tuple[Any, ...], tuple[CompileResult, str | None]] = OrderedDict()
+        self.history: dict[tuple[Any, ...], _Outcome] = {}
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> tuple[CompileResult, str | None] | None:
+        with self.lock:
+            found = self.results.get(key)
+            if found is not None:
+                self.results.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[Any, ...], value: tuple[CompileResult, str | None]) -> None:
+        with self.lock:
+            self.results[key] = value
+            while len(self.results) > self.size:
+                self.results.popitem(last=False)
+
+    def count(self, what: str) -> None:
+        with self.lock:
+            self.counts[what] += 1
+
+
+NATIVE_MEMORY = NativeMemory()
 
 
 def resolve_targets(tool: Ocloc, targets: Sequence[str]) -> dict[str, TargetPreset]:
@@ -103,54 +151,92 @@ def build_targets(
     options: Mapping[str, Any],
     tool: Ocloc,
     asm: bool = False,
+    memory: NativeMemory | None = None,
 ) -> list[TargetBuild]:
     """Triton -> SPIR-V once per distinct set of codegen properties (``TargetPreset.codegen_key``),
     then ocloc (and ``ocloc disasm`` with ``asm``) per target, as many at once as there are cores.
-    A target that failed carries its exception in ``error``; the others are still built."""
+    ocloc starts on a group's SPIR-V while Triton compiles the next group's; the groups and targets
+    whose builds took longest last time go first. A target that failed carries its exception in
+    ``error``; the others are still built. The builds are the ones a serial run gives (a test).
+    ``memory``: what earlier builds learnt (default: this process's ``NATIVE_MEMORY``)."""
+    known = memory if memory is not None else NATIVE_MEMORY
     groups: dict[tuple[Any, ...], list[str]] = {}
     for target, preset in presets.items():
         groups.setdefault(preset.codegen_key(), []).append(target)
     spirv_options = {k: v for k, v in options.items() if k != "generate_native_code"}
-    builds: list[TargetBuild] = []
-    for group in groups.values():
-        first = group[0]
-        try:
-            compiled = compile_kernel(fn, signature, constexprs, presets[first].props(), spirv_options)
-        except BaseException as exc:  # Triton raises anything: each target of the group records it
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            builds += [TargetBuild(t, presets[t], None, first, error=exc) for t in group]
-            continue
-        builds += [TargetBuild(t, presets[t], compiled, first) for t in group]
+    config_key = (
+        f"{getattr(fn, '__module__', '')}.{getattr(fn, '__name__', fn)}",
+        repr(sorted(constexprs.items())),
+        repr(sorted(spirv_options.items())),
+    )
+
+    def history_key(build: TargetBuild) -> tuple[Any, ...]:
+        return (*config_key, build.preset.ocloc_device)
+
+    def expected_seconds(target: str) -> float:
+        last = known.history.get((*config_key, presets[target].ocloc_device))
+        return last.seconds if last is not None else 0.0
 
     def native(build: TargetBuild) -> None:
         if build.error is not None:
             return
+        started = time.monotonic()
         try:
             flags = build.compiled.metadata.build_flags or ""
-            build.ocloc = tool.compile_spirv(build.compiled.asm["spv"], build.preset.ocloc_device, flags)
+            spirv = build.compiled.asm["spv"]
+            device = build.preset.ocloc_device
+            name = build.compiled.metadata.name
+            key = (tool.path, tool.version, hashlib.sha256(spirv).hexdigest(), device, flags, asm, name)
+            if (found := known.get(key)) is not None:
+                build.ocloc, build.isa = found
+                build.reused = True
+                known.count("reused")
+                return
+            last = known.history.get(history_key(build))
+            build.ocloc = tool.compile_spirv(spirv, device, flags, speculate_large=last is not None and last.retried)
             if asm:
-                name = build.compiled.metadata.name
-                build.isa = disassemble(build.ocloc.zebin, build.preset.ocloc_device, ocloc=tool).kernels[name]
+                build.isa = disassemble(build.ocloc.zebin, device, ocloc=tool).kernels[name]
+            known.put(key, (build.ocloc, build.isa))
+            known.count("built")
+            if build.ocloc.speculation:
+                known.count(f"speculation {build.ocloc.speculation}")
+            known.history[history_key(build)] = _Outcome(build.ocloc.retried_large_grf, time.monotonic() - started)
         except XpukitError as exc:
             build.error = exc
 
-    order = {t: i for i, t in enumerate(presets)}
-    builds.sort(key=lambda b: order[b.target])  # the order the user gave
-    workers = max(1, min(len(builds), os.cpu_count() or 1))
+    ordered = sorted(groups.values(), key=lambda g: -sum(expected_seconds(t) for t in g))  # stable
+    workers = max(1, min(len(presets), os.cpu_count() or 1))
     builds_may_run()  # an earlier run in this process may have been interrupted
-    if workers == 1:  # in this thread: Ctrl-C stops the build where it runs
-        for build in builds:
-            native(build)
-        return builds
-    pool = ThreadPoolExecutor(max_workers=workers)
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    builds: list[TargetBuild] = []
+    futures = []
     try:
-        list(pool.map(native, builds))
+        for group in ordered:
+            first = group[0]
+            try:
+                compiled = compile_kernel(fn, signature, constexprs, presets[first].props(), spirv_options)
+            except BaseException as exc:  # Triton raises anything: each target of the group records it
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                builds += [TargetBuild(t, presets[t], None, first, error=exc) for t in group]
+                continue
+            ready = [TargetBuild(t, presets[t], compiled, first) for t in group]
+            builds += ready
+            for build in sorted(ready, key=lambda b: -expected_seconds(b.target)):
+                if pool is None:  # in this thread: Ctrl-C stops the build where it runs
+                    native(build)
+                else:
+                    futures.append(pool.submit(native, build))
+        for future in futures:
+            future.result()
     except BaseException:
         stop_builds()  # an interrupt reaches this thread only: kill the workers' ocloc runs
         raise
     finally:
-        pool.shutdown(wait=True)
+        if pool is not None:
+            pool.shutdown(wait=True)
+    order = {t: i for i, t in enumerate(presets)}
+    builds.sort(key=lambda b: order[b.target])  # the order the user gave
     return builds
 
 

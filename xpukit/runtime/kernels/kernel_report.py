@@ -214,7 +214,7 @@ def _report_cell(build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | N
         instructions = parse_isa(build.isa)
         row.counts = tally(instructions)
         if sources is not None:
-            _attribute_lines(row, build, meta.name, instructions, sources)
+            _attribute_lines(row, build, meta.name, info.text_size, instructions, sources)
     return row
 
 
@@ -232,13 +232,12 @@ def _grf_rule(row: ReportRow) -> str:
 
 
 def _attribute_lines(
-    row: ReportRow, build: TargetBuild, kernel: str, instructions: list[Any], sources: SourceFiles
+    row: ReportRow, build: TargetBuild, kernel: str, text_size: int, instructions: list[Any], sources: SourceFiles
 ) -> None:
     table = read_line_table(build.zebin, kernel)
     if table is None:
         row.line_info = NO_LINE_INFO
         return
-    text_size = read_zebin(build.zebin).kernel(kernel).text_size
     span = code_bytes(instructions)
     if not 0 <= text_size - span < 16:  # the section may end in a few bytes of zero padding
         row.line_info = f"{NO_LINE_INFO}: the disassembly spans {span} bytes, the kernel's text {text_size}"

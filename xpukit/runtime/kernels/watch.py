@@ -15,12 +15,14 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
+from xpukit.runtime.kernels.compile import NATIVE_MEMORY
 from xpukit.runtime.kernels.kernel_report import build_report
 from xpukit.runtime.offline.line_view import line_changes
 from xpukit.runtime.offline.report_format import format_html
@@ -108,6 +110,13 @@ def _page(report: dict[str, Any], previous: dict[str, Any] | None, error: str | 
     return page.replace("<body>", f'<body>\n<p class="note" id="status">{html.escape(status)}</p>', 1)
 
 
+def _builds(counts: Counter[str]) -> str:
+    """ "ocloc: 5 built, 2 reused, speculation used 1" for the terminal."""
+    parts = [f"{counts[k]} {k}" for k in ("built", "reused") if counts[k]]
+    parts += [f"{k}: {counts[k]}" for k in sorted(counts) if k.startswith("speculation")]
+    return "ocloc: " + (", ".join(parts) or "nothing to build")
+
+
 def watch_report(
     kernel: str,
     targets: Sequence[str],
@@ -139,11 +148,6 @@ def watch_report(
         ) from None
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, name="xpukit-watch-http", daemon=True).start()
-    print(
-        f"xpukit: watching {file}: http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)",
-        file=sys.stderr,
-        flush=True,
-    )
 
     saved = threading.Event()
 
@@ -160,12 +164,19 @@ def watch_report(
     observer = Observer()
     observer.schedule(OnSave(), str(file.parent), recursive=False)
     observer.start()
+    # The address only once the observer watches: a save right after it appears is not missed.
+    print(
+        f"xpukit: watching {file}: http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while True:
             saved.wait()
             time.sleep(_DEBOUNCE_S)
             saved.clear()
             started = time.monotonic()
+            before = NATIVE_MEMORY.counts.copy()
             try:
                 new = build(True)
             except XpukitError as exc:
@@ -175,7 +186,11 @@ def watch_report(
             took = time.monotonic() - started
             state.publish(_page(new, report, None, took))
             report = new
-            print(f"xpukit: watch: compiled in {took:.2f} s", file=sys.stderr, flush=True)
+            print(
+                f"xpukit: watch: compiled in {took:.2f} s ({_builds(NATIVE_MEMORY.counts - before)})",
+                file=sys.stderr,
+                flush=True,
+            )
     except KeyboardInterrupt:
         print("xpukit: watch: stopped", file=sys.stderr, flush=True)
         return 0

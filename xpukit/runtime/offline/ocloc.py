@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.scratch import KEEP_MARKER, make_scratch_dir, scratch_dir
@@ -91,28 +92,65 @@ _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def _run_stoppable(cmd: list[str], work: Path) -> subprocess.CompletedProcess:
+def _start(
+    cmd: list[str], work: Path, stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE
+) -> subprocess.Popen:
     # The stop mark is read and the process registered under the lock ``stop_builds`` kills under:
     # a worker that had not yet started its ocloc when Ctrl-C came must not start it afterwards
     # (it would outlive the kill, and the interrupted run would wait for it).
     with _LIVE_LOCK:
         if _STOPPING.is_set():
             raise BuildStopped(f"{cmd[0]} not started: the run was interrupted")
-        proc = subprocess.Popen(
-            cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
-        )
+        proc = subprocess.Popen(cmd, cwd=work, stdout=stdout, stderr=stderr, text=True, errors="replace")
         _LIVE.add(proc)
+    return proc
+
+
+def _reap(proc: subprocess.Popen, kill: bool) -> None:
+    """Wait for ``proc`` (killed first with ``kill``) and forget it: no zombie, no stray ocloc."""
+    try:
+        if kill and proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+
+
+def _run_stoppable(cmd: list[str], work: Path) -> subprocess.CompletedProcess:
+    proc = _start(cmd, work)
     with proc:
         try:
             stdout, stderr = proc.communicate(timeout=_TIMEOUT_S)
         except BaseException:
-            proc.kill()
-            proc.wait()
+            _reap(proc, kill=True)
             raise
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
+        _reap(proc, kill=False)
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+class _Speculative:
+    """The 256-GRF build started beside the default one (``compile_spirv(speculate_large=True)``).
+    Its output goes to files, not pipes: nobody reads it until the default build has finished."""
+
+    def __init__(self, cmd: list[str], work: Path) -> None:
+        self.cmd = cmd
+        self.out, self.err = work / "large.stdout", work / "large.stderr"
+        with open(self.out, "w") as out, open(self.err, "w") as err:  # the child keeps its own copies
+            self.proc = _start(cmd, work, stdout=out, stderr=err)
+
+    def result(self) -> subprocess.CompletedProcess:
+        try:
+            self.proc.wait(timeout=_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            self.cancel()
+            raise OclocError(f"could not run {self.cmd[0]}: {exc}", repro=shlex.join(self.cmd)) from None
+        _reap(self.proc, kill=False)
+        read = lambda path: path.read_text(errors="replace")  # noqa: E731
+        return subprocess.CompletedProcess(self.cmd, self.proc.returncode, read(self.out), read(self.err))
+
+    def cancel(self) -> None:
+        _reap(self.proc, kill=True)
 
 
 def stop_builds() -> None:
@@ -135,6 +173,7 @@ class CompileResult:
     build_flags: str  # the flags of the build that produced ``zebin`` (after a spill retry)
     retried_large_grf: bool
     command: str  # one-line shell command of the final build
+    speculation: str = ""  # "used" / "discarded": the fate of a 256-GRF build started beside the default one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,9 +246,19 @@ class Ocloc:
         return cmd
 
     def compile_spirv(
-        self, spirv: bytes, device: str, options: str = "", *, retry_on_spill: bool = True
+        self,
+        spirv: bytes,
+        device: str,
+        options: str = "",
+        *,
+        retry_on_spill: bool = True,
+        speculate_large: bool = False,
     ) -> CompileResult:
-        """SPIR-V -> zebin for one ocloc device; retries once with 256 GRF on spills, as upstream."""
+        """SPIR-V -> zebin for one ocloc device; retries once with 256 GRF on spills, as upstream.
+
+        ``speculate_large``: start the 256-GRF build at once beside the default one (the caller expects
+        a spill, e.g. the last build of this kernel spilled) and use it only if the default build's log
+        says it spilled; otherwise it is killed. The result is the one the serial retry gives."""
         self.require_current()
         if device not in self.devices:
             raise UnsupportedDeviceError(
@@ -220,16 +269,28 @@ class Ocloc:
         # of killed runs. A failed build keeps its folder (marked) so the repro command has its input.
         work = make_scratch_dir(SCRATCH_PREFIX)
         keep = False
+        speculative: _Speculative | None = None
         try:
             spv = work / "kernel.spv"
             spv.write_bytes(spirv)
             flags = options.strip()
+            large_flags = f"{flags} {LARGE_GRF_FLAG}".strip()
+            may_retry = retry_on_spill and LARGE_GRF_FLAG not in flags
+            if may_retry and speculate_large:
+                (work / "large").mkdir()
+                speculative = _Speculative(
+                    self.command(spv, device, large_flags, work / "large" / "kernel.zebin"), work
+                )
             retried = False
             log, zebin, cmd = self._run(spv, device, flags, work)
-            if retry_on_spill and SPILL_MARKER in log and LARGE_GRF_FLAG not in flags:
-                flags = f"{flags} {LARGE_GRF_FLAG}".strip()
-                retried = True
-                log2, zebin, cmd = self._run(spv, device, flags, work)
+            speculation = "" if speculative is None else "discarded"
+            if may_retry and SPILL_MARKER in log:
+                flags, retried = large_flags, True
+                if speculative is not None:
+                    log2, zebin, cmd = self._outcome(speculative.result(), device, work, work / "large")
+                    speculation = "used"
+                else:
+                    log2, zebin, cmd = self._run(spv, device, flags, work)
                 log = f"{log}\n--- retry with {LARGE_GRF_FLAG} ---\n{log2}"
         except BuildStopped:
             raise  # nothing to repro: the folder goes
@@ -238,6 +299,8 @@ class Ocloc:
             (work / KEEP_MARKER).touch()
             raise
         finally:
+            if speculative is not None:
+                speculative.cancel()  # unused (no spill) or interrupted: killed and reaped
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)
         if zebin.startswith(b"!<arch>\n"):
@@ -252,7 +315,7 @@ class Ocloc:
                 f"{', '.join(members[:6])}{', ...' if len(members) > 6 else ''})",
                 f"pass single devices as --target (e.g. one of: {_FAMILY_NAMES})",
             )
-        return CompileResult(zebin, log, flags, retried, shlex.join(cmd))
+        return CompileResult(zebin, log, flags, retried, shlex.join(cmd), speculation)
 
     def _run(self, spv: Path, device: str, flags: str, work: Path) -> tuple[str, bytes, list[str]]:
         out_dir = work / "out"
@@ -263,6 +326,12 @@ class Ocloc:
             proc = _run_stoppable(cmd, work)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise OclocError(f"could not run {self.describe()}: {exc}", repro=shlex.join(cmd)) from None
+        return self._outcome(proc, device, work, out_dir)
+
+    def _outcome(
+        self, proc: subprocess.CompletedProcess, device: str, work: Path, out_dir: Path
+    ) -> tuple[str, bytes, list[str]]:
+        cmd = list(proc.args)
         if _STOPPING.is_set():  # the run was interrupted while this build went on in a worker thread
             raise BuildStopped(f"{self.describe()} stopped for device {device}")
         log = (proc.stdout + proc.stderr).strip()
