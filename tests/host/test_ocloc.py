@@ -198,3 +198,24 @@ def test_a_build_asked_after_ctrl_c_never_starts_its_ocloc(tmp_path):
     finally:
         ocloc_mod.builds_may_run()
     assert ocloc_mod._run_stoppable(cmd, tmp_path).returncode == 0 and marker.exists()
+
+
+@pytest.mark.unit
+def test_the_speculative_wait_wakes_when_the_child_exits_and_times_out_when_it_does_not():
+    """_wait_exactly: a child that exits is reaped (returncode set, no zombie), one that runs past the
+    timeout raises TimeoutExpired and is still running (the caller cancels it)."""
+    import subprocess
+    import time
+
+    quick = subprocess.Popen(["sh", "-c", "exit 3"])
+    started = time.monotonic()
+    ocloc_mod._wait_exactly(quick, 30)
+    assert quick.returncode == 3 and time.monotonic() - started < 10
+    slow = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            ocloc_mod._wait_exactly(slow, 0.2)
+        assert slow.poll() is None
+    finally:
+        slow.kill()
+        slow.wait()

@@ -71,7 +71,9 @@ class ReportRow:
     line_info: str = ""  # why a --lines row has no lines ("no line information")
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        # Shallow: every field but counts is already JSON-ready (lines are dicts), and asdict's deep
+        # copy of a --lines row's instructions cost about 0.05 s of each --watch rebuild.
+        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         data["counts"] = self.counts.to_dict() if self.counts else None
         return data
 
