@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.devcontainer import CLI, run_cli
-from tests.support.services import TlsFiles, free_port, make_tls_certs, redis_client, redis_names, redis_server
+from tests.support.services import (
+    TlsFiles,
+    free_port,
+    make_tls_certs,
+    redis_client,
+    redis_names,
+    redis_server,
+    unsealed,
+)
 from xpukit.host.share import shared_cache
 from xpukit.host.versions.pins import REPO_ROOT
 from xpukit.runtime import cache_auth
@@ -126,7 +134,7 @@ def triton_names(result: dict, label: str) -> str:
 
 def reseal_with_old_tag(value: bytes, payload: bytes) -> bytes:
     """What a writer without the key can do: new content under the old authenticator."""
-    header = len(value) - len(cache_auth.unsealed(value))
+    header = len(value) - len(unsealed(value))
     return value[:header] + payload
 
 
@@ -180,8 +188,8 @@ def test_forged_replayed_and_foreign_entries_are_rejected_and_rebuilt(docker_cli
             group, spv = (
                 triton_names(first, "scale/128") + f for f in ("__grp__scale_kernel.json", "scale_kernel.spv")
             )
-            new_spv = cache_auth.unsealed(get(triton_names(first, "scale/64") + "scale_kernel.spv"))
-            record = json.loads(cache_auth.unsealed(get(group)))
+            new_spv = unsealed(get(triton_names(first, "scale/64") + "scale_kernel.spv"))
+            record = json.loads(unsealed(get(group)))
             record["xpukit_sha256"]["scale_kernel.spv"] = hashlib.sha256(new_spv).hexdigest()
             redis.set(p + spv, reseal_with_old_tag(get(spv), new_spv))
             redis.set(p + group, reseal_with_old_tag(get(group), json.dumps(record).encode()))
@@ -191,17 +199,17 @@ def test_forged_replayed_and_foreign_entries_are_rejected_and_rebuilt(docker_cli
                 redis.set(p + triton_names(first, "add/128") + name, redis.get(full))
             # 3. scale/256: every file sealed again, with another key.
             for full in redis_names(redis, p + triton_names(first, "scale/256") + "*"):
-                redis.set(full, other_key.seal(full.removeprefix(p), cache_auth.unsealed(redis.get(full))))
+                redis.set(full, other_key.seal(full.removeprefix(p), unsealed(redis.get(full))))
             # 4. add/256's native binary: bytes changed in the middle, the record's checksum updated.
             program = f"program:{first['program_keys']['add/256']}"
-            raw, _, binary = cache_auth.unsealed(get(program)).partition(b"\n")
+            raw, _, binary = unsealed(get(program)).partition(b"\n")
             middle = len(binary) // 2
             forged = binary[:middle] + bytes(b ^ 0xFF for b in binary[middle : middle + 64]) + binary[middle + 64 :]
             meta = {**json.loads(raw), "sha256": hashlib.sha256(forged).hexdigest(), "size": len(forged)}
             redis.set(p + program, reseal_with_old_tag(get(program), json.dumps(meta).encode() + b"\n" + forged))
             # 5. add/64's native binary as a writer without any key stores it: not sealed at all.
             unsealed_program = f"program:{first['program_keys']['add/64']}"
-            redis.set(p + unsealed_program, cache_auth.unsealed(get(unsealed_program)))
+            redis.set(p + unsealed_program, unsealed(get(unsealed_program)))
 
         second, err = run_probe(docker_client, test_image, cache.env)
         assert second["exact"] == dict.fromkeys(first["exact"], True), second["exact"]

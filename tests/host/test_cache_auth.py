@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke
+from tests.support.services import unsealed
 from xpukit.host.share import shared_cache
 from xpukit.runtime import cache_auth
 from xpukit.runtime.cache_auth import AuthFailure, KernelCacheConfigError, MacKey
@@ -48,7 +49,7 @@ def test_a_sealed_value_opens_under_its_name_only():
         KEY.open("triton:ABC:k.spv", value[:20])
     # A different domain (the program cache against the shared cache) is another message too.
     assert KEY.tag("program-cache", "n", b"p") != KEY.tag("kernel-cache", "n", b"p")
-    assert cache_auth.unsealed(value) == b"payload" and cache_auth.unsealed(b"raw") == b"raw"
+    assert unsealed(value) == b"payload" and unsealed(b"raw") == b"raw"
 
 
 def test_the_key_id_names_the_key_without_revealing_it():

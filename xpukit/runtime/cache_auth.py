@@ -49,7 +49,7 @@ MAKE_KEY = "head -c 32 /dev/urandom > FILE; chmod 600 FILE"
 MAGIC = b"XPKA1"  # sealed value: MAGIC, key id (8 bytes), HMAC-SHA256 (32 bytes), payload
 _ID_BYTES = 8
 _TAG_BYTES = 32
-_HEADER = len(MAGIC) + _ID_BYTES + _TAG_BYTES
+HEADER_BYTES = len(MAGIC) + _ID_BYTES + _TAG_BYTES
 
 
 class KernelCacheConfigError(XpukitError):
@@ -115,20 +115,15 @@ class MacKey:
 
     def open(self, name: str, value: bytes, domain: str = "kernel-cache") -> bytes:
         """The payload of a value :meth:`seal` made for ``name``; :class:`AuthFailure` otherwise."""
-        if not value.startswith(MAGIC) or len(value) < _HEADER:
+        if not value.startswith(MAGIC) or len(value) < HEADER_BYTES:
             raise AuthFailure("it carries no authenticator")
         key_id = value[len(MAGIC) : len(MAGIC) + _ID_BYTES].hex()
         if key_id != self.key_id:
             raise AuthFailure(f"it was sealed with another key ({key_id}, this process has {self.key_id})")
-        payload = memoryview(value)[_HEADER:]
-        if not hmac.compare_digest(value[len(MAGIC) + _ID_BYTES : _HEADER], self.tag(domain, name, payload)):
+        payload = memoryview(value)[HEADER_BYTES:]
+        if not hmac.compare_digest(value[len(MAGIC) + _ID_BYTES : HEADER_BYTES], self.tag(domain, name, payload)):
             raise AuthFailure("its authenticator does not match (content changed, or another entry's copy)")
         return payload.tobytes()
-
-
-def unsealed(value: bytes) -> bytes:
-    """The payload of a sealed value without checking it (tests forge entries with this)."""
-    return value[_HEADER:] if value.startswith(MAGIC) else value
 
 
 def configured_key(environ: Mapping[str, str] | None = None) -> MacKey | None:

@@ -40,7 +40,7 @@ static PyObject *direct_vectorcall(PyObject *self, PyObject *const *args, size_t
     PyObject *grid = args[0];
     Py_ssize_t gn = PyTuple_CheckExact(grid) ? PyTuple_GET_SIZE(grid) : 0;
     if (gn < 1 || gn > 3) return direct_fallback(d, args, nargsf, kwnames);
-    /* h = q._handle; if h is None or q._closed: the property raises (the Python method) */
+    /* h = q.raw_handle; if h is None or q.closed: the property raises (the Python method) */
     PyObject *h = inst_attr(&site_queue_handle, d->queue, N(QUEUE_HANDLE));
     if (!h || h == Py_None || !PyLong_CheckExact(h) || truthy_attr(&site_queue_closed, d->queue, N(QUEUE_CLOSED))) {
         PyErr_Clear();

@@ -1,5 +1,5 @@
 /* _dispatch_foreign.c (part of _xpukit_dispatch): kernel[grid] on dpnp/dpctl arrays in C, for a
- * session opened over dpnp's SYCL queue (xpukit/runtime/ur/foreign_state.py holds the per-array
+ * session opened over dpnp's SYCL queue (xpukit/runtime/ur/interop/state.py holds the per-array
  * state; docs/ur.md, "dpnp and foreign memory"). Each array already checked through UR and lent to
  * the session (its lease, held while it lives) is replaced by its typed pointer, and the launch is
  * submitted to SYCL on the session's in-order SYCL queue (_launcher_sycl.c), which orders it after

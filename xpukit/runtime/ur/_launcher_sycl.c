@@ -3,7 +3,7 @@
  * queue's context and native queue; a kernel the kit enqueued there behind SYCL's back would be
  * invisible to SYCL's scheduler (its host tasks, its in-order queue's last event), so a launch on
  * dpnp's arrays goes through the same kernel built by SYCL (via_sycl(), made once per kernel and
- * session by xpukit/runtime/ur/foreign_state.py) and DPCTLQueue_SubmitNDRange on the session's
+ * session by xpukit/runtime/ur/interop/state.py) and DPCTLQueue_SubmitNDRange on the session's
  * in-order SYCL queue: SYCL orders it after everything submitted before and everything after it,
  * host tasks included. The arguments are checked exactly as for a UR launch (launch_prepare).
  * dpctl's functions are pointers handed over by via_sycl(): nothing here links against SYCL.
