@@ -17,9 +17,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# A run started in the background of a script (`nohup .ci/run &`) inherits SIGINT ignored, and
+# Python then leaves it ignored: the Ctrl-C tests (theirs and their children's) would see no
+# Ctrl-C. Tests run as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _runtime_missing() -> str:
