@@ -117,13 +117,13 @@ def main() -> int:
             where = f"{address}/ci"
             task(["push", "--registry", where], {**base_env, "DOCKER_HOST": host_a}, checkout, "invoke push on A")
             entry = reg.read_lock(lock)["cpu"]
-            pushed = f"{entry['repository']}@{entry['digest']}"
-            say(f"A pushed {pushed} (tag {entry['tag']})")
+            pushed = entry.reference
+            say(f"A pushed {pushed} (tag {entry.tag})")
 
             with second_engine(work / "engine-b") as host_b:
                 # No base on B and no base setting: the content tag takes the base the lock records
                 # for the pushed image, so B's tag is A's.
-                if not entry["base"]:
+                if not entry.base:
                     raise StepError("the lock records no base for the pushed image")
                 env_b = {**base_env, "DOCKER_HOST": host_b}
                 sdk_b = engine.client(host_b, timeout=600)
@@ -131,10 +131,10 @@ def main() -> int:
                     if sdk_b.images.list() or build_cache_bytes(sdk_b):
                         raise StepError("engine B is not empty before the pull")
                     task(["pull"], env_b, checkout, "invoke pull on B")
-                    image = sdk_b.images.get(f"xpukit:{entry['tag']}")
+                    image = sdk_b.images.get(f"xpukit:{entry.tag}")
                     if pushed not in image.attrs.get("RepoDigests", []):
                         raise StepError(f"B's image digests {image.attrs.get('RepoDigests')} lack the lock's {pushed}")
-                    say(f"B's image {image.id[:19]} carries the lock's digest {entry['digest']}")
+                    say(f"B's image {image.id[:19]} carries the lock's digest {entry.digest}")
                     demo = task(["demo-ur", "-n", "5000"], env_b, checkout, "invoke demo-ur on B")
                     if "OK" not in demo:
                         raise StepError("invoke demo-ur on B did not print OK")
@@ -146,7 +146,7 @@ def main() -> int:
                     if not counts or int(counts.group(1)) < SMOKE_AT_LEAST or int(counts.group(2)):
                         found = counts.group(0) if counts else "no summary line"
                         raise StepError(f"the smoke tests on B: {found}; at least {SMOKE_AT_LEAST} must pass")
-                    if sdk_b.images.get(f"xpukit:{entry['tag']}").id != image.id:
+                    if sdk_b.images.get(f"xpukit:{entry.tag}").id != image.id:
                         raise StepError("B's image changed during the tests: it was rebuilt")
                     say(f"OK: engine B ran pull, demo-ur and test from {pushed} without building")
                 finally:
