@@ -33,6 +33,7 @@ from typing import Any
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import gc
 import glob
 import json
 import statistics
@@ -111,6 +112,7 @@ def child(case: str, calls: int, n: int) -> None:
         f()
         drain(native)
     s.sycl_queue.wait()
+    gc.collect()  # a collection due from the set-up must not fall into the window
     os.getppid()  # callgrind zeroes its counters here (--zero-before=getppid)
     for _ in range(calls):
         f()

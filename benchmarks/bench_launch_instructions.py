@@ -29,6 +29,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse
+import gc
 import glob
 import json
 import re
@@ -117,6 +118,7 @@ def child(case: str, calls: int) -> None:
                 f()
             s.finish()
             q.finish()
+            gc.collect()  # a collection due from the set-up must not fall into the window
             os.getppid()  # callgrind zeroes its counters here (--zero-before=getppid)
             for _ in range(calls):
                 f()
