@@ -185,14 +185,15 @@ def test_bind_refuses_a_table_that_does_not_name_what_the_c_reads(built):
     code = """
 import _xpukit_launcher as L
 from xpukit.runtime.ur import seam
+from xpukit.runtime.ur.interop.arrays import ForeignPointer
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 t = seam.table(seam.LAUNCHER_READS)
 for bad in ({k: v for k, v in t.items() if k != "ADDRESS"}, {**t, "NO_SUCH_ROLE": "x"}):
     try:
-        L.bind(bad, USMAllocation, DeviceArray)
+        L.bind(bad, USMAllocation, DeviceArray, ForeignPointer)
     except ValueError as e:
         print("refused:", e)
-L.bind(t, USMAllocation, DeviceArray)
+L.bind(t, USMAllocation, DeviceArray, ForeignPointer)
 import _xpukit_dispatch as D
 from xpukit.runtime.triton import seam as ts
 t = ts.table()

@@ -265,3 +265,48 @@ def test_a_hit_leaves_the_objects_it_reads_specializable(rig):
         reads(s, drv.stats)
     ops = [i.opname for i in dis.get_instructions(reads, adaptive=True) if "ATTR" in i.opname]
     assert ops == ["LOAD_ATTR_INSTANCE_VALUE"] * 4, ops
+
+
+class _PtrView:
+    """Device memory as another library hands it over: an int ``.ptr`` (a property here, so the
+    reads are counted), ``data_ptr()`` and ``dtype``."""
+
+    def __init__(self, address: int, dtype):
+        self.address, self.dtype, self.reads = address, np.dtype(dtype), 0
+
+    @property
+    def ptr(self) -> int:
+        self.reads += 1
+        return self.address
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def test_an_objects_ptr_is_read_once_per_launch_and_checked(rig):
+    """On a hit the key match reads ``.ptr`` and the launch converts from that read (one read,
+    where the launch used to read it again); the address is still checked against the session's
+    live memory."""
+    s, drv, x, y = rig
+    view, dy = _PtrView(x.ptr, np.float32), DeviceArray(y, np.float32)
+    for _ in range(3):  # the first call records the signature (Triton's run), the next ones hit
+        axpy[(1,)](view, dy, 2.0, N, BLOCK=N)
+    s.finish()
+    view.reads = 0
+    launches = drv.stats.launches
+    for _ in range(5):
+        axpy[(1,)](view, dy, 2.0, N, BLOCK=N)
+    s.finish()
+    assert drv.stats.launches - launches == 5
+    assert view.reads == 5, view.reads
+    np.testing.assert_array_equal(y.to_numpy(np.float32), 2 * np.arange(N, dtype=np.float32) + np.arange(N))
+
+    freed = s.alloc(N * 4)
+    stale = _PtrView(freed.ptr, np.float32)  # its address outlives the memory
+    axpy[(1,)](stale, dy, 2.0, N, BLOCK=N)
+    s.finish()
+    freed.close()
+    launches = drv.stats.launches
+    with pytest.raises(KernelArgumentError, match=r"x_ptr.*live device memory.*freed"):
+        axpy[(1,)](stale, dy, 2.0, N, BLOCK=N)
+    assert drv.stats.launches == launches

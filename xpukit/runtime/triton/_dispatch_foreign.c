@@ -9,7 +9,7 @@
  */
 #include "_dispatch.h"
 
-static attr_site site_foreign, site_fast, site_kinds, site_held, site_pointer, site_on_session, site_wrapped;
+static attr_site site_foreign, site_fast, site_kinds, site_held, site_sycl_pointer, site_wrapped, site_inflight;
 
 /* The session's foreign state when its C path is on (a new reference), else NULL (no error). */
 PyObject *foreign_state(PyObject *session) {
@@ -64,10 +64,9 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
             PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(h, 0)) == u)
             lease = PyTuple_GET_ITEM(h, 1);
         Py_XDECREF(u);
-        PyObject *p = lease && truthy_attr(&site_on_session, lease, N(LEASE_ON_SESSION))
-                          ? inst_attr(&site_pointer, lease, N(LEASE_POINTER))
-                          : NULL;
-        if (!p) { /* not held yet, or of another queue: the Python door leases and orders it */
+        PyObject *p = lease ? inst_attr(&site_sycl_pointer, lease, N(LEASE_SYCL_POINTER)) : NULL;
+        if (!p || p == Py_None) { /* not held yet, or of another queue: the Python door leases and orders it */
+            Py_XDECREF(p);
             PyErr_Clear();
             door = 1;
             continue;
@@ -103,9 +102,10 @@ int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry) {
 }
 
 /* After a launch submitted to SYCL: the call's arguments held until SYCL has run it (the foreign
- * state's in-flight list, let go by settle(), asked at every 32nd launch held), the launch counted. */
+ * state's in-flight list, let go by settle(), asked at every 32nd launch held; the list counts the
+ * launch too). */
 int foreign_launched(PyObject *fstate, PyObject *args) {
-    PyObject *inflight = PyObject_GetAttr(fstate, N(FOREIGN_INFLIGHT));
+    PyObject *inflight = inst_attr(&site_inflight, fstate, N(FOREIGN_INFLIGHT));
     if (!inflight) return -1;
     int rc = PyList_Check(inflight) ? PyList_Append(inflight, args) : -1;
     Py_ssize_t held = rc == 0 ? PyList_GET_SIZE(inflight) : 0;
@@ -114,7 +114,6 @@ int foreign_launched(PyObject *fstate, PyObject *args) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "xpukit: the foreign state's in-flight list is not a list");
         return -1;
     }
-    if (bump_counter(fstate, N(FOREIGN_LAUNCHES)) < 0) return -1;
     if (held % 32 == 0) { /* every 32nd held launch, not every one after: SYCL may not yet say empty */
         PyObject *r = PyObject_CallMethodObjArgs(fstate, N(FOREIGN_SETTLE), Py_False, NULL);
         if (!r) return -1;

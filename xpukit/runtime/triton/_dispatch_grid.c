@@ -20,6 +20,7 @@ typedef struct {
     /* the last key that hit, its table key and its entry: a repeated call is matched against it
      * without building a key; forget() (called when the table records) drops it */
     PyObject *last_key, *last_table_key, *last_hit;
+    int last_foreign; /* the last launch matched with dpnp arrays' pointers in their places: try that first */
     PyObject *last_call; /* the GridCall made for the last grid object: reused while the same object comes */
     /* the last hit's argument positions (a tuple of ints) read into C: valid while idx_owner is
      * that same tuple object (held, so never another object at the same address) */
@@ -276,17 +277,18 @@ static int lookup_hit(grid_call *c) {
 /* The recorded entry for this call: the last hit, else (dpnp arrays held by the session: their
  * pointers in their places) the last hit again, else the table's; this session's, or the door. */
 static int find_hit(grid_call *c) {
-    if (!match_last(c) && (c->fstate = foreign_state(c->session)) != NULL) {
+    /* a loop over dpnp arrays substitutes first: their match against the last key cannot succeed */
+    if ((c->d->last_foreign || !match_last(c)) && (c->fstate = foreign_state(c->session)) != NULL) {
         int fr = foreign_substitute(c->fstate, c->args, &c->fargs);
         if (fr < 0) return STEP_ERROR;
         if (fr == 2) return STEP_DOOR;
-        if (fr == 1) {
-            c->args = c->fargs;
-            match_last(c);
-        } else {
-            Py_CLEAR(c->fstate); /* no dpnp array: the ordinary launch */
-        }
+        if (fr == 1) c->args = c->fargs;
+        else Py_CLEAR(c->fstate); /* no dpnp array: the ordinary launch */
+        if (fr == 1 || c->d->last_foreign) match_last(c);
+    } else if (!c->hit && c->d->last_foreign) {
+        match_last(c); /* the foreign path is off now: an ordinary match */
     }
+    c->d->last_foreign = c->fargs != NULL;
     if (!c->hit) {
         int rc = lookup_hit(c);
         if (rc != STEP_OK) return rc;

@@ -34,14 +34,11 @@ static long int_key_code(PyObject *o, char mode, AllocTable *table, pre_t *pre) 
 }
 
 /* The address of device memory (an object with an int .ptr); 0 when the key does not cover it.
- * pre (or NULL): the address, when it is xpukit's own memory (read as the launch reads it). */
+ * pre (or NULL): the address, as the launch's get_address() reads it (so it is read once): xpukit's
+ * own memory, or the int .ptr of an object that is not a number (an int subclass is its value). */
 static int memory_key_addr(PyObject *o, uint64_t *addr, pre_t *pre) {
     int own = ur->own_address(o, addr);
     if (own < 0) return 0; /* closed: Triton's path reports it */
-    if (own == 0 && pre) {
-        pre->tag = PRE_OWN;
-        pre->v = *addr;
-    }
     if (own > 0) {
         PyObject *p = NULL;
         if (ur->lookup_address(o, &p) <= 0) { /* no .ptr: no exception made (dpnp arrays come this way) */
@@ -54,6 +51,11 @@ static int memory_key_addr(PyObject *o, uint64_t *addr, pre_t *pre) {
             PyErr_Clear();
             return 0;
         }
+        if (PyLong_Check(o) || PyFloat_Check(o)) return 1; /* the launch converts the number itself */
+    }
+    if (pre) {
+        pre->tag = PRE_ADDR;
+        pre->v = *addr;
     }
     return 1;
 }

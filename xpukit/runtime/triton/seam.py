@@ -63,10 +63,13 @@ DISPATCH_READS: tuple[Read, ...] = (
     Read("FOREIGN_KINDS", _FOREIGN, "kinds", "argument type -> kind (0 no, 1 usm_ndarray, 2 dpnp array, 3 other)"),
     Read("FOREIGN_HELD", _FOREIGN, "held", "id(usm_ndarray) -> (weak reference, Lease): the arrays checked and lent"),
     Read("FOREIGN_INFLIGHT", _FOREIGN, "inflight", "a list: a SYCL launch's arguments appended, held until it ran"),
-    Read("FOREIGN_LAUNCHES", _FOREIGN, "launches", "incremented per launch with foreign memory"),
     Read("FOREIGN_SETTLE", _FOREIGN, "settle", "called (False) when more than 32 launches are held"),
-    Read("LEASE_POINTER", _LEASE, "pointer", "the typed pointer put in the array's place"),
-    Read("LEASE_ON_SESSION", _LEASE, "on_session", "true: the array's queue is the session's SYCL queue"),
+    Read(
+        "LEASE_SYCL_POINTER",
+        _LEASE,
+        "sycl_pointer",
+        "the pointer put in the array's place (None: not on the session's queue)",
+    ),
     Read("WRAPPED_ARRAY", "dpnp.dpnp_array:dpnp_array", "_array_obj", "a dpnp array's usm_ndarray (read per launch)"),
 )
 

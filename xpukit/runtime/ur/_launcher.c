@@ -328,10 +328,12 @@ static Py_ssize_t member_offset(PyTypeObject *t, PyObject *name) {
     return (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) ? m->offset : 0;
 }
 
-/* bind(reads, allocation_type, array_type): the seam (xpukit/runtime/ur/seam.py). reads maps each
- * role of XPUKIT_LAUNCHER_READS to the attribute's name, no role missing and none unknown; the two
- * types are the kit's own memory (USMAllocation, DeviceArray), whose addresses are read from the
- * instance. Called once, when xpukit.runtime.ur.core imports; again, it replaces everything. */
+/* bind(reads, allocation_type, array_type, foreign_pointer_type): the seam (xpukit/runtime/ur/seam.py).
+ * reads maps each role of XPUKIT_LAUNCHER_READS to the attribute's name, no role missing and none
+ * unknown; the first two types are the kit's own memory (USMAllocation, DeviceArray), whose
+ * addresses are read from the instance, the third the checked pointer put in a dpnp array's place
+ * (its ADDRESS and ARRAY_DTYPE slots read at their offsets). Called once, when
+ * xpukit.runtime.ur.core imports; again, it replaces everything. */
 static PyObject *bind(PyObject *self, PyObject *args) {
     (void)self;
     static const char *const roles[N_LAUNCHER_READS] = {
@@ -339,8 +341,9 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         XPUKIT_LAUNCHER_READS(XPUKIT_ROLE_TEXT)
 #undef XPUKIT_ROLE_TEXT
     };
-    PyObject *reads, *usm, *arr;
-    if (!PyArg_ParseTuple(args, "O!O!O!", &PyDict_Type, &reads, &PyType_Type, &usm, &PyType_Type, &arr)) return NULL;
+    PyObject *reads, *usm, *arr, *fp;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyDict_Type, &reads, &PyType_Type, &usm, &PyType_Type, &arr, &PyType_Type, &fp))
+        return NULL;
     PyObject *names[N_LAUNCHER_READS];
     for (int i = 0; i < N_LAUNCHER_READS; i++) {
         PyObject *name = PyDict_GetItemString(reads, roles[i]); /* borrowed */
@@ -361,16 +364,21 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     for (int i = 0; i < N_LAUNCHER_READS; i++) Py_XSETREF(launcher_names[i], names[i]);
     Py_INCREF(usm);
     Py_INCREF(arr);
+    Py_INCREF(fp);
     Py_XSETREF(usm_type, (PyTypeObject *)usm);
     Py_XSETREF(device_array_type, (PyTypeObject *)arr);
+    Py_XSETREF(foreign_pointer_type, (PyTypeObject *)fp);
     alloc_offset = member_offset((PyTypeObject *)arr, launcher_names[READ_ARRAY_ALLOC]);
     dtype_offset = member_offset((PyTypeObject *)arr, launcher_names[READ_ARRAY_DTYPE]);
+    foreign_ptr_offset = member_offset((PyTypeObject *)fp, launcher_names[READ_ADDRESS]);
+    foreign_dtype_offset = member_offset((PyTypeObject *)fp, launcher_names[READ_ARRAY_DTYPE]);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(reads, USMAllocation, DeviceArray): the attribute names the C reads (xpukit/runtime/ur/seam.py), and the kit's memory types"},
+     "bind(reads, USMAllocation, DeviceArray, ForeignPointer): the attribute names the C reads (xpukit/runtime/ur/seam.py), "
+     "and the memory types read from the instance"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -180,9 +180,13 @@ static inline Py_ssize_t table_find(const AllocTable *t, uint64_t addr) {
     return addr < t->ends[lo - 1] ? lo - 1 : -1;
 }
 
+_Static_assert(sizeof(unsigned long) == sizeof(uint64_t), "an LP64 platform: unsigned long is 64 bits");
+/* PyLong_AsUnsignedLong, not ...LongLong: CPython 3.11 converts a long long of more than one digit
+ * (any device address) through _PyLong_AsByteArray, ~150 instructions against ~30; same range, same
+ * errors (OverflowError when negative or too large, TypeError for a non-int). */
 static inline int read_u64(PyObject *o, uint64_t *out) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    unsigned long v = PyLong_AsUnsignedLong(o);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
     *out = (uint64_t)v;
     return 0;
 }
@@ -242,18 +246,18 @@ typedef struct {
 } dpctl_local_accessor;
 
 static inline void *fnptr(PyObject *o) {
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    unsigned long v = PyLong_AsUnsignedLong(o); /* read_u64's reason */
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return NULL;
     return (void *)(uintptr_t)v;
 }
 
 /* What a caller already read from an argument while matching it (GridCall's key match): the
  * launch converts from these instead of reading the object again. tag 0: nothing, read the object. */
 typedef struct {
-    unsigned char tag; /* PRE_INT (an exact int that fits a long long), PRE_FLOAT (an exact float), PRE_OWN */
-    uint64_t v;        /* the long long's bits, the double's bits, or the address of xpukit's own memory */
+    unsigned char tag; /* PRE_INT (an exact int that fits a long long), PRE_FLOAT (an exact float), PRE_ADDR */
+    uint64_t v;        /* the long long's bits, the double's bits, or the address get_address() reads */
 } pre_t;
-enum { PRE_NONE = 0, PRE_INT = 1, PRE_FLOAT = 2, PRE_OWN = 3 };
+enum { PRE_NONE = 0, PRE_INT = 1, PRE_FLOAT = 2, PRE_ADDR = 3 };
 
 /* ------------------------------------------------------------------ the capsule */
 

@@ -6,8 +6,8 @@
 #include "_launcher_internal.h"
 #include <math.h>
 
-PyTypeObject *usm_type, *device_array_type;
-Py_ssize_t alloc_offset, dtype_offset;
+PyTypeObject *usm_type, *device_array_type, *foreign_pointer_type;
+Py_ssize_t alloc_offset, dtype_offset, foreign_ptr_offset, foreign_dtype_offset;
 PyObject *launcher_names[N_LAUNCHER_READS];
 
 
@@ -24,6 +24,10 @@ static attr_site site_usm_handle = {.make_dict = 1};
 /* o's ARRAY_DTYPE, or NULL with no error when it has none (looked up without raising). */
 PyObject *dtype_of(PyObject *o) {
     if (dtype_offset && device_array_type && Py_TYPE(o) == device_array_type) return slot_value(o, dtype_offset);
+    if (foreign_dtype_offset && Py_TYPE(o) == foreign_pointer_type) {
+        PyObject *d = slot_value(o, foreign_dtype_offset);
+        if (d) return d;
+    }
     PyObject *v = NULL;
     if (lookup_attr(o, launcher_names[READ_ARRAY_DTYPE], &v) < 0) PyErr_Clear();
     return v;
@@ -31,7 +35,11 @@ PyObject *dtype_of(PyObject *o) {
 
 /* o's ADDRESS attribute (.ptr): 1 and a new reference, 0 (no error) when o has none, -1 with the
  * error its lookup raised. An absent attribute creates no exception (dpnp arrays come this way). */
-int lookup_address(PyObject *o, PyObject **out) { return lookup_attr(o, launcher_names[READ_ADDRESS], out); }
+int lookup_address(PyObject *o, PyObject **out) {
+    if (foreign_ptr_offset && Py_TYPE(o) == foreign_pointer_type && (*out = slot_value(o, foreign_ptr_offset)) != NULL)
+        return 1; /* a dpnp array's checked pointer, put in its place by the dispatch: the slot */
+    return lookup_attr(o, launcher_names[READ_ADDRESS], out);
+}
 
 /* 1: an address read (or not one of ours), 0: *out set, -1: closed (the callback says "freed"). */
 int own_address(PyObject *o, uint64_t *out) {
@@ -56,11 +64,7 @@ int own_address(PyObject *o, uint64_t *out) {
     }
     int rc = -1;
     if (PyLong_Check(h)) {
-        unsigned long long v = PyLong_AsUnsignedLongLong(h);
-        if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
-            *out = v;
-            rc = 0;
-        }
+        if (read_u64(h, out) == 0) rc = 0;
         PyErr_Clear();
     }
     Py_DECREF(h);
@@ -220,7 +224,7 @@ int convert(Launcher *l, char kind, PyObject *o, uint64_t *bits, size_t *size) {
 int convert_pre(Launcher *l, char kind, const pre_t *p, uint64_t *bits, size_t *size) {
     long long v = (long long)p->v;
     switch (p->tag) {
-    case PRE_OWN: /* own_address() == 0: what get_address() reads for 'P', 'A' and memory passed to 'q'/'Q' */
+    case PRE_ADDR: /* what get_address() reads (xpukit's memory, or an int .ptr) for 'P', 'A' and memory passed to 'q'/'Q' */
         if (kind != 'P' && kind != 'A' && kind != 'q' && kind != 'Q') return -1;
         *size = 8;
         *bits = p->v;

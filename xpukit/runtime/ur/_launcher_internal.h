@@ -24,9 +24,9 @@ extern PyObject *launcher_names[N_LAUNCHER_READS];
 
 /* xpukit's own memory types (bind()): their address is read from the instance (the allocation's
  * handle, None once closed; the array's allocation) without running a property. */
-extern PyTypeObject *usm_type, *device_array_type;
+extern PyTypeObject *usm_type, *device_array_type, *foreign_pointer_type;
 /* DeviceArray's __slots__ for ARRAY_ALLOC and ARRAY_DTYPE: their offsets in the instance (0: read as attributes) */
-extern Py_ssize_t alloc_offset, dtype_offset;
+extern Py_ssize_t alloc_offset, dtype_offset, foreign_ptr_offset, foreign_dtype_offset;
 
 extern PyTypeObject AllocTableType, LauncherType;
 

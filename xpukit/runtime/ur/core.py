@@ -24,6 +24,7 @@ from xpukit.runtime.ur.discovery import DEVICE_CHOICES, DeviceInfo
 from xpukit.runtime.ur.errors import BadDeviceRequest, ClosedError, UrError, error_class
 from xpukit.runtime.ur.interop import memory as _memory
 from xpukit.runtime.ur.interop import sycl as _sycl
+from xpukit.runtime.ur.interop.arrays import ForeignPointer
 from xpukit.runtime.ur.interop.state import ForeignState
 from xpukit.runtime.ur.loader import load
 from xpukit.runtime.ur.objects import _EXPORT_LOCK, DeviceArray, Program, Queue, Resource, USMAllocation
@@ -285,8 +286,9 @@ class Session:
 _SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
 
 # The seam: the attribute names the compiled launcher reads (declared in xpukit.runtime.ur.seam), and
-# the kit's memory types, whose addresses it reads straight from the instance.
-_launcher.bind(seam.table(seam.LAUNCHER_READS), USMAllocation, DeviceArray)
+# the memory types whose addresses it reads straight from the instance (the kit's, and the checked
+# pointer the dispatch puts in a dpnp array's place).
+_launcher.bind(seam.table(seam.LAUNCHER_READS), USMAllocation, DeviceArray, ForeignPointer)
 # The classifier's "the kit's own memory" (the interop floor sits below the objects).
 _memory.bind_kit_types(USMAllocation, DeviceArray)
 

@@ -33,8 +33,8 @@ class Read(NamedTuple):
     use: str
 
 
-# What _xpukit_launcher (ur/_launcher*.c) reads. A type registered with the table (ARRAY_TYPE,
-# ALLOCATION_TYPE) is recognised by identity, so its slots can be read at their offsets.
+# What _xpukit_launcher (ur/_launcher*.c) reads. A type registered with bind() (USMAllocation,
+# DeviceArray, interop ForeignPointer) is recognised by identity, so its slots are read at their offsets.
 LAUNCHER_READS: tuple[Read, ...] = (
     Read(
         "ADDRESS",

@@ -42,13 +42,15 @@ class Lease:
     """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue, and whether
     its allocation was lent for this launch only (returned by :meth:`ForeignState.release`)."""
 
-    __slots__ = ("on_session", "per_launch", "pointer", "queue")
+    __slots__ = ("per_launch", "pointer", "queue", "sycl_pointer")
 
     def __init__(self, pointer: ForeignPointer, queue: Any, per_launch: bool, on_session: bool = False) -> None:
         self.pointer = pointer
         self.queue = queue
         self.per_launch = per_launch
-        self.on_session = on_session  # the producer's queue is the session's SYCL queue: SYCL can order the launch
+        # on_session: the producer's queue is the session's SYCL queue, so SYCL can order the launch;
+        # the compiled dispatch puts this pointer in the array's place (one read per array and launch)
+        self.sycl_pointer = pointer if on_session else None
 
 
 class ForeignState:
@@ -66,7 +68,8 @@ class ForeignState:
         # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
         self.held: dict[int, tuple[weakref.ref, Lease]] = {}
         self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
-        self.launches = 0  # launches with foreign memory (tests read it)
+        self.settled_launches = 0  # launches let go of from inflight (known to have run)
+        self.finished_launches = 0  # launches the door finished before returning (handoff off)
         self.door_launches = 0  # of those, the ones the Python door ordered (the rest were submitted to SYCL)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
@@ -76,6 +79,12 @@ class ForeignState:
         # program and kernel, or the reason SYCL could not build it (those launches take the Python door).
         self.fast = False
         self.sycl_kernels: dict[tuple[str, bytes, str], Any] = {}
+
+    @property
+    def launches(self) -> int:
+        """Launches with foreign memory so far: each is in ``inflight`` until it is known to have
+        run (counted, not bumped: the compiled dispatch only appends)."""
+        return self.settled_launches + self.finished_launches + len(self.inflight)
 
     # -- checks and lending ------------------------------------------------------------------------
     def check(self, obj: Any) -> Lease:
@@ -214,11 +223,11 @@ class ForeignState:
     def after(self, queues: list[Any], producers: Any) -> None:
         """The launch handed back to SYCL (or finished, ``handoff`` off): later SYCL work on the
         session's queue and the producers' queues follows it; the producers are held until it ran."""
-        self.launches += 1
         self.door_launches += 1
         sq = self.session.sycl_queue
         if not self.handoff or sq is None:
             self.session.queue.finish()
+            self.finished_launches += 1
             return
         inflight = self.inflight
         inflight.append(producers)
@@ -239,7 +248,8 @@ class ForeignState:
         queue is finished first."""
         with self.lock:
             inflight = self.inflight
-            if not inflight:
+            known = len(inflight)  # a launch appended from now on (another thread's) stays held
+            if not known:
                 return
             if not finished:
                 sq = self.session.sycl_queue
@@ -252,14 +262,19 @@ class ForeignState:
             else:
                 self.wait_sycl()  # the native queue was finished; SYCL may still hold a launch back
             if finished:
-                inflight.clear()
+                self._let_go(known)
+
+    def _let_go(self, known: int) -> None:
+        """The first ``known`` launches of ``inflight`` have run: their producers are let go of."""
+        del self.inflight[:known]
+        self.settled_launches += known
 
     def close(self) -> None:
         """The session closes (its queue finished): nothing is held or lent any more."""
         if self.inflight:
             self.wait_sycl()
         with self.lock:
-            self.inflight.clear()
+            self._let_go(len(self.inflight))
             self.held.clear()  # dropped weak references never call back
             self.lent.clear()
 
