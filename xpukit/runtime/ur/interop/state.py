@@ -59,10 +59,15 @@ class ForeignState:
     handed to SYCL whose producers are still referenced."""
 
     HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
-    kinds = ARG_KINDS  # the compiled dispatch reads it: which argument types are foreign arrays
+    # slots: the compiled dispatch reads fast, kinds, held and inflight on every dpnp launch, at their offsets
+    __slots__ = (
+        "_empty", "after_barrier", "door_launches", "fast", "finished_launches", "handoff", "held", "inflight",
+        "kinds", "lent", "lock", "session", "settled_launches", "sycl_kernels",
+    )  # fmt: skip
 
     def __init__(self, session: Any) -> None:
         self.session = session
+        self.kinds = ARG_KINDS  # which argument types are foreign arrays (the classifier's cache)
         self.lock = threading.RLock()  # a collected array's weak reference may release inside a locked region
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
         # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
