@@ -277,17 +277,16 @@ static int lookup_hit(grid_call *c) {
 /* The recorded entry for this call: the last hit, else (dpnp arrays held by the session: their
  * pointers in their places) the last hit again, else the table's; this session's, or the door. */
 static int find_hit(grid_call *c) {
-    /* a loop over dpnp arrays substitutes first: their match against the last key cannot succeed */
-    if ((c->d->last_foreign || !match_last(c)) && (c->fstate = foreign_state(c->session)) != NULL) {
+    /* after a dpnp launch the plain match is skipped: it cannot succeed against their pointers' key */
+    int matched = !c->d->last_foreign && match_last(c);
+    if (!matched && (c->fstate = foreign_state(c->session)) != NULL) {
         int fr = foreign_substitute(c->fstate, c->args, &c->fargs);
         if (fr < 0) return STEP_ERROR;
         if (fr == 2) return STEP_DOOR;
         if (fr == 1) c->args = c->fargs;
         else Py_CLEAR(c->fstate); /* no dpnp array: the ordinary launch */
-        if (fr == 1 || c->d->last_foreign) match_last(c);
-    } else if (!c->hit && c->d->last_foreign) {
-        match_last(c); /* the foreign path is off now: an ordinary match */
     }
+    if (!matched && (c->fargs || c->d->last_foreign)) match_last(c); /* the substituted call, or the skipped match */
     c->d->last_foreign = c->fargs != NULL;
     if (!c->hit) {
         int rc = lookup_hit(c);
