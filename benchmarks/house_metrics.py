@@ -10,14 +10,16 @@ The reach-in count is the test's own: ``python -m tests.host.test_reach_ins [TRE
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
-import sys
 from pathlib import Path
 
 
 def main(root: Path) -> None:
     package = root / "xpukit"
+    if not package.is_dir():
+        raise SystemExit(f"house_metrics: {root} has no xpukit/ folder (pass a checkout of this repository)")
     python = sorted(package.rglob("*.py"))
     c_parts = sorted([*package.rglob("*.c"), *package.rglob("*.h")])
     sizes = {path.relative_to(root).as_posix(): len(path.read_text().splitlines()) for path in python + c_parts}
@@ -40,4 +42,12 @@ def main(root: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "tree",
+        nargs="?",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent,
+        help="a checkout (default: this one)",
+    )
+    main(parser.parse_args().tree)
