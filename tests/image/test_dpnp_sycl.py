@@ -210,6 +210,78 @@ def test_arrays_dropped_while_their_launch_is_queued():
             assert (dpnp.asnumpy(out) == 3.0 * i).all(), i
 
 
+def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
+    """A repeated launch reads the held arrays' pointers from the kernel's memo instead of the held
+    table (_dispatch_foreign.c): valid only for the same session's state, an unchanged table and the
+    same array objects. Arrays swapped between positions, dropped and replaced (the new one may
+    take the old one's id), a dpnp array whose usm_ndarray is replaced, two sessions alternating
+    on one kernel, and a session reopened over the same arrays: every launch writes where its
+    arguments say."""
+    n = 4096
+    grid = (n // 256,)
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        version = s.foreign.held_version
+        a = dpnp.full(n, 1.0, dtype=dpnp.float32, sycl_queue=q)
+        b = dpnp.full(n, 10.0, dtype=dpnp.float32, sycl_queue=q)
+        out1 = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
+        out2 = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
+        add[grid](a, b, out1, n, BLOCK=256)  # the door: a, b, out1 leased
+        assert s.foreign.held_version == version + 3  # one bump per array held
+        for i in range(3):
+            out1.fill(0)
+            out2.fill(0)
+            add[grid](a, b, out1, n, BLOCK=256)  # SYCL, the memo filled then read
+            add[grid](a, a, out2, n, BLOCK=256)  # other arrays in two places (out2's first launch: the door)
+            assert (dpnp.asnumpy(out1) == 11.0).all() and (dpnp.asnumpy(out2) == 2.0).all(), i
+        assert s.foreign.door_launches == 2
+
+        for i in range(6):  # a dropped array's id may come back with a new array: never its pointer
+            s.finish()  # its launches known to have run: nothing holds it any more
+            gone = weakref.ref(a.get_array())
+            del a
+            gc.collect()
+            assert gone() is None, i
+            a = dpnp.full(n, float(i), dtype=dpnp.float32, sycl_queue=q)
+            add[grid](a, b, out1, n, BLOCK=256)  # the door (a new array)
+            add[grid](a, b, out1, n, BLOCK=256)  # SYCL
+            assert (dpnp.asnumpy(out1) == 10.0 + i).all(), i
+
+        c = dpnp.full(n, 100.0, dtype=dpnp.float32, sycl_queue=q)
+        a._array_obj = c.get_array()  # reach-in: the dpnp array now wraps another usm_ndarray
+        add[grid](a, b, out1, n, BLOCK=256)
+        add[grid](a, b, out1, n, BLOCK=256)
+        assert (dpnp.asnumpy(out1) == 110.0).all()
+
+        # other sessions on the same kernel, alternating, each call compiled apart (a hit is recorded per
+        # call signature: BLOCK differs), so every launch after the first is SYCL's and the memo
+        # changes hands at each: t on another queue, u on s's queue and arrays, leased for u itself
+        doors = s.foreign.door_launches
+        with _session() as t, ur.Session.from_sycl(q) as u:
+            x = dpnp.full(n, 5.0, dtype=dpnp.float32, sycl_queue=t.sycl_queue)
+            y = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=t.sycl_queue)
+            for _ in range(3):
+                with activate(t):
+                    add[(n // 128,)](x, x, y, n, BLOCK=128)
+                with activate(u):
+                    add[(n // 64,)](a, a, out2, n, BLOCK=64)
+                add[grid](a, b, out1, n, BLOCK=256)
+            assert (dpnp.asnumpy(y) == 10.0).all() and (dpnp.asnumpy(out2) == 200.0).all()
+            assert (t.foreign.launches, t.foreign.door_launches) == (3, 1)
+            assert (u.foreign.launches, u.foreign.door_launches) == (3, 1)
+            assert s.foreign.door_launches == doors
+        assert (dpnp.asnumpy(out1) == 110.0).all()
+    closed_version = s.foreign.held_version
+    assert not s.foreign.held and closed_version > version
+
+    out1.fill(0)
+    with ur.Session.from_sycl(q) as s2, activate(s2):  # a new session over the same queue: leased again
+        add[grid](a, b, out1, n, BLOCK=256)
+        add[grid](a, b, out1, n, BLOCK=256)
+        assert s2.foreign.door_launches == 1 and s2.foreign.launches == 2
+        assert (dpnp.asnumpy(out1) == 110.0).all()
+
+
 def test_submitted_launches_from_threads():
     with _session() as s:
 

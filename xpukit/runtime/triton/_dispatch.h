@@ -20,7 +20,7 @@
     X(SESSION_ALLOCATIONS) X(SESSION_CLOSED) X(STREAM_EVENTS) X(STREAM_QUEUE) X(QUEUE_HANDLE) X(QUEUE_CLOSED)  \
     X(JIT_PRE_RUN_HOOKS) X(JIT_USED_GLOBALS) X(JIT_RUN) X(RUN_GRID) X(RUN_WARMUP) X(HOOK_ENTER) X(HOOK_EXIT)   \
     X(ENTRY_META) X(ENTRY_SYCL_ATTACH) X(SESSION_FOREIGN) X(FOREIGN_FAST) X(FOREIGN_KINDS) X(FOREIGN_HELD)      \
-    X(FOREIGN_INFLIGHT) X(FOREIGN_SETTLE) X(LEASE_SYCL_POINTER) X(WRAPPED_ARRAY)
+    X(FOREIGN_HELD_VERSION) X(FOREIGN_INFLIGHT) X(FOREIGN_SETTLE) X(LEASE_SYCL_POINTER) X(WRAPPED_ARRAY)
 #define XPUKIT_HIT_FIELDS(X) X(HIT_SESSION) X(HIT_SUBMIT) X(HIT_POSITIONS) X(HIT_KERNEL) X(HIT_ENTRY)
 
 #define XPUKIT_ROLE_ENUM(r) READ_##r,
@@ -43,8 +43,21 @@ extern PyObject *int_one;
 extern PyTypeObject DispatchType, GridCallType, DirectType;
 
 /* _dispatch_foreign.c */
+/* The pointers a kernel's last launch on held dpnp arrays read from its session's held table, by
+ * argument position (the first HELD_MEMO_SLOTS): reused while the foreign state is the same one,
+ * its held_version is unchanged and the array is the one the entry's weak reference names, so a
+ * repeated launch reads no table. One per Dispatch (what it holds: held_memo_clear, _traverse). */
+#define HELD_MEMO_SLOTS 16
+typedef struct {
+    PyObject *state;                     /* the ForeignState the entries came from (held) */
+    long version[HELD_MEMO_SLOTS];       /* its held_version when the entry was read */
+    PyObject *ref[HELD_MEMO_SLOTS];      /* held[id(array)][0]: the array's weak reference (held) */
+    PyObject *ptr[HELD_MEMO_SLOTS];      /* that lease's sycl_pointer (held) */
+} held_memo;
+void held_memo_clear(held_memo *m);
+int held_memo_traverse(held_memo *m, visitproc visit, void *arg);
 PyObject *foreign_state(PyObject *session);
-int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out);
+int foreign_substitute(PyObject *fstate, PyObject *args, held_memo *memo, PyObject **out);
 int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry);
 int foreign_launched(PyObject *fstate, PyObject *args);
 

@@ -9,7 +9,8 @@
  */
 #include "_dispatch.h"
 
-static attr_site site_foreign, site_fast, site_kinds, site_held, site_sycl_pointer, site_wrapped, site_inflight;
+static attr_site site_foreign, site_fast, site_kinds, site_held, site_held_version, site_sycl_pointer, site_wrapped,
+    site_inflight;
 
 /* The session's foreign state when its C path is on (a new reference), else NULL (no error). */
 PyObject *foreign_state(PyObject *session) {
@@ -25,18 +26,92 @@ PyObject *foreign_state(PyObject *session) {
     return f;
 }
 
+void held_memo_clear(held_memo *m) {
+    /* taken out first, released after: a release may run Python code that launches again */
+    PyObject *state = m->state, *refs[HELD_MEMO_SLOTS], *ptrs[HELD_MEMO_SLOTS];
+    memcpy(refs, m->ref, sizeof refs);
+    memcpy(ptrs, m->ptr, sizeof ptrs);
+    memset(m, 0, sizeof *m);
+    Py_XDECREF(state);
+    for (int i = 0; i < HELD_MEMO_SLOTS; i++) {
+        Py_XDECREF(refs[i]);
+        Py_XDECREF(ptrs[i]);
+    }
+}
+
+int held_memo_traverse(held_memo *m, visitproc visit, void *arg) {
+    Py_VISIT(m->state);
+    for (int i = 0; i < HELD_MEMO_SLOTS; i++) {
+        Py_VISIT(m->ref[i]);
+        Py_VISIT(m->ptr[i]);
+    }
+    return 0;
+}
+
+/* The foreign state's held_version (-1, no error, when it is not an int). Read after any Python
+ * code a launch ran (a dpnp array's read may collect another array and change the table). */
+static long held_version(PyObject *fstate) {
+    PyObject *v = inst_attr(&site_held_version, fstate, N(FOREIGN_HELD_VERSION));
+    long r = v && PyLong_CheckExact(v) ? PyLong_AsLong(v) : -1;
+    Py_XDECREF(v);
+    if (r < 0) PyErr_Clear();
+    return r;
+}
+
+/* u's pointer for position i from the memo (a new reference), else NULL: valid while fstate is the
+ * memo's, its held table unchanged since the entry was read, and u the array the entry's weak
+ * reference names (alive: its held entry is still there, under the same version). */
+static PyObject *memo_pointer(held_memo *m, PyObject *fstate, Py_ssize_t i, PyObject *u, long version) {
+    if (i >= HELD_MEMO_SLOTS || m->state != fstate || version < 0 || !m->ref[i] || m->version[i] != version ||
+        PyWeakref_GET_OBJECT(m->ref[i]) != u)
+        return NULL;
+    return Py_NewRef(m->ptr[i]);
+}
+
+/* u's held lease's pointer for position i (a new reference; None: of another queue), read from the
+ * held table and kept in the memo; NULL (no error) when u is not held yet. */
+static PyObject *held_pointer(held_memo *m, PyObject *fstate, PyObject **held, Py_ssize_t i, PyObject *u,
+                              long version) {
+    if (!*held && !(*held = inst_attr(&site_held, fstate, N(FOREIGN_HELD)))) return NULL;
+    if (!PyDict_Check(*held)) return NULL;
+    PyObject *id = PyLong_FromVoidPtr(u);
+    PyObject *h = id ? PyDict_GetItemWithError(*held, id) : NULL; /* borrowed: (weak reference, lease) */
+    Py_XDECREF(id);
+    if (!h || !PyTuple_CheckExact(h) || PyTuple_GET_SIZE(h) != 2 || !PyWeakref_Check(PyTuple_GET_ITEM(h, 0)) ||
+        PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(h, 0)) != u)
+        return NULL;
+    PyObject *ref = Py_NewRef(PyTuple_GET_ITEM(h, 0)), *lease = Py_NewRef(PyTuple_GET_ITEM(h, 1));
+    PyObject *p = inst_attr(&site_sycl_pointer, lease, N(LEASE_SYCL_POINTER));
+    Py_DECREF(lease);
+    if (p && p != Py_None && i < HELD_MEMO_SLOTS && version >= 0) {
+        if (m->state != fstate) held_memo_clear(m); /* another session's entries */
+        /* kept only if the table is still as read (a release above may have run Python code), with
+         * every field of the entry set before the old ones are released */
+        if (held_version(fstate) == version && (!m->state || m->state == fstate)) {
+            PyObject *old_ref = m->ref[i], *old_ptr = m->ptr[i];
+            if (!m->state) m->state = Py_NewRef(fstate);
+            m->version[i] = version;
+            m->ref[i] = Py_NewRef(ref);
+            m->ptr[i] = Py_NewRef(p);
+            Py_XDECREF(old_ref);
+            Py_XDECREF(old_ptr);
+        }
+    }
+    Py_DECREF(ref);
+    return p;
+}
+
 /* args with each held dpnp/dpctl array replaced by its lease's pointer: 1 and a new tuple in *out;
  * 0: no foreign array among them; 2: the Python door: an array not held yet, of another queue, or
  * another producer, or any other object beside them (the kit's own memory among dpnp arrays is
  * launched by the door, which orders it: a launch SYCL holds back behind a host task must not be
- * overtaken by a later UR launch on that memory); -1: an error. */
-int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
+ * overtaken by a later UR launch on that memory); -1: an error. A repeated launch on the same
+ * arrays reads their pointers from the kernel's memo instead of the held table. */
+int foreign_substitute(PyObject *fstate, PyObject *args, held_memo *memo, PyObject **out) {
     *out = NULL;
-    PyObject *kinds = inst_attr(&site_kinds, fstate, N(FOREIGN_KINDS));
-    PyObject *held = kinds ? inst_attr(&site_held, fstate, N(FOREIGN_HELD)) : NULL;
-    if (!held || !PyDict_Check(kinds) || !PyDict_Check(held)) {
+    PyObject *kinds = inst_attr(&site_kinds, fstate, N(FOREIGN_KINDS)), *held = NULL;
+    if (!kinds || !PyDict_Check(kinds)) {
         Py_XDECREF(kinds);
-        Py_XDECREF(held);
         PyErr_Clear();
         return 2;
     }
@@ -56,15 +131,10 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
         foreign = 1;
         if (door) continue;
         PyObject *u = kind == 2 ? inst_attr(&site_wrapped, o, N(WRAPPED_ARRAY)) : Py_NewRef(o);
-        PyObject *id = u ? PyLong_FromVoidPtr(u) : NULL;
-        PyObject *h = id ? PyDict_GetItemWithError(held, id) : NULL; /* borrowed: (weak reference, lease) */
-        Py_XDECREF(id);
-        PyObject *lease = NULL;
-        if (h && PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 2 && PyWeakref_Check(PyTuple_GET_ITEM(h, 0)) &&
-            PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(h, 0)) == u)
-            lease = PyTuple_GET_ITEM(h, 1);
+        long version = u ? held_version(fstate) : -1;
+        PyObject *p = u ? memo_pointer(memo, fstate, i, u, version) : NULL;
+        if (!p && u) p = held_pointer(memo, fstate, &held, i, u, version);
         Py_XDECREF(u);
-        PyObject *p = lease ? inst_attr(&site_sycl_pointer, lease, N(LEASE_SYCL_POINTER)) : NULL;
         if (!p || p == Py_None) { /* not held yet, or of another queue: the Python door leases and orders it */
             Py_XDECREF(p);
             PyErr_Clear();
@@ -84,7 +154,7 @@ int foreign_substitute(PyObject *fstate, PyObject *args, PyObject **out) {
         Py_DECREF(old);
     }
     Py_DECREF(kinds);
-    Py_DECREF(held);
+    Py_XDECREF(held);
     if (rc == 0) rc = !foreign ? 0 : door ? 2 : 1;
     if (rc != 1) Py_CLEAR(*out);
     return rc;

@@ -27,6 +27,7 @@ typedef struct {
     PyObject *idx_owner;
     Py_ssize_t idx_n;
     Py_ssize_t idx[MAX_PARAMS];
+    held_memo memo; /* the held dpnp arrays' pointers of the last launch on them */
 } Dispatch;
 
 typedef struct {
@@ -48,7 +49,7 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
     Py_VISIT(d->last_key);
     Py_VISIT(d->last_hit);
     Py_VISIT(d->last_call);
-    return 0;
+    return held_memo_traverse(&d->memo, visit, arg);
 }
 
 static int dispatch_clear(Dispatch *d) {
@@ -68,6 +69,7 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->last_hit);
     Py_CLEAR(d->last_call);
     Py_CLEAR(d->idx_owner);
+    held_memo_clear(&d->memo);
     return 0;
 }
 
@@ -280,7 +282,7 @@ static int find_hit(grid_call *c) {
     /* after a dpnp launch the plain match is skipped: it cannot succeed against their pointers' key */
     int matched = !c->d->last_foreign && match_last(c);
     if (!matched && (c->fstate = foreign_state(c->session)) != NULL) {
-        int fr = foreign_substitute(c->fstate, c->args, &c->fargs);
+        int fr = foreign_substitute(c->fstate, c->args, &c->d->memo, &c->fargs);
         if (fr < 0) return STEP_ERROR;
         if (fr == 2) return STEP_DOOR;
         if (fr == 1) c->args = c->fargs;

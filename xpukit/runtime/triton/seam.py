@@ -62,6 +62,12 @@ DISPATCH_READS: tuple[Read, ...] = (
     Read("FOREIGN_FAST", _FOREIGN, "fast", "true: held dpnp arrays on the session's SYCL queue are launched in C"),
     Read("FOREIGN_KINDS", _FOREIGN, "kinds", "argument type -> kind (0 no, 1 usm_ndarray, 2 dpnp array, 3 other)"),
     Read("FOREIGN_HELD", _FOREIGN, "held", "id(usm_ndarray) -> (weak reference, Lease): the arrays checked and lent"),
+    Read(
+        "FOREIGN_HELD_VERSION",
+        _FOREIGN,
+        "held_version",
+        "an int bumped on every change to held: pointers read from it stay valid while it is unchanged",
+    ),
     Read("FOREIGN_INFLIGHT", _FOREIGN, "inflight", "a list: a SYCL launch's arguments appended, held until it ran"),
     Read("FOREIGN_SETTLE", _FOREIGN, "settle", "called (False) when more than 32 launches are held"),
     Read(

@@ -61,8 +61,8 @@ class ForeignState:
     HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
     # slots: the compiled dispatch reads fast, kinds, held and inflight on every dpnp launch, at their offsets
     __slots__ = (
-        "_empty", "after_barrier", "door_launches", "fast", "finished_launches", "handoff", "held", "inflight",
-        "kinds", "lent", "lock", "session", "settled_launches", "sycl_kernels",
+        "_empty", "after_barrier", "door_launches", "fast", "finished_launches", "handoff", "held", "held_version",
+        "inflight", "kinds", "lent", "lock", "session", "settled_launches", "sycl_kernels",
     )  # fmt: skip
 
     def __init__(self, session: Any) -> None:
@@ -72,6 +72,9 @@ class ForeignState:
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
         # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
         self.held: dict[int, tuple[weakref.ref, Lease]] = {}
+        # bumped on every change to held: the compiled dispatch reuses the pointers it read from held
+        # for a kernel's last launch while this is unchanged (and each array is still the one it read)
+        self.held_version = 0
         self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
         self.settled_launches = 0  # launches let go of from inflight (known to have run)
         self.finished_launches = 0  # launches the door finished before returning (handoff off)
@@ -151,12 +154,14 @@ class ForeignState:
         key = id(obj)
         with self.lock:
             self.held[key] = (weakref.ref(obj, functools.partial(self._collected, key)), lease)
+            self.held_version += 1
         return lease
 
     def _collected(self, key: int, _ref: Any = None) -> None:
         with self.lock:
             held = self.held.pop(key, None)
             if held is not None:
+                self.held_version += 1
                 self._give_back(held[1].pointer.base)
 
     def _give_back(self, base: int) -> None:
@@ -281,6 +286,7 @@ class ForeignState:
         with self.lock:
             self._let_go(len(self.inflight))
             self.held.clear()  # dropped weak references never call back
+            self.held_version += 1
             self.lent.clear()
 
 
