@@ -46,7 +46,9 @@ extern PyTypeObject DispatchType, GridCallType, DirectType;
 /* The pointers a kernel's last launch on held dpnp arrays read from its session's held table, by
  * argument position (the first HELD_MEMO_SLOTS): reused while the foreign state is the same one,
  * its held_version is unchanged and the array is the one the entry's weak reference names, so a
- * repeated launch reads no table. One per Dispatch (what it holds: held_memo_clear, _traverse). */
+ * repeated launch reads no table. One per Dispatch (what it holds: held_memo_clear, _traverse); it
+ * keeps one foreign state, and so its session, alive until another session's launch replaces it,
+ * as the Dispatch's last activation and hit do. */
 #define HELD_MEMO_SLOTS 16
 typedef struct {
     PyObject *state;                     /* the ForeignState the entries came from (held) */

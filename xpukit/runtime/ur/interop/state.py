@@ -59,7 +59,7 @@ class ForeignState:
     handed to SYCL whose producers are still referenced."""
 
     HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
-    # slots: the compiled dispatch reads fast, kinds, held and inflight on every dpnp launch, at their offsets
+    # slots: the compiled dispatch reads fast, kinds, held_version and inflight on every dpnp launch, at their offsets
     __slots__ = (
         "_empty", "after_barrier", "door_launches", "fast", "finished_launches", "handoff", "held", "held_version",
         "inflight", "kinds", "lent", "lock", "session", "settled_launches", "sycl_kernels",
@@ -285,7 +285,7 @@ class ForeignState:
             self.wait_sycl()
         with self.lock:
             self._let_go(len(self.inflight))
-            self.held.clear()  # dropped weak references never call back
+            self.held.clear()  # a weak reference dropped never calls back; one a kernel's memo holds finds nothing
             self.held_version += 1
             self.lent.clear()
 
