@@ -214,9 +214,9 @@ def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
     """A repeated launch reads the held arrays' pointers from the kernel's memo instead of the held
     table (_dispatch_foreign.c): valid only for the same session's state, an unchanged table and the
     same array objects. Arrays swapped between positions, dropped and replaced (the new one may
-    take the old one's id), a dpnp array whose usm_ndarray is replaced, two sessions alternating
-    on one kernel, and a session reopened over the same arrays: every launch writes where its
-    arguments say."""
+    take the old one's id), a dpnp array whose usm_ndarray is replaced, three sessions alternating
+    on one kernel (one of them on the same queue and arrays), and a session opened over the same
+    queue after the first closed: every launch writes where its arguments say."""
     n = 4096
     grid = (n // 256,)
     with _session() as s, activate(s):
