@@ -6,13 +6,22 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
-from xpukit.errors import guard
+from xpukit.errors import UsageError, guard
 from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
 from xpukit.runtime.kernels.kernel_report import run_kernel_report
 from xpukit.targets import DEFAULT_TARGET
+
+
+def split_args(text: str) -> list[str]:
+    """A shell-quoted argument string as a list; unbalanced quotes are a one-line error."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"--script-args {text!r}: {exc}", "balance the quotes in --script-args") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--lines", action="store_true", help="also count per source line (DWARF line table)")
     report.add_argument("--watch", action="store_true", help="serve the per-line view; recompile on save")
     report.add_argument("--port", type=int, default=0, help="--watch: the port on 127.0.0.1 (default: a free one)")
+    report.add_argument("--launched-by", default=None, help="SCRIPT.py: report the kernel as this script launches it")
+    report.add_argument("--script-args", default="", help="--launched-by: the script's arguments, one string")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -57,7 +68,15 @@ def main(argv: list[str] | None = None) -> int:
                 asm=args.asm,
             )
         if args.command == "kernel-report" and args.watch:
+            from xpukit.errors import UsageError
             from xpukit.runtime.kernels.watch import watch_report
+
+            if args.format != "md":  # the watch serves its own page: the format would be dropped without a word
+                raise UsageError(
+                    f"--watch serves the per-line page and prints no report; --format {args.format} has nothing "
+                    "to format",
+                    f"drop --format {args.format}, or drop --watch to print the report once",
+                )
 
             return watch_report(
                 args.kernel, args.target or [DEFAULT_TARGET], args.config, args.signature, args.constexpr, args.port
@@ -72,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.constexpr,
                 Path(args.save) if args.save else None,
                 lines=args.lines,
+                launched_by=Path(args.launched_by) if args.launched_by else None,
+                script_args=split_args(args.script_args),
             )
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 

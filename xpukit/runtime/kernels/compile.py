@@ -17,6 +17,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import linecache
 import os
 import sys
 import threading
@@ -46,7 +47,8 @@ from xpukit.runtime.offline.zebin import (
     read_zebin,
     ze_info_version,
 )
-from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
+from xpukit.runtime.triton.specialization import for_signature
+from xpukit.runtime.triton.tritonc import compile_kernel
 from xpukit.targets import FAMILIES, TargetPreset, split_targets
 
 DECLARATIONS = "XPUKIT_KERNELS"
@@ -152,13 +154,15 @@ def build_targets(
     tool: Ocloc,
     asm: bool = False,
     memory: NativeMemory | None = None,
+    divisible: Sequence[str] = (),
 ) -> list[TargetBuild]:
     """Triton -> SPIR-V once per distinct set of codegen properties (``TargetPreset.codegen_key``),
     then ocloc (and ``ocloc disasm`` with ``asm``) per target, as many at once as there are cores.
     ocloc starts on a group's SPIR-V while Triton compiles the next group's; the groups and targets
     whose builds took longest last time go first. A target that failed carries its exception in
     ``error``; the others are still built. The builds are the ones a serial run gives (a test).
-    ``memory``: what earlier builds learnt (default: this process's ``NATIVE_MEMORY``)."""
+    ``memory``: what earlier builds learnt (default: this process's ``NATIVE_MEMORY``); ``divisible``:
+    the arguments compiled with ``tt.divisibility = 16`` (``specialization.Specialization``)."""
     known = memory if memory is not None else NATIVE_MEMORY
     groups: dict[tuple[Any, ...], list[str]] = {}
     for target, preset in presets.items():
@@ -168,6 +172,7 @@ def build_targets(
         f"{getattr(fn, '__module__', '')}.{getattr(fn, '__name__', fn)}",
         repr(sorted(constexprs.items())),
         repr(sorted(spirv_options.items())),
+        repr(sorted(divisible)),
     )
 
     def history_key(build: TargetBuild) -> tuple[Any, ...]:
@@ -214,7 +219,7 @@ def build_targets(
         for group in ordered:
             first = group[0]
             try:
-                compiled = compile_kernel(fn, signature, constexprs, presets[first].props(), spirv_options)
+                compiled = compile_kernel(fn, signature, constexprs, presets[first].props(), spirv_options, divisible)
             except BaseException as exc:  # Triton raises anything: each target of the group records it
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
@@ -258,6 +263,21 @@ class KernelSpec:
     path: Path
     signature: str | None
     constexprs: dict[str, Any]
+    snapshot: bytes = b""  # the file's bytes the kernel was imported (and is compiled) from
+
+    @property
+    def snapshot_sha256(self) -> str:
+        return hashlib.sha256(self.snapshot).hexdigest()
+
+    def changed_since_import(self) -> bool:
+        """The file on disk is not the text that was compiled (saved meanwhile, or deleted)."""
+        try:
+            return self.path.read_bytes() != self.snapshot
+        except OSError:
+            return True
+
+
+_SNAPSHOT = "__xpukit_snapshot__"  # the module attribute holding the bytes it was executed from
 
 
 def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
@@ -274,20 +294,7 @@ def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
         sys.modules.pop(module_name, None)
     module = sys.modules.get(module_name)
     if module is None:
-        import_spec = importlib.util.spec_from_file_location(module_name, path)
-        if import_spec is None or import_spec.loader is None:
-            raise XpukitError(f"cannot import {path}", "give a Python source file")
-        module = importlib.util.module_from_spec(import_spec)
-        # The source tree may be mounted read-only: do not try to write __pycache__ next to it.
-        saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-        sys.modules[module_name] = module
-        try:
-            import_spec.loader.exec_module(module)
-        except Exception as exc:
-            sys.modules.pop(module_name, None)
-            raise XpukitError(f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the kernel file") from None
-        finally:
-            sys.dont_write_bytecode = saved
+        module = _import_snapshot(module_name, path)
     fn = getattr(module, func_name, None)
     if fn is None:
         raise UsageError(f"{path.name} has no function {func_name!r}", "check the name after the colon")
@@ -299,7 +306,34 @@ def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
     constexprs = declared.get("constexprs", {})
     if isinstance(constexprs, (list, tuple)):
         constexprs = parse_constexprs(constexprs)
-    return KernelSpec(fn, func_name, path, declared.get("signature"), dict(constexprs))
+    return KernelSpec(fn, func_name, path, declared.get("signature"), dict(constexprs), getattr(module, _SNAPSHOT, b""))
+
+
+def _import_snapshot(module_name: str, path: Path) -> Any:
+    """Import ``path`` from one read of its bytes, kept on the module: Triton reads a kernel's source
+    through linecache, which is primed with the same bytes, so the code compiled, the text the report
+    shows and the hash it stores are one version of the file even when an editor saves meanwhile."""
+    try:
+        snapshot = path.read_bytes()
+    except OSError as exc:
+        raise XpukitError(
+            f"cannot read {path}: {exc.strerror or exc}", "give the path to a readable .py file"
+        ) from None
+    import_spec = importlib.util.spec_from_file_location(module_name, path)
+    if import_spec is None or import_spec.loader is None:
+        raise XpukitError(f"cannot import {path}", "give a Python source file")
+    module = importlib.util.module_from_spec(import_spec)
+    setattr(module, _SNAPSHOT, snapshot)
+    text = snapshot.decode(errors="replace")
+    # mtime None: linecache.checkcache keeps the entry instead of rereading the file from disk
+    linecache.cache[str(path)] = (len(snapshot), None, text.splitlines(keepends=True), str(path))
+    sys.modules[module_name] = module
+    try:
+        exec(compile(snapshot, str(path), "exec", dont_inherit=True), module.__dict__)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise XpukitError(f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the kernel file") from None
+    return module
 
 
 def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
@@ -379,8 +413,8 @@ def run_compile(
             f"no signature for {spec.name}",
             f"pass --signature 'x:*fp32,n:i32' or declare it in {DECLARATIONS} next to the kernel",
         )
-    sig = parse_signature(sig_text)
-    cex = {**spec.constexprs, **parse_constexprs(constexprs)}
+    sig, special = for_signature(sig_text, getattr(spec.fn, "params", ()))
+    cex = {**spec.constexprs, **parse_constexprs(constexprs), **special.constants()}
     for name in list(cex):
         sig.pop(name, None)  # a constexpr given on the command line overrides a declared type
     full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
@@ -397,7 +431,8 @@ def run_compile(
         options["grf_mode"] = check_grf_mode(grf_mode)
 
     out_dir = writable_out_dir(out_dir)
-    builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm)
+    divisible = [n for n in special.divisibility if n not in cex]
+    builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm, divisible=divisible)
     rows = []
     status = 0
     for build in builds:
@@ -437,6 +472,7 @@ def run_compile(
             "target": target,
             "signature": full_signature,
             "constexprs": cex,
+            "specialization": special.to_dict(),
             "ocloc": {"path": tool.path, "version": tool.version, "device": build.preset.ocloc_device},
             "spirv_from": build.spirv_from,
             "zebin": {k: v for k, v in dataclasses.asdict(info).items() if k != "payload_args"},
@@ -457,6 +493,7 @@ def run_compile(
 
     exts = "spv,zebin,json" + (",isa" if asm else "")
     print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{{exts}}}  ({tool.describe()})")
+    print(f"specialization {special.describe()}")
     if note := shared_spirv_note(builds):
         print(note)
     # scratch B/thr is the zebin's per-thread spill space; spill traffic (sends) needs the ISA (--asm).

@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,13 @@ from xpukit.runtime.kernels.compile import (
     root_cause,
     write_whole,
 )
+from xpukit.runtime.kernels.launched_by import record_launches
 from xpukit.runtime.offline.isa import IsaCounts, code_bytes, parse_isa, tally
 from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
 from xpukit.runtime.offline.ocloc import AUTO_GRF_FLAG, LARGE_GRF_FLAG, RETRY_RULE, check_grf_mode, find_ocloc
 from xpukit.runtime.offline.report_format import format_html, format_markdown
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.runtime.triton.tritonc import parse_signature
+from xpukit.runtime.triton.specialization import Specialization, for_signature, unknown_block_io
 from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
@@ -45,6 +47,8 @@ class KernelConfig:
     label: str
     constexprs: dict[str, Any]
     options: dict[str, Any]
+    specialization: Specialization | None = None  # None: the signature's (declared hints or the default)
+    signature: dict[str, str] | None = None  # a launch's own argument types (None: the given signature)
 
 
 @dataclasses.dataclass
@@ -69,6 +73,8 @@ class ReportRow:
     occupancy: dict[str, Any] | None = None  # xpukit.targets.occupancy
     lines: list[dict[str, Any]] | None = None  # with --lines: per source line, or None
     line_info: str = ""  # why a --lines row has no lines ("no line information")
+    specialization: dict[str, Any] | None = None  # Specialization.to_dict(): what the compile knew of the arguments
+    warnings: list[str] = dataclasses.field(default_factory=list)  # what the row's code suggests is off
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow: every field but counts is already JSON-ready (lines are dicts), and asdict's deep
@@ -124,20 +130,25 @@ def build_report(
     constexprs: Sequence[str] = (),
     lines: bool = False,
     fresh: bool = False,
+    launches: Sequence[KernelConfig] = (),
 ) -> dict[str, Any]:
     """Compile every target x config; return the report as a JSON-ready dict.
-    ``lines``: each row also gets its per-source-line counts; ``fresh``: import the kernel's file again."""
+    ``lines``: each row also gets its per-source-line counts; ``fresh``: import the kernel's file again;
+    ``launches``: the configs a script's launches compiled (``--launched-by``), instead of ``configs``."""
     spec = load_kernel(kernel, fresh=fresh)
     jit = _jit_function(spec.fn)
     sig_text = signature if signature is not None else spec.signature
-    if not sig_text:
+    chosen = list(launches)
+    if not sig_text and not chosen:
         raise XpukitError(
-            f"no signature for {spec.name}", "pass --signature 'x:*fp32,n:i32' or declare it in XPUKIT_KERNELS"
+            f"no signature for {spec.name}",
+            "pass --signature 'x:*fp32,n:i32', declare it in XPUKIT_KERNELS or use --launched-by SCRIPT",
         )
-    sig = parse_signature(sig_text)
+    types, signature_spec = for_signature(sig_text or "", getattr(jit, "params", ()))
     base = {**spec.constexprs, **parse_constexprs(list(constexprs))}
-    constexpr_names = [n for n in jit.arg_names if n not in sig or n in base]
-    chosen = [parse_config(c, constexpr_names) for c in configs] or autotune_configs(spec.fn)
+    constexpr_names = [n for n in jit.arg_names if n not in types or n in base]
+    if not chosen:
+        chosen = [parse_config(c, constexpr_names) for c in configs] or autotune_configs(spec.fn)
     if not chosen:
         chosen = [KernelConfig("declared", {}, {})]
     items = [t for item in targets for t in item.split(",") if t.strip()]
@@ -149,35 +160,94 @@ def build_report(
     presets = resolve_targets(tool, split_targets(items))  # an unknown target fails before any compile
     names = list(presets)
     cells: dict[tuple[str, str], ReportRow] = {}
+    block_io = _uses_block_io(spec.snapshot)
     for cfg in chosen:
         options = {"generate_native_code": True, **cfg.options}
+        special = cfg.specialization or signature_spec
+        cfg_types = cfg.signature if cfg.signature is not None else types
+        consts = {**base, **cfg.constexprs, **special.constants()}
         builds = build_targets(
             jit,
-            {k: v for k, v in sig.items() if k not in {**base, **cfg.constexprs}},
-            {**base, **cfg.constexprs},
+            {k: v for k, v in cfg_types.items() if k not in consts},
+            consts,
             presets,
             options,
             tool,
             asm=True,
+            divisible=[n for n in special.divisibility if n not in consts],
         )
-        sources = SourceFiles()
+        sources = SourceFiles({str(spec.path): spec.snapshot})
         for build in builds:
-            cells[(build.target, cfg.label)] = _report_cell(build, cfg, sources if lines else None)
+            row = _report_cell(build, cfg, sources if lines else None, spec.path)
+            row.specialization = special.to_dict()
+            if block_io:
+                row.warnings += _gather_warning(row, build, special, cfg_types, list(consts))
+            cells[(build.target, cfg.label)] = row
     rows = [cells[(t, c.label)] for t in names for c in chosen]
     body, first = inspect.getsourcelines(jit.fn)
-    return {
+    report: dict[str, Any] = {
         "kernel": spec.name,
         "source": str(spec.path),
-        "kernel_source": kernel_source(Path(spec.path), first, len(body)),
+        "kernel_source": kernel_source(spec.snapshot, spec.path, first, len(body)),
         "lines": lines,
         "ocloc": tool.describe(),
         "targets": names,
         "configs": [dataclasses.asdict(c) for c in chosen],
         "rows": [r.to_dict() for r in rows],
     }
+    if spec.changed_since_import():
+        report["source_changed"] = True  # saved during the compile: the lines show the text compiled
+    return report
 
 
-def _report_cell(build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | None = None) -> ReportRow:
+_BLOCK_IO_CALLS = (b"make_block_ptr", b"make_tensor_descriptor")
+
+
+def _uses_block_io(source: bytes) -> bool:
+    return any(call in source for call in _BLOCK_IO_CALLS)
+
+
+def _gather_warning(
+    row: ReportRow, build: TargetBuild, special: Specialization, types: dict[str, str], constexprs: list[str]
+) -> list[str]:
+    """A block-pointer kernel whose loads became gathers on a family with 2D block IO: the likely
+    cause is what the compile did not know (alignment, divisibility, unit strides)."""
+    if row.counts is None or not build.preset.has_subgroup_2d_block_io:
+        return []
+    sends = row.counts.sends
+    if sends.get("block2d_load", 0) or not sends.get("global_load", 0):
+        return []
+    unknown = unknown_block_io(special, types, constexprs)
+    gathers = f"block-pointer loads compiled as gathers ({sends['global_load']} global loads, no 2D block load)"
+    if not unknown:
+        return [f"{gathers} although every argument's alignment, divisibility or unit stride is known"]
+    if special.source == "launch":
+        fix = "a launch with 16-aligned arrays, sizes and leading strides divisible by 16 and unit strides of 1"
+    else:
+        fix = "declare :16 for 16-aligned pointers and sizes or strides divisible by 16, :1 for unit strides"
+    return [f"{gathers}: nothing known of {', '.join(unknown)} ({fix}; or --launched-by SCRIPT)"]
+
+
+def launch_configs(kernel: str, script: Path, script_args: Sequence[str]) -> list[KernelConfig]:
+    """The configs a script's launches compiled: ``launch 1``, ``launch 2``, ... (``launched_by``)."""
+    path, _, name = kernel.rpartition(":")
+    with tempfile.TemporaryDirectory(prefix="xpukit-launches-") as work:
+        records = record_launches(Path(path).resolve(), name, Path(script), script_args, Path(work))
+    return [
+        KernelConfig(
+            f"launch {i}",
+            dict(r["constexprs"]),
+            dict(r["options"]),
+            Specialization.from_dict(r["specialization"]),
+            dict(r["types"]),
+        )
+        for i, r in enumerate(records, 1)
+    ]
+
+
+def _report_cell(
+    build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | None = None, kernel_path: Path | None = None
+) -> ReportRow:
     row = ReportRow(build.target, cfg.label)
     if build.error is not None:
         exc = build.error
@@ -216,7 +286,7 @@ def _report_cell(build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | N
         instructions = parse_isa(build.isa)
         row.counts = tally(instructions)
         if sources is not None:
-            _attribute_lines(row, build, meta.name, info.text_size, instructions, sources)
+            _attribute_lines(row, build, meta.name, info.text_size, instructions, sources, kernel_path)
     return row
 
 
@@ -234,11 +304,21 @@ def _grf_rule(row: ReportRow) -> str:
 
 
 def _attribute_lines(
-    row: ReportRow, build: TargetBuild, kernel: str, text_size: int, instructions: list[Any], sources: SourceFiles
+    row: ReportRow,
+    build: TargetBuild,
+    kernel: str,
+    text_size: int,
+    instructions: list[Any],
+    sources: SourceFiles,
+    kernel_path: Path | None = None,
 ) -> None:
     table = read_line_table(build.zebin, kernel)
     if table is None:
         row.line_info = NO_LINE_INFO
+        return
+    if kernel_path is not None and Path(table.kernel_file).resolve() != kernel_path.resolve():
+        # Never another file's lines shown as this one's (a cache entry of an identical kernel elsewhere)
+        row.line_info = f"{NO_LINE_INFO} for {kernel_path.name}: the zebin's line table names {table.kernel_file}"
         return
     span = code_bytes(instructions)
     if not 0 <= text_size - span < 16:  # the section may end in a few bytes of zero padding
@@ -256,6 +336,8 @@ def run_kernel_report(
     constexprs: Sequence[str] = (),
     save: Path | None = None,
     lines: bool = False,
+    launched_by: Path | None = None,
+    script_args: Sequence[str] = (),
 ) -> int:
     """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr).
 
@@ -263,7 +345,10 @@ def run_kernel_report(
     ``output_format`` "none" then prints no table (the host prints it)."""
     if output_format not in ("md", "json", "html", "none"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md, json or html")
-    report = build_report(kernel, targets, configs, signature, constexprs, lines=lines)
+    if launched_by is not None and configs:
+        raise XpukitError("--launched-by and --config both given", "drop --config: the launches are the configs")
+    launches = launch_configs(kernel, launched_by, script_args) if launched_by is not None else []
+    report = build_report(kernel, targets, configs, signature, constexprs, lines=lines, launches=launches)
     if save is not None:
         write_whole(Path(save), (json.dumps(report, indent=2) + "\n").encode())
     if output_format != "none":

@@ -178,10 +178,13 @@ class SourceLine:
 
 
 class SourceFiles:
-    """Source text by path, read once; a file that is not here reads as empty lines."""
+    """Source text by path, read once; a file that is not here reads as empty lines. ``known``: texts
+    already read (the kernel file's snapshot, so its lines are the text that was compiled)."""
 
-    def __init__(self) -> None:
-        self._lines: dict[str, list[str]] = {}
+    def __init__(self, known: Mapping[str, bytes] | None = None) -> None:
+        self._lines: dict[str, list[str]] = {
+            path: data.decode(errors="replace").splitlines() for path, data in (known or {}).items()
+        }
 
     def lines(self, path: str) -> list[str]:
         if path not in self._lines:
@@ -233,9 +236,9 @@ def _via_order(via: str) -> tuple[str, int]:
     return name, int(line) if line.isdigit() else 0
 
 
-def kernel_source(path: Path, first_line: int, line_count: int) -> dict[str, Any]:
-    """The kernel's own lines as compiled, with the file's hash (the report keys its lines on it)."""
-    data = path.read_bytes()
+def kernel_source(data: bytes, path: Path, first_line: int, line_count: int) -> dict[str, Any]:
+    """The kernel's own lines from ``data``, the file's bytes as compiled, with their hash (the report
+    keys its lines on it)."""
     lines = data.decode(errors="replace").splitlines()
     return {
         "file": str(path),

@@ -95,12 +95,35 @@ def format_markdown(report: dict[str, Any]) -> str:
         else:
             cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in COLUMNS]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if notes := row_notes(report):
+        lines += ["", *(f"- {note}" for note in notes)]
     lines += ["", LEGEND]
     if report.get("lines"):
         from xpukit.runtime.offline.line_view import format_lines_markdown
 
         lines += ["", format_lines_markdown(report)]
     return "\n".join(lines)
+
+
+def row_notes(report: dict[str, Any]) -> list[str]:
+    """What each config compiled (its specialization, once per config) and each row's warnings."""
+    notes: list[str] = []
+    seen: set[str] = set()
+    for row in report["rows"]:
+        special = row.get("specialization")
+        if special and row["config"] not in seen:
+            seen.add(row["config"])
+            notes.append(f"{row['config']}: specialization {describe_specialization(special)}")
+    notes += [
+        f"{row['target']} {row['config']}: warning: {w}" for row in report["rows"] for w in row.get("warnings") or []
+    ]
+    return notes
+
+
+def describe_specialization(data: dict[str, Any]) -> str:
+    from xpukit.runtime.triton.specialization import Specialization
+
+    return Specialization.from_dict(data).describe()
 
 
 # What --diff compares, by name: what a kernel author changes a tile size or a loop for.
@@ -190,7 +213,7 @@ __LINES_CSS__
 </style>
 </head>
 <body>
-<h1>__TITLE__</h1>
+__TOP__<h1>__TITLE__</h1>
 <p id="compiler"></p>
 <table id="grid"><thead></thead><tbody></tbody></table>
 <p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
@@ -258,29 +281,41 @@ __LINES_SCRIPT__
 """
 
 
-def format_html(report: dict[str, Any], changes: dict[Any, str] | None = None, head: str = "") -> str:
+def format_html(report: dict[str, Any], changes: dict[Any, str] | None = None, head: str = "", top: str = "") -> str:
     """One self-contained page: a target-by-config grid built in the browser by a small inline script
     from the report's JSON (embedded in the page); nothing is fetched when it is viewed. With
     ``--lines`` the page also carries the per-line view as HTML (readable without the script);
-    ``changes``: what changed per line since the last save (``--watch``); ``head``: extra head tags."""
+    ``changes``: what changed per line since the last save (``--watch``); ``head``: extra head tags;
+    ``top``: HTML first in the body (the watch's status line). ``head`` and ``top`` are the caller's
+    markup, never the report's text."""
     import html
-    import json
 
     from xpukit.runtime.offline import line_view
 
-    data = json.dumps(_without_asm(report), separators=(",", ":")).replace("</", "<\\/")  # no early </script>
     title = html.escape(f"{report['kernel']} ({len(report['targets'])} targets x {len(report['configs'])} configs)")
     with_lines = bool(report.get("lines"))
     values = {
         "TITLE": title,
         "HEAD": head,
-        "DATA": data,
+        "TOP": top,
+        "DATA": script_json(_without_asm(report)),
         "LINES": line_view.lines_html(report, changes) if with_lines else "",
         "LINES_CSS": line_view.LINES_CSS if with_lines else "",
         "LINES_SCRIPT": line_view.LINES_SCRIPT if with_lines else "",
     }
     # One pass: a placeholder's text inside a value (the kernel's source) is never replaced.
-    return re.sub(r"__(TITLE|HEAD|DATA|LINES_CSS|LINES_SCRIPT|LINES)__", lambda m: values[m.group(1)], _HTML)
+    return re.sub(r"__(TITLE|HEAD|TOP|DATA|LINES_CSS|LINES_SCRIPT|LINES)__", lambda m: values[m.group(1)], _HTML)
+
+
+def script_json(value: Any) -> str:
+    """JSON to put inside a <script> element. ``<`` (and ``>``, ``&``) become \\u escapes, which
+    JSON.parse reads back as the same characters: no text in the value can end the element
+    (``</script>``) or switch the HTML parser into its escaped states (``<!--``, ``<script>``), which
+    would swallow the rest of the page into the script."""
+    import json
+
+    text = json.dumps(value, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _without_asm(report: dict[str, Any]) -> dict[str, Any]:

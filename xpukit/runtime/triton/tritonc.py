@@ -10,12 +10,14 @@ Every other backend call stays Triton's own.
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.triton import kernel_cache, zebin_stage
+from xpukit.runtime.triton.specialization import split_hints
 
 # The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
 from xpukit.targets import DEFAULT_TARGET, PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
@@ -82,17 +84,26 @@ def gpu_target(props: Mapping[str, Any], warp_size: int = 32) -> Any:
 
 
 def parse_signature(text: str) -> dict[str, str]:
-    """Parse ``"x_ptr:*fp32, n:i32"`` into Triton's signature mapping."""
-    signature: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, ty = (s.strip() for s in item.partition(":"))
-        if not sep or not name or not ty:
-            raise XpukitError(
-                f"malformed signature entry {item!r}",
-                "write name:type pairs separated by commas, e.g. 'x_ptr:*fp32,n:i32'",
-            )
-        signature[name] = ty
-    return signature
+    """Parse ``"x_ptr:*fp32, n:i32"`` into Triton's signature mapping. Hints in Triton's AOT
+    notation (``x_ptr:*fp32:16``) are checked and left out: ``specialization.for_signature`` reads them."""
+    return split_hints(text)[0]
+
+
+@functools.cache
+def _file_keyed_source() -> type:
+    """Triton's ASTSource with the kernel's file in its hash. Triton 3.3 keys a compile by the
+    kernel's source text and first line, not its file: an identical kernel in another file would
+    reuse the cached SPIR-V, whose DWARF names the first file (the report's lines would be that
+    file's)."""
+    from triton.compiler import ASTSource
+
+    class FileKeyedSource(ASTSource):
+        def hash(self) -> str:
+            code = getattr(getattr(self.fn, "fn", None), "__code__", None)
+            where = getattr(code, "co_filename", "")
+            return hashlib.sha256(f"{super().hash()}-{where}".encode()).hexdigest()
+
+    return FileKeyedSource
 
 
 def compile_kernel(
@@ -101,14 +112,16 @@ def compile_kernel(
     constexprs: Mapping[str, Any] | None = None,
     target: str | Mapping[str, Any] = DEFAULT_TARGET,
     options: Mapping[str, Any] | None = None,
+    divisible: Iterable[str] = (),
 ) -> Any:
     """Compile ``fn`` (a JITFunction) for a target preset name or a property dict.
 
     ``signature`` maps every non-constexpr argument name to a Triton type ("*fp32", "i32", ...).
+    ``divisible``: arguments a launch knows 16-aligned (pointers) or divisible by 16 (ints), compiled
+    with ``tt.divisibility = 16`` as Triton's launch does (``specialization.Specialization``).
     Returns Triton's CompiledKernel (``.asm["spv"]``, ``.metadata``).
     """
     import triton
-    from triton.compiler import ASTSource
 
     props = preset(target).props() if isinstance(target, str) else dict(target)
     constexprs = dict(constexprs or {})
@@ -128,12 +141,15 @@ def compile_kernel(
             )
     extra = set(signature) - set(arg_names)
     extra |= set(constexprs) - set(arg_names)
+    divisible = list(divisible)
+    extra |= set(divisible) - set(arg_names)
     if extra:
         raise XpukitError(
             f"kernel {fn.__name__} has no argument(s) {', '.join(sorted(extra))}",
             f"its arguments are: {', '.join(arg_names)}",
         )
     target_obj = gpu_target(props)
-    src = ASTSource(fn, full_signature, constexprs=constexprs)
+    attrs = {(arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible if name not in constexprs}
+    src = _file_keyed_source()(fn, full_signature, constexprs=constexprs, attrs=attrs)
     with COMPILE_LOCK:
         return triton.compile(src, target=target_obj, options=dict(options or {}))
