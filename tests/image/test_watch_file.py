@@ -1,0 +1,156 @@
+"""`python -m xpukit kernel-report --watch` in the image, as `invoke kernel-report --watch` runs it:
+a deleted kernel file is reported (terminal and page) and picked up again when it is back; SIGTERM,
+SIGHUP and the end of the invoke that started it (its lifeline) stop it as Ctrl-C does.
+
+Needs ocloc 26.27 and Triton: the image. The server's own behaviour (Host, timeouts, clients that
+leave) is tests/host/test_watch_server.py's; through invoke and the engine, tests/engine/test_kernel_watch.py's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.support import ROOT
+from tests.support.families import current_ocloc_or_skip
+
+KERNELS = ROOT / "examples" / "kernels.py"
+
+
+@pytest.fixture(scope="module")
+def triton_cache(tmp_path_factory):
+    pytest.importorskip("triton")
+    pytest.importorskip("watchdog")
+    current_ocloc_or_skip()
+    return tmp_path_factory.mktemp("triton-cache")
+
+
+class Watch:
+    """The watch as a process, its stderr read line by line in a thread."""
+
+    def __init__(self, kernel, cache, env: dict[str, str] | None = None) -> None:
+        cmd = [sys.executable, "-m", "xpukit", "kernel-report", f"{kernel}:row_sum_kernel", "--target", "pvc",
+               "--watch"]  # fmt: skip
+        full = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **(env or {})}
+        self.proc = subprocess.Popen(cmd, cwd=kernel.parent, env=full, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.port = int(self.wait_for(r"http://127\.0\.0\.1:(\d+)/", 600).group(1))
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put("")
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        """The first stderr line from now on matching ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if match := re.search(pattern, line):
+                return match
+            if not line:
+                break
+        raise AssertionError(f"no line matching {pattern!r}; stderr: {''.join(self.seen)[-2000:]}")
+
+    def page(self) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/", headers={"Host": f"127.0.0.1:{self.port}"})
+            response = conn.getresponse()
+            assert response.status == 200
+            return response.read().decode()
+        finally:
+            conn.close()
+
+    def end(self, timeout: float = 60) -> str:
+        """Its exit, and all of its stderr."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        rest = []
+        while (line := self.lines.get(timeout=10)) != "":
+            rest.append(line)
+        return "".join(self.seen + rest)
+
+
+def _copy(tmp_path):
+    work = tmp_path / "kernels"
+    work.mkdir()
+    kernel = work / "kernels.py"
+    shutil.copy(KERNELS, kernel)
+    return kernel
+
+
+@pytest.mark.container
+def test_a_deleted_file_is_reported_and_picked_up_again(triton_cache, tmp_path):
+    """Deleting the watched file: one terminal line, the page says so (status "missing") and keeps
+    the last report; the file back (edited): compiled again, the page shows the new line. SIGTERM
+    then stops the watch as Ctrl-C does."""
+    kernel = _copy(tmp_path)
+    source = kernel.read_text()
+    watch = Watch(kernel, triton_cache)
+    try:
+        assert '<meta name="xpukit-status" content="ok">' in watch.page()
+        kernel.unlink()
+        watch.wait_for(rf"xpukit: watch: {re.escape(str(kernel))} was deleted", 30)
+        page = watch.page()
+        assert '<meta name="xpukit-status" content="missing">' in page and "was deleted" in page
+        assert "tl.sum(x, axis=0)" in page  # the last report stays
+        edited = source.replace("    tl.store(out_ptr + row, tl.sum(x, axis=0))",
+                                "    x = x * 2.0\n    tl.store(out_ptr + row, tl.sum(x, axis=0))")  # fmt: skip
+        assert edited != source
+        kernel.write_text(edited)
+        watch.wait_for(rf"xpukit: watch: {re.escape(str(kernel))} is back", 30)
+        watch.wait_for(r"xpukit: watch: compiled in", 300)
+        page = watch.page()
+        assert '<meta name="xpukit-status" content="ok">' in page and "x = x * 2.0" in page
+        watch.proc.send_signal(signal.SIGTERM)
+    finally:
+        err = watch.end()
+    assert watch.proc.returncode == 0 and "xpukit: watch: stopped" in err, err[-2000:]
+    assert "Traceback" not in err and err.count("was deleted") == 1
+
+
+@pytest.mark.container
+@pytest.mark.parametrize("how", ["SIGHUP", "lifeline"])
+def test_a_closed_terminal_or_a_gone_invoke_stops_the_watch(triton_cache, tmp_path, how):
+    """SIGHUP (the terminal closed), or the invoke that started the watch gone (the socket it
+    listened on closed, as a SIGKILL closes it): the watch stops as Ctrl-C stops it, exit 0, and
+    nothing listens on its port."""
+    kernel = _copy(tmp_path)
+    listener = socket.create_server(("127.0.0.1", 0))
+    env = {"XPUKIT_WATCH_LIFELINE": f"127.0.0.1:{listener.getsockname()[1]}"}
+    watch = Watch(kernel, triton_cache, env)
+    try:
+        if how == "SIGHUP":
+            watch.proc.send_signal(signal.SIGHUP)
+        else:
+            listener.close()
+        err = watch.end(timeout=30)
+    finally:
+        listener.close()
+    assert watch.proc.returncode == 0 and "xpukit: watch: stopped" in err, err[-2000:]
+    assert "Traceback" not in err
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", watch.port)) != 0
