@@ -3,11 +3,17 @@ everything a report depends on, and no other thing. Real files, no Triton needed
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT
 from xpukit.host import report_cache
 
 KERNEL = """
@@ -62,20 +68,53 @@ def test_key_covers_options_toolchain_and_kit_code(project):
     assert _key(project).key != key
 
 
+def _counts(instructions: int = 200) -> dict:
+    sends = dict.fromkeys(report_cache._SENDS, 0) | {"global_load": 11, "global_store": 8, "eot": 1}
+    names = ("send_total", "dpas", "math", "moves", "control_flow", "barriers", "fma", "alu")
+    return {"instructions": instructions, "sends": sends, **dict.fromkeys(names, 3)}
+
+
+def _row(config: str = "BLOCK=256", file: str = "/workspace/examples/kernels.py", **changes) -> dict:
+    """A row as the image's run writes it (the fields of a real pvc row of scale_kernel, --lines)."""
+    row = {"target": "pvc", "config": config, "error": None, "simd": 32, "grf": 128, "grf_mode": "default"}
+    row |= {"grf_retry": False, "sub_group": 32, "work_group": 128, "scratch_bytes": 0, "private_bytes": 0}
+    row |= {"slm_bytes": 0, "build_flags": "", "counts": _counts(), "limits": [], "grf_rule": "no spills"}
+    row |= {"spills": {"bytes_per_thread": 0, "n_spills": 0}, "line_info": ""}
+    row["occupancy"] = {"threads_per_xve": 8.0, "threads_per_xve_max": 8, "work_groups_per_xe_core": 16,
+                        "limited_by": "threads"}  # fmt: skip
+    row["lines"] = [{"file": file, "line": 36, "source": "def k():", "counts": _counts(13), "via": [], "asm": []}]
+    return row | changes
+
+
+def _report(*configs: str, file: str = "/workspace/examples/kernels.py", text: bytes = b"") -> dict:
+    configs = configs or ("BLOCK=256",)
+    source = {"file": file, "sha256": hashlib.sha256(text).hexdigest(), "first": 35, "lines": ["def k():"]}
+    return {
+        "kernel": "scale_kernel",
+        "source": file,
+        "kernel_source": source,
+        "lines": True,
+        "ocloc": "ocloc 26.27.039122 at /opt/xpukit/compiler/bin/ocloc",
+        "targets": ["pvc"],
+        "configs": [{"label": c, "constexprs": {}, "options": {}} for c in configs],
+        "rows": [_row(c, file) for c in configs],
+    }
+
+
 @pytest.mark.unit
 def test_store_previous_and_failed_reports(tmp_path, project):
     cache = report_cache.ReportCache(tmp_path / "cache")
     first, second = _key(project), _key(project, configs=["BLOCK=512"])
-    row = {"target": "pvc", "config": "BLOCK=256", "error": None, "counts": {}}
-    stored = cache.store(first, {"kernel": "k", "rows": [row]})
+    row = _row()
+    stored = cache.store(first, _report())
     assert cache.load(first.key) == stored and "stored_at" in stored
     assert cache.previous(first) is None
-    cache.store(second, {"kernel": "k", "rows": [row | {"config": "BLOCK=512"}]})
+    cache.store(second, _report("BLOCK=512"))
     assert cache.previous(second)["rows"][0]["config"] == "BLOCK=256"
     assert cache.previous(first)["rows"][0]["config"] == "BLOCK=512"
     # A report with a failed cell is shown but not kept: the next run compiles again.
     third = _key(project, configs=["BLOCK=3"])
-    cache.store(third, {"kernel": "k", "rows": [row | {"error": "failed to compile"}]})
+    cache.store(third, _report() | {"rows": [row | {"error": "failed to compile", "counts": None}]})
     assert cache.load(third.key) is None
     # A damaged file is a miss, not a crash.
     cache.path(first.key).write_text("{not json")
@@ -85,7 +124,7 @@ def test_store_previous_and_failed_reports(tmp_path, project):
     # A kernel keeps its newest HISTORY_KEEP reports; older ones are deleted.
     keys = [_key(project, configs=[f"BLOCK={2**i}"]) for i in range(report_cache.HISTORY_KEEP + 1)]
     for each in keys:
-        cache.store(each, {"kernel": "k", "rows": [row]})
+        cache.store(each, _report())
     assert cache.load(keys[0].key) is None and cache.load(keys[-1].key) is not None
     assert len(cache.history(first.kernel_id)) == report_cache.HISTORY_KEEP
 
@@ -101,3 +140,242 @@ def test_unwritable_cache_folder_is_one_line(tmp_path):
         commands._make_cache_folder(blocker / "kernel-reports")
     line = info.value.one_line()
     assert "cannot be made" in line and "XPUKIT_CACHE_DIR" in line and "\n" not in line
+
+
+# ----------------------------------------------------------------- entries are checked on load
+
+
+def _flip_a_digit(path: Path) -> None:
+    """Change one digit of a count in the stored bytes, as a bad disk or a stray write would: the
+    entry stays valid JSON with a plausible number in it."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"instructions":200') + len(b'"instructions":')
+    data[at] = ord("7")  # 200 -> 700
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.unit
+def test_a_flipped_digit_is_damage_not_a_report(tmp_path, project):
+    cache = report_cache.ReportCache(tmp_path / "cache")
+    key = _key(project)
+    cache.store(key, _report())
+    assert cache.load(key.key)["rows"][0]["counts"]["instructions"] == 200
+    _flip_a_digit(cache.path(key.key))
+    assert json.loads(cache.path(key.key).read_bytes().partition(b"\n")[2])  # still JSON: only the sum sees it
+    report, damage = cache.lookup(key.key)
+    assert report is None and "SHA-256" in damage
+    assert not cache.path(key.key).exists()  # removed: nothing reads it again
+    assert cache.lookup(key.key) == (None, None)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("damage", "wants"),
+    [
+        (lambda key: b"{not json", "no header line"),
+        (lambda key: report_cache.encode_entry(key, _report())[:-40], "length"),
+        (lambda key: report_cache.encode_entry("0" * 64, _report()), "another format or key"),
+        (lambda key: _entry(key, {"kernel": "k", "rows": []}), "ocloc is not a string"),
+        (lambda key: _entry(key, _report() | {"rows": [_row() | {"counts": {"instructions": "200"}}]}), "counts."),
+        (lambda key: _entry(key, _report() | {"rows": [{k: v for k, v in _row().items() if k != "grf"}]}), "grf"),
+        (lambda key: _entry(key, _report() | {"rows": "pvc"}), "rows is not a list"),
+        (lambda key: _entry(key, _report() | {"kernel_source": {"file": 3}}), "kernel_source"),
+        (lambda key: _entry(key, [1, 2]), "not an object"),
+    ],
+)
+def test_a_malformed_entry_is_a_miss_with_its_reason(tmp_path, project, damage, wants):
+    """Bad JSON, a cut entry, another key's entry, missing fields and wrong types, each with a good
+    checksum where it has one: a miss that says why, never an exception."""
+    cache = report_cache.ReportCache(tmp_path / "cache")
+    key = _key(project)
+    cache.folder.mkdir(parents=True)
+    cache.path(key.key).write_bytes(damage(key.key))
+    report, why = cache.lookup(key.key)
+    assert report is None and wants in why and "\n" not in why
+
+
+def _entry(key: str, report: object) -> bytes:
+    """An entry whose checksum is right for a report of the wrong shape."""
+    body = json.dumps(report | {"stored_at": "then"} if isinstance(report, dict) else report).encode()
+    header = {"format": report_cache.KEY_VERSION, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
+    return json.dumps(header | {"size": len(body)}).encode() + b"\n" + body + b"\n"
+
+
+@pytest.mark.unit
+def test_history_entries_that_are_not_keys_never_become_paths(tmp_path, project):
+    """A history naming `../../x` (a full history, so the oldest entry is deleted as the newest is
+    added): the file outside the cache survives, the entry is refused in one note and dropped."""
+    cache = report_cache.ReportCache(tmp_path / "cache")
+    sentinel = tmp_path / "x.json"  # cache.folder / "../../x.json"
+    sentinel.write_text("keep me\n")
+    key = _key(project)
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(report_cache.HISTORY_KEEP)]
+    (cache.folder / "history").mkdir(parents=True)
+    history = cache.folder / "history" / f"{key.kernel_id}.json"
+    history.write_text(json.dumps(["../../x", "/etc/passwd", 7, *keys]))
+    assert (cache.folder / "../../x.json").resolve() == sentinel.resolve()
+    cache.store(key, _report())
+    assert sentinel.read_text() == "keep me\n"
+    assert json.loads(history.read_text()) == [*keys[1:], key.key]
+    assert any("3 entries are not report keys; ignored" in note for note in cache.notes), cache.notes
+    with pytest.raises(ValueError):
+        cache.path("../../x")
+    history.write_text('{"not": "a list"}')
+    assert cache.history(key.kernel_id) == [] and "is damaged" in cache.notes[-1]
+
+
+@pytest.mark.unit
+def test_a_killed_runs_temporary_files_are_swept(tmp_path, project):
+    """What a killed run leaves (a write never renamed, a report never read back) is removed by the
+    next run; a file a live run may be writing, or one just made, is left alone."""
+    cache = report_cache.ReportCache(tmp_path / "cache")
+    key = _key(project)
+    cache.store(key, _report())
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)  # a process that has ended: its pid names no one (until reused)
+    old = time.time() - 2 * report_cache.SWEEP_AFTER_S
+    left = [
+        cache.folder / f".{key.key}.json.{dead}.tmp",
+        cache.folder / f".{key.key}.{dead}.run.json",
+        cache.folder / "history" / f".{key.kernel_id}.json.{dead}.tmp",
+    ]
+    live = cache.folder / f".{key.key}.json.{os.getpid()}.tmp"  # this process: a write in progress
+    young = cache.folder / f".{key.key}.{dead}.run.json.1.tmp"  # the run's own writer, just now
+    for path in [*left, live, young]:
+        path.write_text('{"half": ')
+    for path in [*left, live]:
+        os.utime(path, (old, old))
+    assert cache.sweep() == len(left)
+    assert not any(p.exists() for p in left) and live.exists() and young.exists()
+    assert cache.load(key.key) is not None  # the entry itself is untouched
+
+
+# ----------------------------------------------------------------- the task body, with a fake run
+
+KERNEL_FILE = ROOT / "examples" / "kernels.py"
+
+
+@pytest.fixture
+def fake_run(tmp_path, monkeypatch):
+    """`invoke kernel-report`'s body with its run faked: the run writes ``runs[-1]``'s report where
+    the task asks (``--save``) and prints a progress line and ``say`` (both on its stdout, by print
+    and by a child process, as the image's merged output and a `--where host` process would)."""
+    from xpukit.host import settings
+    from xpukit.host.commands import zebin
+
+    state = {"runs": 0, "say": "", "report": None, "code": 0}
+
+    def run_kit(ctx, side, args, reads=(), writes=(), what="", host_network=False):
+        state["runs"] += 1
+        print("xpukit: compiling in the fake image")
+        if state["say"]:
+            subprocess.run(["echo", state["say"]], check=True)
+        if state["report"] is not None:
+            Path(args[args.index("--save") + 1]).write_text(json.dumps(state["report"]))
+        return state["code"]
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(zebin, "_run_kit", run_kit)
+    monkeypatch.setattr(zebin, "_kit_side", lambda ctx, where: zebin.KitSide(False, "fake"))
+    monkeypatch.setattr(zebin, "_toolchain", lambda ctx, side: "fake toolchain")
+    monkeypatch.setattr(zebin, "kit_cache_root", lambda: tmp_path / "cache")
+    ctx = settings.Context(settings.resolve({"profile": "cpu"}, {}, {}), {})
+    state["report"] = _report(file="/workspace/examples/kernels.py", text=KERNEL_FILE.read_bytes())
+
+    def kernel_report(*extra: str, output_format: str = "json") -> int:
+        no_cache = "--no-cache" in extra
+        return zebin.kernel_report(ctx, "container", "examples/kernels.py:scale_kernel", ["pvc"], [], output_format,
+                                   no_cache=no_cache)  # fmt: skip
+
+    state["kernel_report"] = kernel_report
+    state["cache"] = report_cache.ReportCache(tmp_path / "cache")
+    return state
+
+
+def _stored_key(cache: report_cache.ReportCache) -> str:
+    (entry,) = [p for p in cache.folder.glob("*.json")]
+    return entry.stem
+
+
+@pytest.mark.unit
+def test_task_rebuilds_a_flipped_entry_in_one_line(fake_run, capfd):
+    assert fake_run["kernel_report"]() == 0
+    first = capfd.readouterr()
+    assert json.loads(first.out)["rows"][0]["counts"]["instructions"] == 200
+    cache = fake_run["cache"]
+    key = _stored_key(cache)
+    assert fake_run["kernel_report"]() == 0 and fake_run["runs"] == 1  # a hit: no run
+    capfd.readouterr()
+    _flip_a_digit(cache.path(key))
+    assert fake_run["kernel_report"]() == 0 and fake_run["runs"] == 2  # rebuilt
+    out, err = capfd.readouterr()
+    assert json.loads(out)["rows"][0]["counts"]["instructions"] == 200
+    damaged = [ln for ln in err.splitlines() if "damaged" in ln]
+    assert len(damaged) == 1 and damaged[0].startswith("xpukit: warning: the stored report ") and key in damaged[0]
+    assert "compiling it again" in damaged[0] and "Traceback" not in err
+    assert cache.load(key)["rows"][0]["counts"]["instructions"] == 200  # the rebuilt entry is whole
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("entry", [b"{not json", b'{"format": 1}\n[]\n', "schema"])
+def test_task_treats_a_malformed_entry_as_a_miss(fake_run, capfd, entry):
+    assert fake_run["kernel_report"]() == 0
+    cache = fake_run["cache"]
+    key = _stored_key(cache)
+    capfd.readouterr()
+    if entry == "schema":  # checksum right, a field the table reads missing
+        rows = [{k: v for k, v in _row().items() if k != "counts"}]
+        entry = _entry(key, _report() | {"rows": rows})
+    cache.path(key).write_bytes(entry)
+    assert fake_run["kernel_report"](output_format="md") == 0 and fake_run["runs"] == 2
+    out, err = capfd.readouterr()
+    assert "| pvc | BLOCK=256 |" in out and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if "is damaged" in ln]) == 1, err
+
+
+@pytest.mark.unit
+def test_task_under_json_keeps_the_runs_lines_off_stdout(fake_run, capfd):
+    """The run's own output (its progress, a one-line error) goes to stderr under --format json:
+    stdout is the report alone, or nothing when the run failed."""
+    fake_run["report"], fake_run["code"] = None, 1
+    fake_run["say"] = "xpukit: error: constexpr BLOCK value 'abc' is not a Python literal (fix: ...)"
+    assert fake_run["kernel_report"]() == 1
+    out, err = capfd.readouterr()
+    assert out == "" and "xpukit: error: constexpr BLOCK" in err and "compiling in the fake image" in err
+    fake_run["report"], fake_run["code"], fake_run["say"] = _report(text=KERNEL_FILE.read_bytes()), 0, "noise"
+    assert fake_run["kernel_report"]() == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out) and "noise" in err
+    print("stdout is back")  # the redirection ended with the run
+    assert capfd.readouterr().out == "stdout is back\n"
+
+
+@pytest.mark.unit
+def test_task_names_files_as_the_user_gave_them(fake_run, capfd):
+    """The image's run names the checkout's files under /workspace; printed, the kernel's file is the
+    path as given (examples/kernels.py), stored, the host's absolute path, never /workspace."""
+    helper = "/workspace/examples/helpers.py"
+    fake_run["report"]["rows"][0]["lines"].append({**fake_run["report"]["rows"][0]["lines"][0], "file": helper})
+    assert fake_run["kernel_report"]() == 0
+    report = json.loads(capfd.readouterr().out)
+    files = {report["source"], report["kernel_source"]["file"], report["rows"][0]["lines"][0]["file"]}
+    assert files == {"examples/kernels.py"}
+    assert report["rows"][0]["lines"][1]["file"] == str(ROOT.resolve() / "examples" / "helpers.py")
+    stored = fake_run["cache"].load(_stored_key(fake_run["cache"]))
+    assert stored["source"] == stored["kernel_source"]["file"] == str(KERNEL_FILE.resolve())
+    assert "/workspace" not in json.dumps(stored)
+    assert fake_run["kernel_report"]() == 0 and fake_run["runs"] == 1  # the hit shows them as given too
+    assert json.loads(capfd.readouterr().out)["source"] == "examples/kernels.py"
+
+
+@pytest.mark.unit
+def test_watch_with_another_format_is_refused_in_one_line():
+    from tests.support.invoke import invoke_with_cache
+    from xpukit.errors import EXIT_USAGE
+
+    for fmt in ("json", "html"):
+        result = invoke_with_cache("kernel-report", "examples/kernels.py:scale_kernel", "--watch", "--format", fmt)
+        errors = [ln for ln in result.stderr.splitlines() if "error:" in ln]
+        assert result.returncode == EXIT_USAGE and "Traceback" not in result.stderr, result.stderr
+        assert len(errors) == 1 and f"--format {fmt}" in errors[0] and "(fix: " in errors[0], result.stderr
+        assert result.stdout == ""

@@ -18,6 +18,14 @@ Reports live in ``<checkout>/.xpukit/kernel-reports/<key>.json`` with the time t
 ``history/<kernel id>.json`` lists the keys of one kernel's reports, newest last, for ``--diff``;
 a kernel keeps its newest HISTORY_KEEP reports.
 A report with a failed cell is not stored (the next run retries it).
+
+A stored report is never trusted as it is read: a flipped bit in a count would be printed as the
+kernel's count, with nothing to say so. So an entry is two lines: a header (the format, the key,
+the SHA-256 and the length of the report's bytes) and those bytes, the report's JSON. Loading
+checks the header, the checksum and the fields the host reads (:func:`schema_problem`); any
+failure removes the entry and is a miss (the caller says so in one line and compiles again).
+Keys and kernel ids are hex digests: anything else read from disk (a history entry) is refused,
+never made into a path. Temporary files a killed run left behind are swept (:meth:`ReportCache.sweep`).
 """
 
 from __future__ import annotations
@@ -27,20 +35,32 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from xpukit.runtime.offline import compiler_id
 
-KEY_VERSION = "kernel-report/2"  # 2: occupancy, spills, GRF rule, --lines
+# 2: occupancy, spills, GRF rule, --lines; 3: entries carry a checksum header, file fields are host paths
+KEY_VERSION = "kernel-report/3"
 CACHE_DIR = ".xpukit"
 REPORTS = "kernel-reports"
 TRITON_CACHE = "triton-cache"  # Triton's own cache for the caller-run tasks (compile, kernel-report)
 HISTORY_KEEP = 20
+KEY_RE = re.compile(r"[0-9a-f]{64}")  # a report key: SHA-256 hex, the only name a stored report has
+KERNEL_ID_RE = re.compile(r"[0-9a-f]{24}")
+# What a run leaves while it writes: _write_json's `.<name>.<pid>.tmp`, the run's `.<key>.<pid>.run.json`
+# (and the writer's own temporary beside that one). The pid says whose it is.
+_TEMP_RE = re.compile(r"\..+\.(\d+)\.(tmp|run\.json)")
+# A temporary file lives while one file is written or one report is read back: one older than this
+# whose process is gone is a killed run's. Younger ones are left alone, whatever their pid says (a
+# run in another pid namespace sharing the folder, e.g. XPUKIT_CACHE_DIR on a shared disk).
+SWEEP_AFTER_S = 60.0
+SWEEP_ANY_AFTER_S = 3600.0  # past this, swept even if its pid is alive (a reused pid)
 # Code whose change changes every report: the target table, the counting and the compile path.
 KIT_CODE = (
     "xpukit/targets.py",
@@ -169,29 +189,235 @@ def report_key(
     return ReportKey(key, kernel_id, tuple(map(str, sources)))
 
 
+def is_key(text: object) -> bool:
+    """A report key as the cache writes it: 64 lowercase hex digits, nothing a path could climb with."""
+    return isinstance(text, str) and KEY_RE.fullmatch(text) is not None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# The fields the host reads from a stored report (report_format's table, --diff and --lines views,
+# mark_source_changed), by type. Wrong or missing, the entry is damaged: a rebuild, not a KeyError.
+_ROW_INTS = ("simd", "grf", "slm_bytes", "scratch_bytes", "private_bytes")
+_COUNT_INTS = ("instructions", "send_total", "dpas", "math", "moves", "control_flow", "barriers")
+_SENDS = (
+    "global_load", "global_store", "slm_load", "slm_store", "block2d_load", "block2d_store",
+    "atomic", "scratch_fill", "scratch_spill", "barrier", "fence", "eot", "other",
+)  # fmt: skip
+
+
+def schema_problem(report: object) -> str | None:
+    """What is wrong with a stored report's shape, or None: the fields the host reads, by type."""
+    if not isinstance(report, dict):
+        return "the report is not an object"
+    for name in ("kernel", "ocloc", "stored_at"):
+        if not isinstance(report.get(name), str):
+            return f"{name} is not a string"
+    if not _is_str_list(report.get("targets")):
+        return "targets is not a list of names"
+    configs = report.get("configs")
+    labelled = isinstance(configs, list) and all(
+        isinstance(c, dict) and isinstance(c.get("label"), str) for c in configs
+    )
+    if not labelled:
+        return "configs is not a list of labelled configs"
+    source = report.get("kernel_source")
+    if source is not None and not (
+        isinstance(source, dict)
+        and isinstance(source.get("file"), str)
+        and isinstance(source.get("sha256"), str)
+        and _is_int(source.get("first"))
+        and _is_str_list(source.get("lines"))
+    ):
+        return "kernel_source is not {file, sha256, first, lines}"
+    rows = report.get("rows")
+    if not isinstance(rows, list):
+        return "rows is not a list"
+    for i, row in enumerate(rows):
+        problem = _row_problem(row)
+        if problem:
+            return f"rows[{i}]: {problem}"
+    return None
+
+
+def _row_problem(row: object) -> str | None:
+    if not isinstance(row, dict):
+        return "not an object"
+    if not isinstance(row.get("target"), str) or not isinstance(row.get("config"), str):
+        return "target or config is not a string"
+    if row.get("error") is not None:
+        return "a failed cell (never stored)"
+    for name in _ROW_INTS:
+        if not _is_int(row.get(name)):
+            return f"{name} is not a whole number"
+    problem = _counts_problem(row.get("counts"))
+    if problem:
+        return problem
+    if row.get("limits") is not None and not _is_str_list(row["limits"]):
+        return "limits is not a list of strings"
+    for name in ("occupancy", "spills"):
+        if row.get(name) is not None and not isinstance(row[name], dict):
+            return f"{name} is not an object"
+    lines = row.get("lines")
+    if lines is not None:
+        if not isinstance(lines, list):
+            return "lines is not a list"
+        for entry in lines:
+            if not (
+                isinstance(entry, dict)
+                and isinstance(entry.get("file"), str | None)
+                and (entry.get("line") is None or _is_int(entry.get("line")))
+                and isinstance(entry.get("source", ""), str)
+            ):
+                return "lines has an entry that is not {file, line, source, counts}"
+            problem = _counts_problem(entry["counts"])
+            if problem:
+                return f"lines: {problem}"
+    return None
+
+
+def _counts_problem(counts: object) -> str | None:
+    """A row's or a line's counts: what the table, --diff and the line view read."""
+    if not isinstance(counts, dict):
+        return "counts is not an object"
+    for name in _COUNT_INTS:
+        if not _is_int(counts.get(name)):
+            return f"counts.{name} is not a whole number"
+    sends = counts.get("sends")
+    if not isinstance(sends, dict) or not all(_is_int(sends.get(name)) for name in _SENDS):
+        return "counts.sends is not whole numbers by kind"
+    return None
+
+
+class DamagedEntry(Exception):
+    """A stored entry that cannot be trusted; the message says why (one line)."""
+
+
+def encode_entry(key: str, report: dict[str, Any]) -> bytes:
+    """The stored form: a header line, then the report's JSON bytes, which the header's SHA-256 covers."""
+    body = json.dumps(report, separators=(",", ":")).encode()
+    header = {"format": KEY_VERSION, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
+    return json.dumps(header).encode() + b"\n" + body + b"\n"
+
+
+def decode_entry(key: str, data: bytes) -> dict[str, Any]:
+    """The report stored under ``key``, checked; DamagedEntry says what does not hold."""
+    head, newline, rest = data.partition(b"\n")
+    try:
+        header = json.loads(head) if newline else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise DamagedEntry("no header line")
+    if header.get("format") != KEY_VERSION or header.get("key") != key:
+        raise DamagedEntry("its header names another format or key")
+    size, digest = header.get("size"), header.get("sha256")
+    if not isinstance(size, int) or len(rest) != size + 1 or not rest.endswith(b"\n"):
+        raise DamagedEntry("its length is not the one its header gives (cut short or grown)")
+    body = rest[:-1]
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise DamagedEntry("its SHA-256 is not the one its header gives")
+    try:
+        report = json.loads(body)
+    except ValueError:
+        raise DamagedEntry("the report is not JSON") from None
+    problem = schema_problem(report)
+    if problem:
+        raise DamagedEntry(problem)
+    return report  # schema_problem checked it is a dict
+
+
+def rewrite_paths(report: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """Apply ``change`` to every file path the report names (``source``, ``kernel_source.file``,
+    each line's ``file``), in place: the line view matches rows to the kernel by these, so they
+    change together."""
+    if isinstance(report.get("source"), str):
+        report["source"] = change(report["source"])
+    source = report.get("kernel_source")
+    if isinstance(source, dict) and isinstance(source.get("file"), str):
+        source["file"] = change(source["file"])
+    for row in report.get("rows") or []:
+        for entry in (row.get("lines") or []) if isinstance(row, dict) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("file"), str):
+                entry["file"] = change(entry["file"])
+    return report
+
+
+def host_path(path: str, checkout: Path, workspace: str) -> str:
+    """A path a container printed, as the host names it: the checkout is mounted at ``workspace``;
+    every other path the kit mounts is mounted at its own path (xpukit.host.run.containers)."""
+    if path == workspace or path.startswith(workspace + "/"):
+        return str(checkout.resolve() / path[len(workspace) :].lstrip("/"))
+    return path
+
+
 class ReportCache:
-    """Stored reports by key, and each kernel's history of keys."""
+    """Stored reports by key, and each kernel's history of keys.
+
+    ``notes``: what went wrong that the user should hear of in one line (a damaged history, a
+    report that could not be stored); the task prints them. Nothing here raises on a bad folder."""
 
     def __init__(self, root: Path) -> None:
         self.folder = root / REPORTS
+        self.notes: list[str] = []
 
     def path(self, key: str) -> Path:
+        if not is_key(key):  # a name read from disk never becomes a path (`../../x`)
+            raise ValueError(f"not a report key: {key!r}")
         return self.folder / f"{key}.json"
 
-    def load(self, key: str) -> dict[str, Any] | None:
+    def run_file(self, key: str) -> Path:
+        """Where one run's report comes back (written by the run, read once, removed; swept when left)."""
+        return self.path(key).with_name(f".{key}.{os.getpid()}.run.json")
+
+    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(report, None) on a hit, (None, None) on a miss, (None, why) for a damaged entry, which
+        is removed: the next store replaces it, and until then nothing reads it again."""
+        path = self.path(key)
         try:
-            report = json.loads(self.path(key).read_text())
-        except (OSError, ValueError):
-            return None  # absent, or damaged: recomputed and rewritten
-        return report if isinstance(report, dict) and isinstance(report.get("rows"), list) else None
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:
+            return None, f"it cannot be read ({exc.strerror or exc})"
+        try:
+            return decode_entry(key, data), None
+        except DamagedEntry as exc:
+            self.discard(key)
+            return None, str(exc)
+
+    def load(self, key: str) -> dict[str, Any] | None:
+        """The report stored under ``key`` when it is there and whole, else None."""
+        return self.lookup(key)[0]
+
+    def discard(self, key: str) -> None:
+        try:
+            self.path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            self.notes.append(f"{self.path(key)} cannot be removed ({exc.strerror or exc})")
 
     def store(self, key: ReportKey, report: dict[str, Any]) -> dict[str, Any]:
-        """Keep a complete report (one with no failed cell) and add it to its kernel's history."""
+        """Keep a complete report (one with no failed cell) and add it to its kernel's history. A
+        folder that cannot be written is a note, not an error: the report is still shown."""
         report = {**report, "stored_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
         if any(row.get("error") for row in report["rows"]):
             return report
-        self.folder.mkdir(parents=True, exist_ok=True)
-        _write_json(self.path(key.key), report)
+        problem = schema_problem(report)
+        if problem:  # stored, it would be refused on every load: say so once, here
+            self.notes.append(f"the report is not stored: it lacks what a stored report needs ({problem})")
+            return report
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            _write_whole(self.path(key.key), encode_entry(key.key, report))
+        except OSError as exc:
+            self.notes.append(f"the report cannot be stored in {self.folder} ({exc.strerror or exc}); it is not kept")
+            return report
         self.remember(key)
         return report
 
@@ -199,17 +425,31 @@ class ReportCache:
         """Make ``key`` the kernel's newest report; reports beyond the newest HISTORY_KEEP are deleted
         (a key names one kernel, so no other kernel's history holds them)."""
         history = [k for k in self.history(key.kernel_id) if k != key.key] + [key.key]
-        (self.folder / "history").mkdir(parents=True, exist_ok=True)
-        _write_json(self._history_path(key.kernel_id), history[-HISTORY_KEEP:])
-        for old in history[:-HISTORY_KEEP]:
-            self.path(old).unlink(missing_ok=True)
+        try:
+            (self.folder / "history").mkdir(parents=True, exist_ok=True)
+            _write_whole(self._history_path(key.kernel_id), (json.dumps(history[-HISTORY_KEEP:]) + "\n").encode())
+            for old in history[:-HISTORY_KEEP]:
+                self.path(old).unlink(missing_ok=True)
+        except OSError as exc:
+            self.notes.append(f"the history of this kernel cannot be kept ({exc.strerror or exc})")
 
     def history(self, kernel_id: str) -> list[str]:
+        """The kernel's keys, oldest first. Entries that are not keys are refused (and said once):
+        they are never joined to the folder, so a history cannot name a file outside it."""
         try:
             keys = json.loads(self._history_path(kernel_id).read_text())
-        except (OSError, ValueError):
+        except FileNotFoundError:
             return []
-        return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []
+        except (OSError, ValueError):
+            keys = None
+        if not isinstance(keys, list):
+            self.notes.append(f"{self._history_path(kernel_id)} is damaged; --diff starts a new history")
+            return []
+        good = [k for k in keys if is_key(k)]
+        if len(good) != len(keys):
+            bad = len(keys) - len(good)
+            self.notes.append(f"{self._history_path(kernel_id)}: {bad} entries are not report keys; ignored")
+        return good
 
     def previous(self, key: ReportKey) -> dict[str, Any] | None:
         """The newest stored report of the same kernel made under another key."""
@@ -218,15 +458,56 @@ class ReportCache:
                 return report
         return None
 
+    def sweep(self) -> int:
+        """Remove the temporary files of runs that were killed (a write or a report never
+        renamed or read back); returns how many. A file another run may still be using is left."""
+        now, swept = time.time(), 0
+        for folder in (self.folder, self.folder / "history"):
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for name in names:
+                found = _TEMP_RE.fullmatch(name)
+                if not found:
+                    continue
+                path = folder / name
+                try:
+                    age = now - path.lstat().st_mtime
+                    if age > SWEEP_ANY_AFTER_S or (age > SWEEP_AFTER_S and not _alive(int(found.group(1)))):
+                        path.unlink()
+                        swept += 1
+                except OSError:
+                    continue  # gone already (another run swept it), or not ours to remove
+        return swept
+
     def _history_path(self, kernel_id: str) -> Path:
+        if KERNEL_ID_RE.fullmatch(kernel_id) is None:
+            raise ValueError(f"not a kernel id: {kernel_id!r}")
         return self.folder / "history" / f"{kernel_id}.json"
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Whole or not at all: a concurrent reader never sees half a file."""
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs here (one of another user counts: it may be writing)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """Whole or not at all: a concurrent reader never sees half a file, a killed writer leaves a
+    temporary file (swept later), never half an entry under a key."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
