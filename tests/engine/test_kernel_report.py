@@ -38,6 +38,26 @@ def test_invoke_json_report_is_all_of_stdout(test_image, tmp_path):
 
 
 @pytest.mark.docker
+def test_invoke_json_names_host_paths_and_keeps_errors_off_stdout(test_image, tmp_path):
+    """Under `--format json` the image's error line goes to stderr (stdout stays empty, not a line of
+    text where JSON is expected); a report names the kernel's file as it was given, in every field
+    (`source`, `kernel_source.file`, each line's `file`), never the container's /workspace."""
+    kernel = ("kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--format", "json")
+    bad = invoke_with_cache(*kernel, "--config", "BLOCK=abc", cache=tmp_path)
+    assert bad.returncode != 0 and bad.stdout == "", bad.stdout
+    errors = [ln for ln in bad.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and "BLOCK" in errors[0] and "Traceback" not in bad.stderr, bad.stderr
+    result = invoke_with_cache(*kernel, "--lines", cache=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    files = {entry["file"] for row in report["rows"] for entry in row["lines"]}
+    assert report["source"] == report["kernel_source"]["file"] == "examples/kernels.py"
+    assert "examples/kernels.py" in files and not any(f and f.startswith("/workspace") for f in files), files
+    stored = [p.read_text() for p in (tmp_path / "kernel-reports").glob("*.json")]
+    assert len(stored) == 1 and "/workspace/" not in stored[0] and str(ROOT / "examples" / "kernels.py") in stored[0]
+
+
+@pytest.mark.docker
 def test_html_report_of_seven_families_renders_in_chromium(test_image, tmp_path):
     """`kernel-report --target all` over two configs of a tl.dot matmul in one run, as one
     self-contained page: headless chromium renders the grid from the JSON in the page (the DOM it
