@@ -211,7 +211,8 @@ def split_targets(targets: str | Iterable[str] | None) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TargetLimits:
-    """What one work-group of a kernel may use on a target; ``kernel-report`` flags a row over any."""
+    """What Intel's GPU Occupancy Calculator's device table says one work-group may use on a target:
+    ``check_limits`` flags a row's GRF count and sub-group size against it where the table has the family."""
 
     slm_per_work_group: int  # bytes of shared local memory one work-group may allocate
     grf_counts: tuple[int, ...]  # GRF registers per thread the hardware offers (256 = large GRF mode)
@@ -225,8 +226,10 @@ class TargetLimits:
 # SLM_Size_Per_Work_Group 128 (KB), Large_GRF_Mode true, Subgroup_Sizes [32, 16],
 # Max_Work_Group_Size 1024; "Xe HPG / Arc Graphics" and "Data Center Flex" (DG2, acm-g10):
 # SLM_Size_Per_Work_Group 64, Large_GRF_Mode false, Subgroup_Sizes [32, 16, 8], Max_Work_Group_Size 1024.
-# Without large GRF mode a thread has 128 GRFs. The calculator's table has no Xe2/Xe-LPG entry
-# (bmg, lnl, mtl): their limits are not checked rather than guessed.
+# Without large GRF mode a thread has 128 GRFs. The calculator also lists BMG, LNL (since 2025-01) and
+# MTL, each with Large_GRF_Mode false, while compute-runtime runs 256 GRF there (4 threads per XVE): their
+# GRF and sub-group sizes are left unchecked rather than flag every 256-GRF retry on one source's word.
+# The per-work-group SLM and work-group-size caps apply to every family: OCCUPANCY below.
 _CALCULATOR = "Intel GPU Occupancy Calculator (oneAPI-samples)"
 LIMITS: dict[str, TargetLimits] = {
     "pvc": TargetLimits(128 * 1024, (128, 256), (16, 32), 1024, _CALCULATOR),
@@ -234,32 +237,13 @@ LIMITS: dict[str, TargetLimits] = {
 }
 
 
-def check_limits(
-    target: str, slm_bytes: int | None, grf: int | None, sub_group: int | None, work_group: int | None
-) -> list[str]:
-    """One short line per limit a kernel exceeds on ``target`` (empty: within every known limit).
-    A target with no sourced limits is not checked."""
-    limits = LIMITS.get(canonical(target))
-    if limits is None:
-        return []
-    over = []
-    if slm_bytes is not None and slm_bytes > limits.slm_per_work_group:
-        over.append(f"SLM {slm_bytes} B > {limits.slm_per_work_group} B per work-group")
-    if grf is not None and grf not in limits.grf_counts:
-        over.append(f"GRF {grf} not in {'/'.join(map(str, limits.grf_counts))}")
-    if sub_group is not None and sub_group not in limits.sub_group_sizes:
-        over.append(f"sub-group {sub_group} not in {'/'.join(map(str, limits.sub_group_sizes))}")
-    if work_group is not None and work_group > limits.max_work_group_size:
-        over.append(f"work-group {work_group} > {limits.max_work_group_size}")
-    return over
-
-
 # --------------------------------------------------------------------------- static occupancy
 
 
 @dataclasses.dataclass(frozen=True)
 class OccupancyLimits:
-    """What one Xe core holds: hardware threads (one per sub-group), SLM, work-groups, barriers."""
+    """What one Xe core holds (hardware threads, one per sub-group; SLM, work-groups, barriers) and
+    what one work-group may take (its SLM; its threads on Xe3)."""
 
     xve_per_xe_core: int
     threads_by_grf: tuple[tuple[int, int], ...]  # (up to this many GRF, threads per XVE), ascending
@@ -268,6 +252,11 @@ class OccupancyLimits:
     max_work_groups: int | None  # work-groups per Xe core (None: no source gives it)
     barriers: int | None  # barrier registers per Xe core (None: no source gives it)
     source: str
+    slm_per_work_group: int = 64 * 1024  # bytes one work-group may allocate (maxProgrammableSlmSize)
+    # Xe3: at exactly this GRF count a work-group has at most this many threads (SIMD16)
+    wg_threads_by_grf: tuple[tuple[int, int], ...] = ()
+    # Where compute-runtime and the calculator disagree: (bound, the figure used and the other one)
+    figures: tuple[tuple[str, str], ...] = ()
 
     def threads_per_xve(self, grf: int) -> int:
         for most, threads in self.threads_by_grf:
@@ -279,24 +268,102 @@ class OccupancyLimits:
 _PVC_STEPS = (0, 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 _DG2_STEPS = (0, 1, 2, 4, 8, 16, 32, 64)
 _TWO_MODES = ((128, 8), (256, 4))
-# Sources: compute-runtime's hw_info_<product>.cpp and gfx_core_helper (threads per XVE by GRF, SLM
-# pool, 2026-08) and Intel's GPU Occupancy Calculator (oneAPI-samples 6f5ade58, 2026-06:
-# Max_Num_Of_Workgroups, Max_Num_Of_Barrier_Registers, TG_SLM_Sizes). Where they differ, the driver
-# wins: bmg's pool is 160 KB (the calculator says 128), mtl's 96 KB tier (128). arl-h and ptl are not
-# in the calculator: their work-group and barrier caps are unknown and not applied. docs/isa.md.
-_DRIVER, _BOTH = "compute-runtime hw_info", "compute-runtime hw_info + Intel GPU Occupancy Calculator"
+_KB = 1024
+# Sources: compute-runtime (intel/compute-runtime e37c60bf2a, 2026-08): hw_info_<product>.cpp
+# (maxProgrammableSlmSize: the most SLM one work-group may allocate, 64 KB on the Xe-HPG line, 128 KB
+# on pvc, Xe2 and Xe3; above it the driver refuses the launch), gfx_core_helper (threads per XVE by
+# GRF; the work-group size cap: 1024 work-items, halved when SIMD != 32 at 256 GRF, and on Xe3 at
+# most 48 threads at 160 GRF and 40 at 192, calculateNumThreadsPerThreadGroup), the SLM pool, and
+# the SLM steps a work-group's SLM is programmed in (Xe-HPG: powers of two, alignSlmSizePerThreadGroup;
+# pvc, Xe2, Xe3: computeSlmValues' encodings). Intel's GPU Occupancy Calculator (oneAPI-samples
+# 6f5ade58, 2026-06): Max_Num_Of_Workgroups, Max_Num_Of_Barrier_Registers, TG_SLM_Sizes.
+# Where they differ the row names the figure it used (``figures``): the SLM pool follows the driver
+# (bmg 160 KB, the calculator 128; mtl 96 KB, the calculator 128), the barrier registers follow the
+# calculator (64 or 128; compute-runtime's getMaxBarrierRegisterPerSlice says 32 for every family).
+# arl-h and ptl are not in the calculator: their work-group and barrier caps are unknown and not
+# applied. docs/isa.md and docs/lines.md.
+_DRIVER, _BOTH = "compute-runtime", "compute-runtime + Intel GPU Occupancy Calculator"
+
+
+def _barrier_figure(count: int) -> tuple[str, str]:
+    return ("barriers", f"{count} barrier registers (calculator; compute-runtime 32)")
+
+
+def _pool_figure(kb: int, calculator_kb: int) -> tuple[str, str]:
+    return ("slm", f"SLM pool {kb} KB (compute-runtime; calculator {calculator_kb} KB)")
+
+
 OCCUPANCY: dict[str, OccupancyLimits] = {
-    "pvc": OccupancyLimits(8, _TWO_MODES, 128 * 1024, _PVC_STEPS, 64, 64, _BOTH),
-    "bmg": OccupancyLimits(8, _TWO_MODES, 160 * 1024, _PVC_STEPS, 64, 64, _BOTH),
-    "acm-g10": OccupancyLimits(16, _TWO_MODES, 128 * 1024, _DG2_STEPS, 128, 128, _BOTH),
-    "arl-h": OccupancyLimits(16, _TWO_MODES, 128 * 1024, None, None, None, _DRIVER),
-    "mtl": OccupancyLimits(16, _TWO_MODES, 96 * 1024, _DG2_STEPS, 128, 128, _BOTH),
-    "lnl": OccupancyLimits(8, _TWO_MODES, 128 * 1024, _PVC_STEPS, 64, 64, _BOTH),
-    "ptl": OccupancyLimits(
-        8, ((96, 10), (128, 8), (160, 6), (192, 5), (256, 4)), 192 * 1024, None, None, None, _DRIVER
+    "pvc": OccupancyLimits(
+        8, _TWO_MODES, 128 * _KB, _PVC_STEPS, 64, 64, _BOTH, 128 * _KB, figures=(_barrier_figure(64),)
     ),
-}
-LIMITED_BY = ("threads", "grf", "slm", "barriers", "work_group_size")
+    "bmg": OccupancyLimits(
+        8, _TWO_MODES, 160 * _KB, _PVC_STEPS, 64, 64, _BOTH, 128 * _KB,
+        figures=(_pool_figure(160, 128), _barrier_figure(64)),
+    ),
+    "acm-g10": OccupancyLimits(
+        16, _TWO_MODES, 128 * _KB, _DG2_STEPS, 128, 128, _BOTH, 64 * _KB, figures=(_barrier_figure(128),)
+    ),
+    "arl-h": OccupancyLimits(16, _TWO_MODES, 128 * _KB, _DG2_STEPS, None, None, _DRIVER, 64 * _KB),
+    "mtl": OccupancyLimits(
+        16, _TWO_MODES, 96 * _KB, _DG2_STEPS, 128, 128, _BOTH, 64 * _KB,
+        figures=(_pool_figure(96, 128), _barrier_figure(128)),
+    ),
+    "lnl": OccupancyLimits(
+        8, _TWO_MODES, 128 * _KB, _PVC_STEPS, 64, 64, _BOTH, 128 * _KB, figures=(_barrier_figure(64),)
+    ),
+    "ptl": OccupancyLimits(
+        8, ((96, 10), (128, 8), (160, 6), (192, 5), (256, 4)), 192 * _KB, _PVC_STEPS, None, None, _DRIVER,
+        128 * _KB, wg_threads_by_grf=((160, 48), (192, 40)),
+    ),
+}  # fmt: skip
+LIMITED_BY = ("threads", "grf", "slm", "barriers", "work_group_size", "slm_per_work_group")
+MAX_WORK_GROUP_SIZE = 1024  # work-items (compute-runtime's CommonConstants::maxWorkgroupSize)
+NOT_CHECKED = "not checked"  # what a report says where the kit has no figures for a device
+
+
+def max_work_group_size(target: str, simd: int, grf: int) -> int | None:
+    """The most work-items one work-group of a SIMD ``simd`` kernel at ``grf`` GRF may have on
+    ``target`` (None: a device without the kit's figures): 1024, halved for a non-SIMD32 kernel at
+    256 GRF (its threads have half the slots), and on Xe3 at most 48 threads at 160 GRF and 40 at 192."""
+    limits = OCCUPANCY.get(canonical(target))
+    if limits is None:
+        return None
+    size = MAX_WORK_GROUP_SIZE // 2 if simd != 32 and grf == 256 else MAX_WORK_GROUP_SIZE
+    threads = dict(limits.wg_threads_by_grf).get(grf)
+    return min(size, threads * simd) if threads is not None else size
+
+
+def _kb(size: int) -> str:
+    return f"{size / 1024:g} KB"
+
+
+def check_limits(
+    target: str, slm_bytes: int | None, grf: int | None, sub_group: int | None, work_group: int | None
+) -> list[str] | None:
+    """One short line per limit a kernel exceeds on ``target`` (empty: within every limit the kit has).
+    The per-work-group SLM and work-group-size caps apply to every family; GRF counts and sub-group
+    sizes where the calculator's table has the family. None: a device without the kit's figures, so
+    nothing was checked (a report says "not checked", never "none exceeded")."""
+    name = canonical(target)
+    caps, table = OCCUPANCY.get(name), LIMITS.get(name)
+    if caps is None and table is None:
+        return None
+    over = []
+    slm_cap = caps.slm_per_work_group if caps is not None else table.slm_per_work_group if table else None
+    if slm_bytes is not None and slm_cap is not None and slm_bytes > slm_cap:
+        over.append(f"SLM {slm_bytes} B > {slm_cap} B per work-group")
+    if table is not None and grf is not None and grf not in table.grf_counts:
+        over.append(f"GRF {grf} not in {'/'.join(map(str, table.grf_counts))}")
+    if table is not None and sub_group is not None and sub_group not in table.sub_group_sizes:
+        over.append(f"sub-group {sub_group} not in {'/'.join(map(str, table.sub_group_sizes))}")
+    size_cap = table.max_work_group_size if table is not None else None
+    if sub_group and grf:
+        size_cap = max_work_group_size(name, sub_group, grf) or size_cap
+    if work_group is not None and size_cap is not None and work_group > size_cap:
+        why = f" at SIMD{sub_group}, {grf} GRF" if size_cap < MAX_WORK_GROUP_SIZE else ""
+        over.append(f"work-group {work_group} > {size_cap}{why}")
+    return over
 
 
 def _slm_footprint(slm_bytes: int, steps_kb: tuple[int, ...] | None) -> int:
@@ -310,37 +377,51 @@ def _slm_footprint(slm_bytes: int, steps_kb: tuple[int, ...] | None) -> int:
 def occupancy(
     target: str, simd: int, grf: int, work_group: int, slm_bytes: int = 0, barriers: int = 0
 ) -> dict[str, Any] | None:
-    """Static occupancy of one kernel on one Xe core (None: a family without limits here).
+    """Static occupancy of one kernel on one Xe core (None: a family without the kit's figures).
 
     A work-group of ``work_group`` work-items takes ceil(work_group / simd) hardware threads; the
     GRF count the zebin records picks the threads per XVE. Work-groups per Xe core is the smallest of
-    the thread, SLM, work-group-count and barrier bounds; a work-group larger than the family allows
-    (1024 work-items, 512 for a non-SIMD32 kernel at 256 GRF) fits zero times."""
-    limits = OCCUPANCY.get(canonical(target))
+    the thread, SLM, work-group-count and barrier bounds. A work-group over the family's caps (its
+    size: ``max_work_group_size``; its SLM: ``slm_per_work_group``) cannot launch: zero work-groups,
+    and ``cannot_launch`` says why. ``figures`` names the figures used where the sources disagree."""
+    name = canonical(target)
+    limits = OCCUPANCY.get(name)
     if limits is None or simd <= 0 or work_group <= 0:
         return None
     per_xve = limits.threads_per_xve(grf)
     threads = -(-work_group // simd)
-    max_size = 512 if grf > 128 and simd != 32 else 1024
+    size_cap = max_work_group_size(name, simd, grf) or MAX_WORK_GROUP_SIZE
     bounds: dict[str, int] = {}
-    if work_group > max_size:
+    refused = []
+    if work_group > size_cap:
         bounds["work_group_size"] = 0
+        refused.append(f"work-group {work_group} > {size_cap} work-items on {name} (SIMD{simd}, {grf} GRF)")
+    if slm_bytes > limits.slm_per_work_group:
+        bounds["slm_per_work_group"] = 0
+        refused.append(f"SLM {_kb(slm_bytes)} > {_kb(limits.slm_per_work_group)} on {name}")
     slots = per_xve * limits.xve_per_xe_core // threads
     if limits.max_work_groups is not None:
         slots = min(slots, limits.max_work_groups)  # the scheduler's cap counts as thread slots
     bounds["grf" if per_xve < limits.threads_by_grf[0][1] else "threads"] = slots
+    used = set()
     if slm_bytes > 0:
         bounds["slm"] = limits.slm_per_xe_core // _slm_footprint(slm_bytes, limits.slm_steps_kb)
+        used.add("slm")
     if barriers > 0 and limits.barriers is not None:
         bounds["barriers"] = limits.barriers // barriers
-    if "work_group_size" in bounds:
-        limited_by = "work_group_size"  # it does not fit at all, whatever else would bound it
+        used.add("barriers")
+    if refused:
+        # It does not launch at all, whatever else would bound it.
+        limited_by = "work_group_size" if "work_group_size" in bounds else "slm_per_work_group"
     else:
-        limited_by = min(bounds, key=lambda name: (bounds[name], LIMITED_BY.index(name)))
+        limited_by = min(bounds, key=lambda bound: (bounds[bound], LIMITED_BY.index(bound)))
     groups = bounds[limited_by]
     return {
         "threads_per_xve": round(groups * threads / limits.xve_per_xe_core, 2),  # resident, on average
         "threads_per_xve_max": per_xve,
         "work_groups_per_xe_core": groups,
         "limited_by": limited_by,
+        "cannot_launch": "; ".join(refused) or None,
+        # A work-group that cannot launch used no figure worth naming.
+        "figures": [] if refused else [note for bound, note in limits.figures if bound in used],
     }

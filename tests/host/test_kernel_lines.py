@@ -83,7 +83,8 @@ def test_occupancy_names_what_limits_it():
     assert occupancy("pvc", 16, 128, 128, 64 * 1024)["limited_by"] == "slm"
     big = occupancy("pvc", 16, 256, 1024)  # SIMD16 at 256 GRF: at most 512 work-items
     assert big == {"threads_per_xve": 0, "threads_per_xve_max": 4, "work_groups_per_xe_core": 0,
-                   "limited_by": "work_group_size"}  # fmt: skip
+                   "limited_by": "work_group_size", "figures": [],
+                   "cannot_launch": "work-group 1024 > 512 work-items on pvc (SIMD16, 256 GRF)"}  # fmt: skip
     ptl = occupancy("ptl", 16, 96, 64)
     assert ptl["threads_per_xve_max"] == 10 and occupancy("ptl", 16, 160, 64)["threads_per_xve_max"] == 6
     assert occupancy("not-a-family", 16, 128, 64) is None

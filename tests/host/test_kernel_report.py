@@ -72,10 +72,13 @@ def test_limits_come_from_the_target_table():
 
     assert LIMITS["acm-g10"].slm_per_work_group == 64 * 1024 and LIMITS["pvc"].slm_per_work_group == 128 * 1024
     assert check_limits("dg2", 67584, 128, 16, 128) == ["SLM 67584 B > 65536 B per work-group"]
-    assert check_limits("pvc", 67584, 256, 16, 1024) == []
+    assert check_limits("pvc", 67584, 256, 32, 1024) == []
     over = check_limits("pvc", 0, 512, 8, 2048)
     assert over == ["GRF 512 not in 128/256", "sub-group 8 not in 16/32", "work-group 2048 > 1024"]
-    assert check_limits("bmg", 10**9, 999, 3, 10**6) == []  # no sourced limits: not checked
+    # Every family has the per-work-group caps; a device without the kit's figures is not checked.
+    assert check_limits("bmg", 10**9, 999, 3, 10**6) == ["SLM 1000000000 B > 131072 B per work-group",
+                                                         "work-group 1000000 > 1024"]  # fmt: skip
+    assert check_limits("tgllp", 10**9, 999, 3, 10**6) is None
 
 
 @pytest.mark.unit

@@ -67,7 +67,8 @@ class ReportRow:
     slm_bytes: int | None = None  # per work-group
     build_flags: str = ""
     counts: IsaCounts | None = None
-    limits: list[str] = dataclasses.field(default_factory=list)  # the target limits this row exceeds
+    # the target limits this row exceeds; None: a device without the kit's figures (not checked)
+    limits: list[str] | None = dataclasses.field(default_factory=list)
     grf_rule: str = ""  # which GRF rule decided the row's GRF count
     spills: dict[str, Any] | None = None  # bytes_per_thread, n_spills (upstream's unit), rule
     occupancy: dict[str, Any] | None = None  # xpukit.targets.occupancy
@@ -266,6 +267,8 @@ def _report_cell(
     row.build_flags = build.ocloc.build_flags
     mode = cfg.options.get("grf_mode", getattr(meta, "grf_mode", None))
     row.grf_mode = mode if isinstance(mode, str) and mode else "default"  # 3.3 defaults to a tuple of all modes
+    # ocloc was rerun with the 256-GRF flag (Triton appends it, also after grf_mode small's 128-GRF
+    # flag); whether IGC honoured it is the zebin's GRF count, which _grf_rule reads.
     row.grf_retry = LARGE_GRF_FLAG in row.build_flags and row.grf_mode != "large"
     row.sub_group = meta.threads_per_warp
     row.work_group = meta.num_warps * meta.threads_per_warp
@@ -293,6 +296,11 @@ def _report_cell(
 def _grf_rule(row: ReportRow) -> str:
     """Which rule set the row's GRF count, in a few words."""
     if row.grf_retry:
+        if row.grf is not None and row.grf < 256:
+            # grf_mode small: Triton 3.3 appends the 256-GRF flag after the 128-GRF one and IGC keeps
+            # the 128, so the flags alone would claim a retry that never took effect.
+            still = ": still spills" if row.scratch_bytes else ""
+            return f"asked for 256, IGC kept {row.grf}{still} ({RETRY_RULE})"
         return f"retried at 256 GRF: spills at 128 ({RETRY_RULE})"
     if row.grf_mode == "large" or LARGE_GRF_FLAG in row.build_flags:
         return "grf_mode large: 256 GRF asked"

@@ -231,16 +231,31 @@ def _overview(report: dict[str, Any], label: str, present: list[str], changes: d
     yield "</tbody></table>"
 
 
+def occupancy_summary(row: Row) -> str:
+    """A row's occupancy in words: what fits per Xe core and what limits it, why it cannot launch,
+    the figures used where the sources disagree; "not checked" for a device without the kit's figures."""
+    occ = row.get("occupancy")
+    if not occ:
+        return "occupancy not checked (the kit has no figures for this device)"
+    text = (
+        f"occupancy {occ['threads_per_xve']:g}/{occ['threads_per_xve_max']} threads per XVE, "
+        f"{occ['work_groups_per_xe_core']} work-groups per Xe core (limited by {occ['limited_by']})"
+    )
+    if occ.get("cannot_launch"):
+        text += f": cannot launch: {occ['cannot_launch']}"
+    if occ.get("figures"):
+        text += f"; figures used: {'; '.join(occ['figures'])}"
+    return text
+
+
 def _family_table(report: dict[str, Any], label: str, target: str) -> Iterator[str]:
     kernel_file = (report.get("kernel_source") or {}).get("file")
     row = next(r for r in report["rows"] if r["target"] == target and r["config"] == label)
-    occ = row.get("occupancy") or {}
     spills = row.get("spills") or {}
     summary = (
         f"{target}: SIMD {row['simd']}, GRF {row['grf']} ({row.get('grf_rule', '')}); "
         f"spills {spills.get('bytes_per_thread', 0)} B/thread = n_spills {spills.get('n_spills', 0)}; "
-        f"occupancy {occ.get('threads_per_xve', '-')}/{occ.get('threads_per_xve_max', '-')} threads per XVE, "
-        f"{occ.get('work_groups_per_xe_core', '-')} work-groups per Xe core (limited by {occ.get('limited_by', '-')})"
+        f"{occupancy_summary(row)}"
     )
     yield f'<p class="family-summary">{_e(summary)}</p>'
 

@@ -55,18 +55,34 @@ COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
     ("barrier", lambda r, c: c["barriers"]),
     ("n_spills", lambda r, c: (r.get("spills") or {}).get("n_spills")),
     ("occupancy", lambda r, c: _occupancy(r)),
-    ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
+    ("over limit", lambda r, c: over_limit(r)),
 )
+NOT_CHECKED = "not checked"  # no figures for the device: never "-" (none exceeded) nor 0
 
 
-def _occupancy(r: Row) -> str | None:
+def _occupancy(r: Row) -> str:
     occ = r.get("occupancy")
     if not occ:
-        return None
-    return (
+        return NOT_CHECKED
+    text = (
         f"{occ['threads_per_xve']:g}/{occ['threads_per_xve_max']} thr/XVE, "
         f"{occ['work_groups_per_xe_core']} WG/Xe core ({occ['limited_by']})"
     )
+    if occ.get("cannot_launch"):
+        text += ": cannot launch"
+    figures = occ.get("figures") or []
+    return f"{text} [{'; '.join(figures)}]" if figures else text
+
+
+def over_limit(r: Row) -> str:
+    """The over-limit cell: what stops a launch first, then every limit the row exceeds; "-" when
+    none is, "not checked" when the kit has no figures for the device (JSON ``limits`` null)."""
+    limits = r.get("limits")
+    if limits is None and "limits" in r:
+        return NOT_CHECKED
+    refused = (r.get("occupancy") or {}).get("cannot_launch")
+    parts = ([f"cannot launch: {refused}"] if refused else []) + list(limits or [])
+    return "; ".join(parts) or "-"
 
 
 LEGEND = (
@@ -75,8 +91,11 @@ LEGEND = (
     "FMA: mad/mac/madm/dp4a; math: extended math unit; ALU: other arithmetic and logic; "
     "GRF mode: the requested mode and whether ocloc was rerun with -cl-intel-256-GRF-per-thread after spills; "
     "n_spills: scratch B/thr / (4 x SIMD), upstream's unit; "
-    "occupancy: threads per XVE resident/at most at this GRF, work-groups per Xe core and what limits them; "
-    "over limit: the target's limits a row exceeds (xpukit/targets.py)."
+    "occupancy: threads per XVE resident/at most at this GRF, work-groups per Xe core and what limits them, "
+    "in brackets the figures used where compute-runtime and Intel's occupancy calculator disagree; "
+    "over limit: the target's limits a row exceeds (xpukit/targets.py), first what stops it launching "
+    "(SLM or work-items per work-group over the family's cap: 0 work-groups); -: none exceeded; "
+    "not checked: the kit has no figures for this device."
 )
 
 
@@ -146,7 +165,7 @@ DIFF_METRICS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
     ("FMA", lambda r, c: c.get("fma", 0)),
     ("math", lambda r, c: c["math"]),
     ("ALU", lambda r, c: c.get("alu", 0)),
-    ("over limit", lambda r, c: "; ".join(r.get("limits") or []) or "-"),
+    ("over limit", lambda r, c: over_limit(r)),
 )
 
 
