@@ -86,3 +86,39 @@ def test_not_a_zebin_is_one_line(tmp_path):
     bogus.write_bytes(b"hello")
     with pytest.raises(ZebinError):
         isa.disassemble(bogus)
+
+
+# Real Xe3P lines: ocloc 26.27 disassembly of cri zebins (examples/kernels.py:row_sum_kernel at its
+# declared config, and examples/matmul.py:matmul_kernel at 256x256x32, which has 65,536 B of scratch
+# per thread), as `invoke kernel-report ... --target cri --lines` records them.
+CRI_ISA = """\
+(W) sendg.ugm (1|M0) r1 r63:1 null:0 s0.16 0x281680 {A@1,$0} // rd:64 B; load.ugm.d32x16t.a32u.ovf.ca.ca.uc [s0.16+src0]
+sendg.ugm (32|M0) r16 r12:4 null:0 s0.16 0x9000 {I@1,$1} // rd:128 B; load.ugm.d32.a64 [s0.16+src0]
+sendg.slm (32|M0) null r34:2 r36:2 0x1004 {A@1,$3} // rd:0 B; store.slm.d32.a32 [src0]
+(W) sendg.slm (1|M0) null r0:1 null:0 0x1F {$4} // rd:0 B; fence.slm.none.group
+(W) sendg.gtwy (1|M0) null r0:1 null:0 0x84 {$5} // rd:0 B; signal barrier
+(W) sync.bar 0x0
+sendg.slm (32|M0) r40 r38:2 null:0 0x1000 {I@2,$6} // rd:128 B; load.slm.d32.a32 [src0]
+(W) sendg.ugm (1|M0) null r49:1 r50:1 s0.16 0x9404 {I@1,$11} // rd:0 B; store.ugm.d32t.a64 [s0.16+src0]
+sendg.ugm (1|M0) r35 r148:1 null:0 0x30008A03 {$14} // load_block2d.ugm.d16v.a64 [src0+(0xC0,0x0)]
+sendg.ugm (1|M0) null r81:1 r182:8 0x9007 {$28} // rd:0 B; store_block2d.ugm.d32.a64 [src0]
+(W) sendg.ugm (1|M0) null r34:1 r157:4 s0.56 0x1D60000D784 {$8} // rd:0 B; store.ugm.d32x64t.a32 surf[s0.56][src0+0xEB00]
+(W) sendg.ugm (1|M0) r157 r34:1 null:0 s0.56 0x1D60000D780 {$4} // rd:256 B; load.ugm.d32x64t.a32 surf[s0.56][src0+0xEB00]
+(W) sendg.gtwy (1|M0) null r0:1 null:0 0x0 {EOT,$12} // rd:0 B; end of thread
+"""  # noqa: E501 (IGA's lines as printed)
+
+
+@pytest.mark.unit
+def test_xe3p_sendg_lines_count_as_sends():
+    """On cri IGA prints sends as ``sendg`` (and ``sendgx``): they used to count as 0 sends (752 of
+    the 2,479 of a cri 256x256x32 matmul). Their decoded messages give the kinds as on other families; the scratch
+    surface shows as ``surf[sN.M]`` (spills and fills, 256 B per thread each here)."""
+    counts = isa.count_isa(CRI_ISA)
+    assert counts.send_total == 12 and counts.barriers == 1 and counts.instructions == 13
+    expected = {"global_load": 2, "global_store": 1, "slm_load": 1, "slm_store": 1, "fence": 1, "barrier": 1,
+                "block2d_load": 1, "block2d_store": 1, "scratch_spill": 1, "scratch_fill": 1, "eot": 1}  # fmt: skip
+    assert {kind: n for kind, n in counts.sends.items() if n} == expected
+    assert (counts.scratch_spill_bytes, counts.scratch_fill_bytes) == (256, 256)
+    # sendgx is Xe3P's other send opcode: a send whatever IGA decodes, "other" when nothing says more.
+    gx = isa.parse_isa("(W) sendgx.ugm (1|M0) r1 r2:1 null:0 0x0 {$1}\n")
+    assert [i.category for i in gx] == ["send:other"]

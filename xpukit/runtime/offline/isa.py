@@ -9,7 +9,8 @@ atomics, scratch spill/fill, ...) and the bytes the scratch sends move, DPAS, FM
 ``tl.dot`` lands without DPAS), extended math, other ALU work, moves, control flow and barriers.
 Send kinds come from the message IGA decodes into the comment after each send
 (``// wr:1+0, rd:2; load.ugm.d32...``; pvc's and acm-g10's scratch in this ocloc:
-``hword scratch block read/write xN`` on the legacy dataport).
+``hword scratch block read/write xN`` on the legacy dataport). Xe3P (cri, nvl-p) sends are
+``sendg``/``sendgx`` with the same decoded messages (``// rd:64 B; load.ugm.d32x16t.a32u ...``).
 """
 
 from __future__ import annotations
@@ -168,6 +169,9 @@ ALU = frozenset(
         "lzd", "frc", "rndd", "rnde", "rndu", "rndz", "lrp", "dp2", "dp3", "dp4", "dph", "pln", "line", "srnd",
     )
 )  # fmt: skip
+# Sends: Xe to Xe3's send/sendc (sends/sendsc before Xe), and Xe3P's sendg/sendgx (cri, nvl-p),
+# whose messages IGA decodes the same way.
+SEND_OPCODES = frozenset(("send", "sendc", "sends", "sendsc", "sendg", "sendgx"))
 _DATA_BYTES = {"d8": 1, "d16": 2, "d32": 4, "d64": 8, "d8u32": 4, "d16u32": 4}
 # One instruction: an optional predicate in parentheses, then the opcode with its modifiers.
 _INSTRUCTION = re.compile(r"^\s*(?:\([^)]*\)\s+)?(?P<op>[a-z][a-z0-9_]*(?:\.[\w]+)*)\s*(?P<rest>.*)$")
@@ -203,9 +207,11 @@ def send_kind(sfid: str, message: str) -> str:
     reads = msg.startswith("load") or " read" in msg
     writes = msg.startswith("store") or " write" in msg
     # Scratch: the legacy dataport says so ("hword scratch block"); LSC reaches scratch through the
-    # scratch surface's state (``.ss[aN.M]``). ``.bss[...]`` is a bindless surface: a global buffer
+    # scratch surface's state (``.ss[aN.M]``; Xe3P's sendg prints it ``surf[sN.M][...]``: measured
+    # on cri, a matmul with 64 KB of scratch per thread sends all its spills and fills that way and the
+    # same kernel without scratch has none). ``.bss[...]`` is a bindless surface: a global buffer
     # (acm-g10, mtl and arl-h address kernel arguments that way), never spill traffic.
-    if "scratch" in msg or re.search(r"\.ss\[", msg):
+    if "scratch" in msg or re.search(r"\.ss\[|\bsurf\[", msg):
         return "scratch_spill" if writes else "scratch_fill"
     if "barrier" in msg:
         return "barrier"
@@ -272,7 +278,7 @@ def _classify(op: str, rest: str, comment: str) -> tuple[str, int]:
         return "none", 0
     if is_padding(op, rest):
         return "padding", 0
-    if base in ("send", "sendc", "sends", "sendsc"):
+    if base in SEND_OPCODES:
         message = comment.rpartition(";")[2]
         kind = send_kind(modifier, message)
         moved = 0
