@@ -3,6 +3,7 @@ real engine and image: the per-line view reads without script, and the live page
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -138,3 +139,88 @@ def test_watch_page_follows_a_save_and_ctrl_c_stops_it(test_image, docker_client
     assert "Traceback" not in err
     left = [c for c in docker_client.containers.list() if str(kernel) in " ".join(c.attrs["Args"] or [])]
     assert not left, "the watch's container is still running"
+
+
+def _start_watch(tmp_path):
+    """`invoke kernel-report --watch` on a copy of examples/kernels.py, in its own session; the
+    process and the port once the watch prints its address."""
+    work = tmp_path / "kernels"
+    work.mkdir()
+    kernel = work / "kernels.py"
+    shutil.copy(ROOT / "examples" / "kernels.py", kernel)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "kernel-report", f"{kernel}:row_sum_kernel", "--target", "pvc", "--watch"],
+        cwd=ROOT, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if match := re.search(r"http://127\.0\.0\.1:(\d+)/", line):
+            return proc, int(match.group(1))
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    raise AssertionError("".join(seen)[-2000:])
+
+
+def _watch_containers(docker_client, pid: int, running_only: bool = True) -> list:
+    """The watch containers the invoke with this pid started (their label names it)."""
+    from xpukit.host.run.containers import WATCH_LABEL
+
+    found = docker_client.containers.list(all=not running_only, filters={"label": WATCH_LABEL})
+    return [c for c in found if c.labels[WATCH_LABEL].split(":")[1] == str(pid)]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_of_the_invoke_leaves_no_container(test_image, docker_client, tmp_path, signum):
+    """SIGTERM (a process manager) or SIGHUP (the terminal closed) sent to invoke alone, not to its
+    session: it ends as Ctrl-C does (exit 130, "xpukit: interrupted", no traceback), and its labelled
+    container is gone, running or not."""
+    proc, port = _start_watch(tmp_path)
+    try:
+        assert len(_watch_containers(docker_client, proc.pid)) == 1
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and "xpukit: interrupted" in out, out[-2000:]
+    assert "Traceback" not in out
+    assert not _watch_containers(docker_client, proc.pid, running_only=False)
+    assert not _listening(port)
+
+
+@pytest.mark.docker
+def test_sigkill_of_the_invoke_stops_its_container_and_the_next_start_removes_it(test_image, docker_client, tmp_path):
+    """SIGKILL gives invoke no chance to clean up: the watch in the container sees its lifeline close
+    and stops within seconds (no container left running, the port free); the stopped container,
+    labelled with a pid that is gone, is what the next watch's start removes."""
+    from xpukit.host.run.containers import sweep_watch_containers
+
+    proc, port = _start_watch(tmp_path)
+    try:
+        [container] = _watch_containers(docker_client, proc.pid)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _watch_containers(docker_client, proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _watch_containers(docker_client, proc.pid), "the killed invoke's watch is still running"
+        assert not _listening(port)
+        container.reload()
+        assert container.attrs["State"]["ExitCode"] == 0  # the watch stopped as on Ctrl-C
+        assert container.logs().decode().rstrip().endswith("xpukit: watch: stopped")
+        assert container.name in sweep_watch_containers(docker_client)
+        assert not _watch_containers(docker_client, proc.pid, running_only=False)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        for left in _watch_containers(docker_client, proc.pid, running_only=False):
+            left.remove(force=True)

@@ -129,15 +129,24 @@ def _run_kit(
     writes: Sequence[Path] = (),
     what: str = "",
     host_network: bool = False,
+    env: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> int:
     """The one path of compile, zebin-info and kernel-report: `python -m xpukit ARGS` on the host,
     or in the image as the calling user (files it writes are theirs) with the host paths it reads
     mounted read-only (the checkout already is), those it writes read-write, and Triton's cache
     kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
-    write). A dry run prints the command instead."""
+    write). A dry run prints the command instead. ``env``: more variables for the command;
+    ``labels``: the container's."""
     from xpukit.host import report_cache
 
     args = (["--debug"] if ctx.debug else []) + args
+    if side.on_host and env:
+        cmd = [sys.executable, "-m", "xpukit", *args]
+        if ctx.dry_run:
+            print(processes.printable(cmd, env))
+            return 0
+        return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT), **env})
     if side.on_host:
         return _run_on_host(ctx, args)
     mounts = {}
@@ -153,6 +162,9 @@ def _run_kit(
     options = containers.container_options(ctx, mounts=mounts, as_caller=True)
     options["volumes"].pop(ctx.settings.cache_volume, None)
     options["environment"]["TRITON_CACHE_DIR"] = str(triton_cache)
+    options["environment"].update(env or {})
+    if labels:
+        options["labels"] = labels
     if host_network:  # a server on the host's 127.0.0.1 (kernel-report --watch)
         options["network_mode"] = "host"
     if what:
@@ -212,10 +224,15 @@ def kernel_report(
     no_cache: bool = False,
     lines: bool = False,
     watch: bool = False,
+    launched_by: str | None = None,
+    script_args: str = "",
 ) -> int:
     """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout.
     An unchanged kernel at unchanged options, image and kit code prints its stored report.
-    ``lines``: per source line too; ``watch``: serve the per-line view, recompiled on each save."""
+    ``lines``: per source line too; ``watch``: serve the per-line view, recompiled on each save;
+    ``launched_by``: a script whose launches (run once in the image) are the configs; never stored."""
+    if launched_by is not None and watch:
+        raise UsageError("--launched-by and --watch both given", "drop one: the watch compiles the declared configs")
     if watch:
         if output_format != "md":  # the watch serves its own page: a format would be dropped without a word
             raise UsageError(
@@ -227,8 +244,9 @@ def kernel_report(
     # JSON on stdout is data: progress and any build log go to stderr.
     with ui.progress_on_stderr(output_format in ("json", "html")):
         return _kernel_report(
-            ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache, lines
-        )
+            ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache, lines,
+            launched_by, script_args,
+        )  # fmt: skip
 
 
 def _report_args(
@@ -261,7 +279,17 @@ def _watch_report(
     args = _report_args(side, path, function, targets, configs, signature, constexprs)
     args += ["--watch", "--port", str(free_port())]
     what = "watching the kernel (Ctrl-C stops)"
-    return _run_kit(ctx, side, args, reads=[path.resolve().parent], what=what, host_network=True)
+    if not side.on_host and not ctx.dry_run:
+        left = containers.sweep_watch_containers(ctx.engine.client())
+        if left:
+            ui.say(f"removed {len(left)} watch container(s) whose invoke was killed: {', '.join(left)}")
+    # SIGTERM and SIGHUP take Ctrl-C's path (the container is removed); a SIGKILL closes the
+    # lifeline, and the watch stops itself; the label lets the next watch remove what is left.
+    with containers.lifeline() as env, containers.signals_stop_like_ctrl_c():
+        return _run_kit(
+            ctx, side, args, reads=[path.resolve().parent], what=what, host_network=True, env=env,
+            labels=containers.watch_labels(),
+        )  # fmt: skip
 
 
 def _kernel_report(
@@ -276,6 +304,8 @@ def _kernel_report(
     diff: bool,
     no_cache: bool,
     lines: bool = False,
+    launched_by: str | None = None,
+    script_args: str = "",
 ) -> int:
     from xpukit.host import report_cache
     from xpukit.runtime.offline import report_format
@@ -287,11 +317,19 @@ def _kernel_report(
     args = _report_args(side, path, function, targets, configs, signature, constexprs)
     if lines:
         args.append("--lines")
+    reads = [path.resolve().parent]
+    if launched_by is not None:
+        script = Path(launched_by).expanduser()
+        if not script.is_file():
+            raise UsageError(f"--launched-by {launched_by}: no such file", "give the script that launches the kernel")
+        args += ["--launched-by", side.path(script), "--script-args", script_args]
+        reads.append(script.resolve().parent)
+        no_cache = True  # what a script launches is not in the cache key: always run it
     cache = report_cache.ReportCache(kit_cache_root())
     if ctx.dry_run:
         save = cache.folder / ".KEY.json"  # the cache folder is mounted at its own path, like --out
         args += ["--format", "none", "--save", str(save)]
-        return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder])
+        return _run_kit(ctx, side, args, reads=reads, writes=[cache.folder])
     options = {
         "targets": targets,
         "configs": configs,
@@ -338,7 +376,7 @@ def _kernel_report(
         try:
             what = "compiling every target x config"
             with _stdout_to_stderr(data_out):  # the run's lines, its error too, are not the document
-                code = _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[cache.folder], what=what)
+                code = _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], what=what)
             if not save.is_file():
                 return code or 1  # the command failed before any report: its error is on stderr
             try:
@@ -353,7 +391,9 @@ def _kernel_report(
             report_cache.rewrite_paths(
                 fresh, lambda p: report_cache.host_path(p, pins_mod.REPO_ROOT, containers.WORKSPACE)
             )
-        report = cache.store(key, fresh)
+        # A file saved during the compile, or a script's launches: shown, never stored as the report of
+        # this key (the next run would serve text that was never compiled, or launches not rerun).
+        report = fresh if fresh.get("source_changed") or launched_by is not None else cache.store(key, fresh)
         text, changed = shown(report)
     for note in cache.notes:
         ui.warn(note)

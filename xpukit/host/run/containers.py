@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from xpukit import layout
 from xpukit.host import gpu, ui
 from xpukit.host.settings import Context
 from xpukit.host.share import shared_cache
 from xpukit.host.versions import pins as pins_mod
+
+if TYPE_CHECKING:  # the SDK is imported where it is used: `invoke --list` must not need it
+    from docker import DockerClient
 
 WORKSPACE = layout.WORKSPACE  # where the checkout is mounted (read-only) in the container
 CACHE_MOUNT = layout.CACHE
@@ -81,3 +90,99 @@ def container_path(path: str | os.PathLike[str]) -> str:
     except ValueError:
         return resolved
     return resolved if relative.startswith("..") else f"{WORKSPACE}/{relative}".removesuffix("/.")
+
+
+# ---------------------------------------------------------------- containers that must not outlive their invoke
+
+# `kernel-report --watch` runs until stopped. Its container carries this label, valued with the
+# invoke that started it (host, pid, the pid's start time); the next watch's start removes those
+# whose invoke is gone (killed by SIGKILL, say, before it could remove its container).
+WATCH_LABEL = "io.xpukit.watch"
+
+
+def _process_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot (/proc/PID/stat's 22nd field), "" where
+    /proc does not say: with the pid it names one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat.rpartition(")")[2].split()  # the command name, in parentheses, may hold spaces
+    return fields[19] if len(fields) > 19 else ""
+
+
+def watch_owner() -> str:
+    """This process as the owner of a watch container: "host:pid:start"."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid())}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the invoke a label names still runs. Another host's, or a label this code cannot
+    read, counts as alive: only a watch known to be orphaned is removed."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return True
+    pid_text, start = parts[1], parts[2]
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    now = _process_start(pid)
+    return not start or not now or now == start
+
+
+def sweep_watch_containers(sdk: DockerClient) -> list[str]:
+    """Remove the watch containers (running or stopped) whose invoke is gone; their names."""
+    import docker
+
+    removed: list[str] = []
+    for container in sdk.containers.list(all=True, filters={"label": WATCH_LABEL}):
+        if owner_alive((container.labels or {}).get(WATCH_LABEL, "")):
+            continue
+        with contextlib.suppress(docker.errors.NotFound):  # removed meanwhile (by its own clean-up)
+            container.remove(force=True)
+            removed.append(container.name or container.id or "")
+    return removed
+
+
+def watch_labels() -> dict[str, str]:
+    """The labels of a watch container: :data:`WATCH_LABEL` naming this invoke."""
+    return {WATCH_LABEL: watch_owner()}
+
+
+@contextlib.contextmanager
+def lifeline() -> Iterator[dict[str, str]]:
+    """A socket listening on 127.0.0.1 while the block runs; yields the environment that tells the
+    watch where (``XPUKIT_WATCH_LIFELINE``). The watch connects and stops when the connection ends:
+    the kernel ends it when this process dies, by any signal, SIGKILL too, so the watch and its
+    container never outlive the invoke. The connection is never accepted: the backlog holds it."""
+    from xpukit.runtime.kernels.watch_server import LIFELINE_ENV
+
+    with socket.create_server(("127.0.0.1", 0), backlog=4) as listener:
+        yield {LIFELINE_ENV: f"127.0.0.1:{listener.getsockname()[1]}"}
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C's KeyboardInterrupt is."""
+
+
+@contextlib.contextmanager
+def signals_stop_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) raise KeyboardInterrupt in the main thread while the
+    block runs, so the task stops its container on Ctrl-C's path instead of dying with it running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stopped(signal.Signals(signum).name)
+
+    before = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
