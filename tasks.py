@@ -341,6 +341,8 @@ def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_r
         no_cache="compile again even when a stored report matches",
         lines="also per source line: instructions, sends, DPAS, FMA, spills by line (docs/isa.md)",
         watch="serve the per-line view on http://127.0.0.1:PORT/ and compile again on each save",
+        launched_by="SCRIPT.py: report the kernel as this script's launches specialize it (run once, CPU device)",
+        script_args="--launched-by: the script's arguments, one quoted string",
     ),
     iterable=["config", "constexpr", "target"],
 )
@@ -356,6 +358,8 @@ def kernel_report(
     no_cache=False,
     lines=False,
     watch=False,
+    launched_by=None,
+    script_args="",
     where="auto",
     profile=None,
     dry_run=False,
@@ -377,6 +381,8 @@ def kernel_report(
             no_cache=no_cache,
             lines=lines,
             watch=watch,
+            launched_by=launched_by,
+            script_args=script_args,
         )
     )
 

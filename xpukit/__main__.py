@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from xpukit.errors import UsageError, guard
-from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
+from xpukit.runtime.kernels.compile import run_compile
 from xpukit.runtime.kernels.kernel_report import run_kernel_report
+from xpukit.runtime.kernels.zebin_info import run_zebin_info
 from xpukit.targets import DEFAULT_TARGET
 
 

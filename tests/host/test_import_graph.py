@@ -102,13 +102,15 @@ def test_triton_on_ur_depends_one_way():
     (dispatch), the launch door (launch), then state -> bench, binder -> driver -> fast_table ->
     activate (state imports nothing of the package)."""
     graph = import_graph()
-    below: dict[str, set[str]] = {"state": set(), "bench": set(), "zebin_stage": set(), "pointer_params": set()}
+    below: dict[str, set[str]] = {"state": set(), "bench": set(), "pointer_params": set()}
     below["program_cache"] = set()
     below["seam"] = set()
     below["dispatch"] = {"seam"}
     below["kernel_cache"] = {"program_cache"}
     below["triton_cache"] = {"kernel_cache"}
-    below["tritonc"] = {"kernel_cache", "triton_cache", "zebin_stage"}
+    below["debug_locations"] = set()
+    below["zebin_stage"] = {"debug_locations"}
+    below["tritonc"] = {"debug_locations", "kernel_cache", "triton_cache", "zebin_stage"}
     below["launch"] = {"dispatch", "kernel_cache", "program_cache", "tritonc"}
     below["binder"] = {"state"}
     below["driver"] = {"state", "bench", "launch", "kernel_cache", "tritonc"}

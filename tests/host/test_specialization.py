@@ -7,7 +7,7 @@ import types
 import pytest
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.triton.specialization import Specialization, for_signature, split_hints, unknown_block_io
+from xpukit.runtime.offline.specialization import Specialization, for_signature, split_hints, unknown_block_io
 
 pytestmark = pytest.mark.unit
 
@@ -16,7 +16,7 @@ def test_hints_are_read_as_tritons_aot_tool_reads_them():
     sig, hints = split_hints("x_ptr:*fp16:16, n:i32:16, stride:i64:1, alpha:fp32")
     assert sig == {"x_ptr": "*fp16", "n": "i32", "stride": "i64", "alpha": "fp32"}
     assert hints == {"x_ptr": 16, "n": 16, "stride": 1}
-    types_, spec = for_signature("x_ptr:*fp16:16, n:i32:16, stride:i64:1, alpha:fp32")
+    _, spec = for_signature("x_ptr:*fp16:16, n:i32:16, stride:i64:1, alpha:fp32")
     assert spec == Specialization("declared", ("x_ptr",), ("n",), ("stride",))
     assert spec.divisibility == ("x_ptr", "n") and spec.constants() == {"stride": 1}
 

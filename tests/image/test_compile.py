@@ -13,7 +13,8 @@ import pytest
 from tests.support import ROOT
 from tests.support.runtime_required import skip_unless_in_image
 from xpukit.errors import EXIT_USAGE, UsageError, XpukitError
-from xpukit.runtime.kernels.compile import KernelCompileError, run_compile, run_zebin_info
+from xpukit.runtime.kernels.compile import KernelCompileError, run_compile
+from xpukit.runtime.kernels.zebin_info import run_zebin_info
 from xpukit.runtime.offline.ocloc import OclocError, find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError
 

@@ -56,7 +56,8 @@ def test_seven_families_compile_read_and_disassemble(tool, tmp_path, capsys):
     """One `compile --asm` for the seven families: exit 0 (no false payload mismatch on the bindless
     families), each zebin names its family, pointers are the stateless 8-byte entries, no scratch
     sends where the zebin has no spill space, and the counts leave padding out."""
-    from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
+    from xpukit.runtime.kernels.compile import run_compile
+    from xpukit.runtime.kernels.zebin_info import run_zebin_info
     from xpukit.runtime.offline.isa import count_isa, zebin_device
     from xpukit.runtime.offline.zebin import read_zebin
 
@@ -145,7 +146,8 @@ def test_other_device_names_and_aliases(tool, tmp_path, capsys):
 def test_zebin_info_lists_a_multi_device_archive(tool, tmp_path, capsys):
     """ocloc -device pvc,bmg,dg2,arl-h,mtl-h (PyTorch's arch list, one call) writes an ar archive:
     zebin-info lists its members and reads each zebin."""
-    from xpukit.runtime.kernels.compile import run_compile, run_zebin_info
+    from xpukit.runtime.kernels.compile import run_compile
+    from xpukit.runtime.kernels.zebin_info import run_zebin_info
 
     run_compile(f"{EXAMPLES}:scale_kernel", ["pvc"], tmp_path / "one", None, [])
     spv = tmp_path / "one" / "pvc" / "scale_kernel.spv"

@@ -71,7 +71,9 @@ DOT_SOURCE = """
 import triton
 import triton.language as tl
 
-XPUKIT_KERNELS = {"dot_kernel": {"signature": "a_ptr:*fp16, b_ptr:*fp16, c_ptr:*fp32"}}
+# Declared hints (c_ptr's alignment unknown): with all three pointers 16-aligned, the kit's default,
+# IGC's log at 128 GRF does not say "spilled" although the larger tile spills, and no retry runs.
+XPUKIT_KERNELS = {"dot_kernel": {"signature": "a_ptr:*fp16:16, b_ptr:*fp16:16, c_ptr:*fp32"}}
 
 
 @triton.jit
@@ -207,3 +209,19 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
         assert proc.returncode != 0, proc.stdout
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0] and "fix:" in lines[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.container
+def test_grf_mode_small_on_a_spilling_config_says_igc_kept_128(env):
+    """grf_mode small on examples/matmul.py's declared 128x128x32 tile, which spills on pvc at 128 GRF:
+    Triton 3.3 retries with -cl-intel-256-GRF-per-thread appended after the 128-GRF flag, IGC keeps
+    128, and the row says so from the zebin's GRF count instead of "retried at 256 GRF"."""
+    report = kernel_report.build_report(
+        f"{ROOT / 'examples' / 'matmul.py'}:matmul_kernel", ["pvc"], ["grf_mode='small'"]
+    )
+    (row,) = report["rows"]
+    assert row["error"] is None and row["grf_mode"] == "small"
+    assert "-cl-intel-128-GRF-per-thread" in row["build_flags"] and "-cl-intel-256-GRF-per-thread" in row["build_flags"]
+    assert row["grf"] == 128 and row["grf_retry"] and row["scratch_bytes"] > 0
+    assert row["grf_rule"].startswith("asked for 256, IGC kept 128: still spills ("), row["grf_rule"]
+    assert "retried at 256" not in report_format.format_markdown(report)

@@ -86,7 +86,7 @@ def test_launched_by_a_script_that_never_launches_the_kernel_is_one_line(env):
         kernel_report.launch_configs(f"{MATMUL}:matmul_kernel", script, [])
 
 
-KERNEL = '''import triton
+KERNEL = """import triton
 import triton.language as tl
 
 XPUKIT_KERNELS = {"copy_kernel": {"signature": "x_ptr:*fp32, y_ptr:*fp32, n:i32", "constexprs": {"BLOCK": 64}}}
@@ -97,7 +97,7 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offsets, mask=offsets < n)
     tl.store(y_ptr + offsets, x * 2, mask=offsets < n)
-'''
+"""
 
 
 @pytest.mark.container

@@ -34,8 +34,8 @@ from xpukit.runtime.offline.isa import IsaCounts, code_bytes, parse_isa, tally
 from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
 from xpukit.runtime.offline.ocloc import AUTO_GRF_FLAG, LARGE_GRF_FLAG, RETRY_RULE, check_grf_mode, find_ocloc
 from xpukit.runtime.offline.report_format import format_html, format_markdown
+from xpukit.runtime.offline.specialization import Specialization, for_signature, unknown_block_io
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.runtime.triton.specialization import Specialization, for_signature, unknown_block_io
 from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.triton.specialization import Specialization
+from xpukit.runtime.offline.specialization import Specialization
 
 _OPTIONS = ("num_warps", "num_stages", "grf_mode")
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
@@ -33,6 +34,7 @@ from elftools.elf.sections import SymbolTableSection
 from xpukit.runtime.offline.isa import Instruction, IsaCounts, tally
 
 _R_ZE_SYM_ADDR = 1  # Intel GT: a 64-bit symbol address (value + addend)
+_R_ZE_SYM_ADDR_32 = 2  # Intel GT: a 32-bit one (DWARF 4's section offsets)
 NO_LINE_INFO = "no line information"
 
 
@@ -76,22 +78,25 @@ def _file_names(program: Any, comp_dir: str) -> list[str]:
     return names
 
 
-def _addends(elf: ELFFile, section: str, kernel: str) -> dict[int, int]:
-    """Offset in ``section`` -> address, for the relocations against the kernel's text section."""
+def _addends(elf: ELFFile, section: str, kernel: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Relocated values in ``section``, by offset: (addresses, for the relocations against the
+    kernel's text section; section offsets, the 32-bit ones, e.g. a ``DW_AT_ranges`` into
+    ``.debug_ranges``, whose value in the section is 0 and whose real offset is the addend)."""
     rela = elf.get_section_by_name(f".rela{section}")
     if not isinstance(rela, RelocationSection):
-        return {}
+        return {}, {}
     symbols = elf.get_section(rela["sh_link"])
     if not isinstance(symbols, SymbolTableSection):
-        return {}
-    out = {}
+        return {}, {}
+    addresses, offsets = {}, {}
     for reloc in rela.iter_relocations():
-        if reloc["r_info_type"] != _R_ZE_SYM_ADDR:
-            continue
         symbol = symbols.get_symbol(reloc["r_info_sym"])
-        if symbol.name == f".text.{kernel}" or symbol.name == kernel:
-            out[reloc["r_offset"]] = symbol["st_value"] + reloc["r_addend"]
-    return out
+        value = symbol["st_value"] + reloc["r_addend"]
+        if reloc["r_info_type"] == _R_ZE_SYM_ADDR and symbol.name in (f".text.{kernel}", kernel):
+            addresses[reloc["r_offset"]] = value
+        elif reloc["r_info_type"] == _R_ZE_SYM_ADDR_32:
+            offsets[reloc["r_offset"]] = value
+    return addresses, offsets
 
 
 def read_line_table(zebin: bytes, kernel: str) -> LineTable | None:
@@ -100,7 +105,8 @@ def read_line_table(zebin: bytes, kernel: str) -> LineTable | None:
     if elf.get_section_by_name(".debug_line") is None or not elf.has_dwarf_info():
         return None
     dwarf = elf.get_dwarf_info(relocate_dwarf_sections=False)
-    addends = _addends(elf, ".debug_info", kernel)
+    addends, offsets = _addends(elf, ".debug_info", kernel)
+    range_lists = dwarf.range_lists()
     rows: list[tuple[int, tuple[str, int] | None]] = []
     inlined: list[InlinedRange] = []
     kernel_file = ""
@@ -121,7 +127,10 @@ def read_line_table(zebin: bytes, kernel: str) -> LineTable | None:
             state = entry.state
             if state is not None:
                 rows.append((state.address, None if state.end_sequence else (path(state.file), state.line)))
-        inlined += _inlined_ranges(top.iter_children(), addends, path)
+        low = top.attributes.get("DW_AT_low_pc")
+        base = addends.get(low.offset, low.value) if low is not None else 0
+        spans = _Spans(addends, offsets, range_lists, base)
+        inlined += _inlined_ranges(top.iter_children(), spans, path)
     if not rows:
         return None
     rows.sort(key=lambda row: row[0])  # stable: of rows at one address, the last one wins
@@ -133,24 +142,53 @@ def _text(attribute: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _inlined_ranges(dies: Iterable[Any], addends: Mapping[int, int], path: Any) -> list[InlinedRange]:
+@dataclasses.dataclass(frozen=True)
+class _Spans:
+    """What reading a DIE's address ranges needs: the relocated addresses and section offsets, the
+    ``.debug_ranges`` lists, and the compile unit's base address their entries are relative to."""
+
+    addends: Mapping[int, int]
+    offsets: Mapping[int, int]
+    range_lists: Any
+    base: int
+
+    def of(self, die: Any) -> list[tuple[int, int]]:
+        """[low, high) pairs: from low_pc/high_pc, or from the ``DW_AT_ranges`` list IGC writes for
+        code in several pieces (``tl.max``/``tl.sum`` reductions)."""
+        attrs = die.attributes
+        low_attr, high_attr, ranges = attrs.get("DW_AT_low_pc"), attrs.get("DW_AT_high_pc"), attrs.get("DW_AT_ranges")
+        if low_attr is not None and high_attr is not None:
+            low = self.addends.get(low_attr.offset, low_attr.value)
+            if high_attr.form == "DW_FORM_addr":
+                high = self.addends.get(high_attr.offset, high_attr.value)
+            else:  # DWARF 4's length form
+                high = low + high_attr.value
+            return [(low, high)]
+        if ranges is None or self.range_lists is None:
+            return []
+        base, out = self.base, []
+        for entry in self.range_lists.get_range_list_at_offset(self.offsets.get(ranges.offset, ranges.value)):
+            if isinstance(entry, BaseAddressEntry):
+                base = entry.base_address
+            elif entry.end_offset > entry.begin_offset:
+                shift = 0 if getattr(entry, "is_absolute", False) else base
+                out.append((shift + entry.begin_offset, shift + entry.end_offset))
+        return out
+
+
+def _inlined_ranges(dies: Iterable[Any], spans: _Spans, path: Any) -> list[InlinedRange]:
     """The outermost inlined subroutines under the kernel's subprograms: their ranges and call sites."""
     out = []
     for die in dies:
         if die.tag == "DW_TAG_inlined_subroutine":
-            low_attr, high_attr = die.attributes.get("DW_AT_low_pc"), die.attributes.get("DW_AT_high_pc")
             call_line = die.attributes.get("DW_AT_call_line")
-            if low_attr is None or high_attr is None or call_line is None:
+            if call_line is None:
                 continue
-            low = addends.get(low_attr.offset, low_attr.value)
-            if high_attr.form == "DW_FORM_addr":
-                high = addends.get(high_attr.offset, high_attr.value)
-            else:  # DWARF 4's length form
-                high = low + high_attr.value
             call_file = die.attributes.get("DW_AT_call_file")
-            out.append(InlinedRange(low, high, path(call_file.value if call_file else 1), call_line.value))
+            where = path(call_file.value if call_file else 1)
+            out += [InlinedRange(low, high, where, call_line.value) for low, high in spans.of(die)]
         elif die.has_children:
-            out += _inlined_ranges(die.iter_children(), addends, path)
+            out += _inlined_ranges(die.iter_children(), spans, path)
     return out
 
 

@@ -140,7 +140,7 @@ def row_notes(report: dict[str, Any]) -> list[str]:
 
 
 def describe_specialization(data: dict[str, Any]) -> str:
-    from xpukit.runtime.triton.specialization import Specialization
+    from xpukit.runtime.offline.specialization import Specialization
 
     return Specialization.from_dict(data).describe()
 
@@ -236,7 +236,10 @@ __TOP__<h1>__TITLE__</h1>
 <p id="compiler"></p>
 <table id="grid"><thead></thead><tbody></tbody></table>
 <p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
-space). Red outline: over a target limit (SLM, GRF, sub-group, work-group; xpukit/targets.py). DPAS: matrix
+space). Red outline: over a target limit (SLM, GRF, sub-group, work-group; xpukit/targets.py; SLM or work-items per
+work-group over the family's cap: it cannot launch); no outline for a device the kit has no figures for: not
+checked. Occupancy, and the figures it used where compute-runtime and Intel's occupancy calculator disagree: the
+JSON and the per-line view. DPAS: matrix
 instructions; FMA: mad/mac where tl.dot has no DPAS. GRF: registers per thread. Grey: the cell failed to compile.</p>
 __LINES__
 <script type="application/json" id="report-data">__DATA__</script>

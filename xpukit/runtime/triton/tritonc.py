@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.triton import kernel_cache, zebin_stage
-from xpukit.runtime.triton.specialization import split_hints
+from xpukit.runtime.offline.specialization import split_hints
+from xpukit.runtime.triton import debug_locations, kernel_cache, zebin_stage
 
 # The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
 from xpukit.targets import DEFAULT_TARGET, PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
@@ -101,7 +101,7 @@ def _file_keyed_source() -> type:
         def hash(self) -> str:
             code = getattr(getattr(self.fn, "fn", None), "__code__", None)
             where = getattr(code, "co_filename", "")
-            return hashlib.sha256(f"{super().hash()}-{where}".encode()).hexdigest()
+            return hashlib.sha256(f"{super().hash()}-{where}-{debug_locations.VERSION}".encode()).hexdigest()
 
     return FileKeyedSource
 

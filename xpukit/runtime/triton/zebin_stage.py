@@ -29,6 +29,7 @@ from typing import Any
 
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.ocloc import find_ocloc
+from xpukit.runtime.triton.debug_locations import locate_calls
 from xpukit.targets import preset_for_architecture
 
 ENV_VAR = "TRITON_XPU_GEN_NATIVE_CODE"
@@ -79,6 +80,7 @@ def _wrap_add_stages(backend_cls: Any) -> None:
     def add_stages(self: Any, stages: dict, options: Any, *args: Any, **kwargs: Any) -> None:
         if not options.generate_native_code:
             original(self, stages, options, *args, **kwargs)
+            _locate_llir_calls(stages)
             return
         # Upstream point 1: the spv stage yields SPIR-V. 3.3's make_spv reads the option itself, so
         # its stages get a copy with the option off (a shallow copy skips __post_init__, which would
@@ -86,11 +88,20 @@ def _wrap_add_stages(backend_cls: Any) -> None:
         spv_options = copy.copy(options)
         object.__setattr__(spv_options, "generate_native_code", False)
         original(self, stages, spv_options, *args, **kwargs)
+        _locate_llir_calls(stages)
         device = ocloc_device_for(self)
         stages["zebin"] = lambda src, metadata: make_zebin(src, metadata, device)
 
     setattr(add_stages, _MARK, True)
     backend_cls.add_stages = add_stages
+
+
+def _locate_llir_calls(stages: dict) -> None:
+    """The lines of a zebin: calls Triton leaves without a location (DPAS) get their op's
+    (``debug_locations``); only debug info changes, never the code."""
+    if "llir" in stages:
+        make_llir = stages["llir"]
+        stages["llir"] = lambda src, metadata: locate_calls(make_llir(src, metadata))[0]
 
 
 def _wrap_options(backend_cls: Any) -> None:
