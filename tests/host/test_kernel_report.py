@@ -171,3 +171,13 @@ def test_html_page_renders_its_grid_in_chromium(tmp_path):
     marks = {(c["data-target"], c["data-config"]): set(c["class"].split()) for c in cells}
     assert marks[("acm-g10", "BLOCK=256")] == {"cell", "spill", "over"}
     assert marks[("pvc", tricky)] == {"cell", "ok"} and marks[("acm-g10", tricky)] == {"cell", "error"}
+
+
+@pytest.mark.unit
+def test_grf_mode_takes_a_bare_word():
+    cfg = kernel_report.parse_config("BLOCK=256,grf_mode=large", ["BLOCK"])
+    assert cfg.options == {"grf_mode": "large"} and cfg.constexprs == {"BLOCK": 256}
+    with pytest.raises(XpukitError, match="grf_mode 'huge'"):
+        kernel_report.parse_config("grf_mode=huge", ["BLOCK"])
+    with pytest.raises(XpukitError, match="not a Python literal"):
+        kernel_report.parse_config("BLOCK=abc", ["BLOCK"])

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -332,8 +332,10 @@ def _import_snapshot(module_name: str, path: Path) -> Any:
     return module
 
 
-def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
-    """``["BLOCK=1024", "ACT='relu'"]`` -> ``{"BLOCK": 1024, "ACT": "relu"}`` (Python literals)."""
+def parse_constexprs(items: Sequence[str], words: Collection[str] = ()) -> dict[str, Any]:
+    """``["BLOCK=1024", "ACT='relu'"]`` -> ``{"BLOCK": 1024, "ACT": "relu"}`` (Python literals).
+    ``words``: names whose value may also be a bare word (``grf_mode=large``): options Triton takes as
+    strings, not constexprs, which nobody quotes on a command line."""
     result: dict[str, Any] = {}
     for item in items:
         for part in filter(None, (p.strip() for p in item.split(","))):
@@ -343,6 +345,9 @@ def parse_constexprs(items: Sequence[str]) -> dict[str, Any]:
             try:
                 result[name] = ast.literal_eval(text)
             except (ValueError, SyntaxError):
+                if name in words and text.isidentifier():
+                    result[name] = text
+                    continue
                 raise XpukitError(
                     f"constexpr {name} value {text!r} is not a Python literal",
                     "use a number, True/False or a quoted string",

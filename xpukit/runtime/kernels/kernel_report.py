@@ -94,7 +94,7 @@ def _jit_function(fn: Any) -> Any:
 
 def parse_config(text: str, constexpr_names: Sequence[str]) -> KernelConfig:
     """``"BLOCK=256,num_warps=4"`` -> a config; keys are the kernel's constexprs or OPTION_KEYS."""
-    values = parse_constexprs([text])
+    values = parse_constexprs([text], words=("grf_mode",))  # grf_mode=large as typed
     if not values:
         raise XpukitError(f"empty config {text!r}", "write NAME=VALUE pairs, e.g. BLOCK=256,num_warps=4")
     constexprs, options = {}, {}
