@@ -6,12 +6,10 @@ import json
 import os
 import shutil
 import stat
-from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
-from tests.support.runtime_required import skip_unless_in_image
 from xpukit.errors import EXIT_USAGE, UsageError, XpukitError
 from xpukit.runtime.kernels.compile import KernelCompileError, run_compile
 from xpukit.runtime.kernels.zebin_info import run_zebin_info
@@ -19,17 +17,6 @@ from xpukit.runtime.offline.ocloc import OclocError, find_ocloc
 from xpukit.runtime.offline.zebin import ZebinError
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch) -> Path:
-    pytest.importorskip("triton")
-    if shutil.which("ocloc") is None:
-        skip_unless_in_image("ocloc is not installed here")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("TRITON_XPU_GEN_NATIVE_CODE", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 @pytest.mark.sharing_smoke

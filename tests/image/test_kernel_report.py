@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,16 +21,6 @@ from xpukit.runtime.kernels import kernel_report
 from xpukit.runtime.offline import report_format
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch) -> Path:
-    pytest.importorskip("triton")
-    if shutil.which("ocloc") is None:
-        skip_unless_in_image("ocloc is not installed here")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 @pytest.mark.container

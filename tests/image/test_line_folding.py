@@ -4,13 +4,11 @@ ocloc; the softmax's launch runs on the CPU device (``--launched-by``)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
-from tests.support.runtime_required import skip_unless_in_image
 from xpukit.runtime.kernels import kernel_report
 
 SOFTMAX = ROOT / "examples" / "tutorial_02_fused_softmax.py"
@@ -29,15 +27,6 @@ def two_sums(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr, a)
     tl.store(out_ptr + 1, b)
 """
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch) -> Path:
-    pytest.importorskip("triton")
-    if shutil.which("ocloc") is None:
-        skip_unless_in_image("ocloc is not installed here")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path
 
 
 def _rows_by_line(row: dict, path: Path) -> dict[int, dict]:

@@ -4,13 +4,11 @@ and the right file and text for every line. Real compiles with the image's ocloc
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.support import ROOT
-from tests.support.runtime_required import skip_unless_in_image
 from xpukit.runtime.kernels import kernel_report
 
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -19,16 +17,6 @@ PLAIN = (
     "a_ptr:*fp16, b_ptr:*fp16, c_ptr:*fp32, M:i32, N:i32, K:i32, "
     "stride_am:i32, stride_ak:i32, stride_bk:i32, stride_bn:i32, stride_cm:i32, stride_cn:i32"
 )
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch) -> Path:
-    pytest.importorskip("triton")
-    if shutil.which("ocloc") is None:
-        skip_unless_in_image("ocloc is not installed here")
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _by_target(report: dict) -> dict[str, dict]:
