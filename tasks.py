@@ -8,7 +8,6 @@ xpukit/host/settings.py resolves them once per task.
 from __future__ import annotations
 
 import functools
-import shlex
 import sys
 from pathlib import Path
 
@@ -180,7 +179,7 @@ def demo_ur(
             demo_args += [flag, str(value)]
     if debug:
         demo_args.append("--debug")
-    _finish(commands.demo_ur(s, where, demo_args + shlex.split(args), example))
+    _finish(commands.demo_ur(s, where, demo_args + inputs.words("args", args), example))
 
 
 @task(
@@ -214,7 +213,7 @@ def test(
     --suite all adds the engine suites (--suite engine: those alone).
     Arguments after `--` go to pytest too: `invoke test -- -k zebin`."""
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, layer=with_, dry_run=dry_run, debug=debug)
-    _finish(commands.test(s, where, shlex.split(pytest_args) + _after_double_dash(), phase, suite))
+    _finish(commands.test(s, where, inputs.words("pytest-args", pytest_args) + _after_double_dash(), phase, suite))
 
 
 @task(
@@ -367,6 +366,7 @@ def kernel_report(
 ):
     """Compile KERNEL for every target x config; one table of ISA counts (sends, DPAS, FMA, spills, GRF, limits)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
+    inputs.words("script-args", script_args)  # checked here; the image splits it again to run the script
     _finish(
         zebin_commands.kernel_report(
             s,
@@ -508,6 +508,7 @@ def matrix(
     s = _settings(c, profile=profile, ca_bundle=ca_bundle, dry_run=dry_run, debug=debug)
     from xpukit.host.commands import matrix as matrix_cmd  # here: every other task starts without it
 
+    inputs.words("sbatch-args", sbatch_args)  # checked before the run's folder is made
     opts = matrix_cmd.Options(
         scheduler=scheduler, runtime=runtime, matrix_file=file, suites=suite, targets=target, urs=ur,
         tritons=triton, out_dir=out_dir, only_failed=only_failed, jobs=int(jobs), throttle=int(throttle),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Iterable
 
 from xpukit import targets as targets_mod
@@ -70,3 +71,16 @@ def seconds(option: str, value: float | str) -> float:
     if not math.isfinite(number) or number < 0:
         raise UsageError(f"--{option} {value!r} is not a number of seconds", f"pass e.g. --{option} 600 (0: no limit)")
     return number
+
+
+def words(option: str, text: str) -> list[str]:
+    """A quoted option (``--args "--n 4"``, ``--pytest-args "-k 'a or b'"``) split as a shell splits
+    it; an unclosed quote or a trailing backslash is refused here, not as shlex's traceback."""
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        if "quotation" in str(exc):
+            problem, fix = "a quote is not closed", f"close it, or escape a literal quote (\\') in --{option}"
+        else:
+            problem, fix = "it ends in a lone backslash", f"double that backslash (\\\\) or remove it from --{option}"
+        raise UsageError(f"--{option} {text!r}: {problem}", fix) from None

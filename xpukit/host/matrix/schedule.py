@@ -22,7 +22,7 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host import processes, ui
+from xpukit.host import inputs, processes, ui
 from xpukit.host.image import sharing
 from xpukit.host.image.build import Variant
 from xpukit.host.image.plan import ensure_image, make_plan
@@ -501,7 +501,7 @@ def slurm_records(squeue: str, job: str) -> dict[int, mx.SchedulerRecord] | None
 
 def run_slurm(prepared: Prepared, opts: Options, dry_run: bool) -> int:
     script = prepared.run / "sbatch.sh"
-    script.write_text(sbatch_script(prepared, opts.throttle, shlex.split(opts.sbatch_args)))
+    script.write_text(sbatch_script(prepared, opts.throttle, inputs.words("sbatch-args", opts.sbatch_args)))
     cmd = ["sbatch", "--parsable", str(script)]
     if dry_run:
         print(f"# {shlex.join(cmd)}")
