@@ -202,8 +202,9 @@ def compile_kernel(
 
 @guarded
 def zebin_info(ctx: Context, where: str, path: str, as_json: bool = False, asm: bool = False) -> int:
-    if not Path(path).is_file():
-        raise UsageError(f"{path or 'FILE'}: no such file", "pass the path of a .zebin file")
+    if not Path(path).is_file():  # /dev/zero, a pipe or a folder would be read in the image without end
+        what = " is not a regular file" if path and Path(path).exists() else ": no such file"
+        raise UsageError(f"{path or 'FILE'}{what}", "pass the path of a .zebin file")
     file = Path(path).resolve()
     side = _kit_side(ctx, where)
     args = ["zebin-info", side.path(file), *(["--json"] if as_json else []), *(["--asm"] if asm else [])]

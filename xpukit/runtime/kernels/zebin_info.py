@@ -11,9 +11,9 @@ from xpukit.runtime.kernels.compile import text_table
 from xpukit.runtime.offline.isa import disassemble, zebin_device
 from xpukit.runtime.offline.zebin import (
     ZE_INFO_CHECKED,
-    ZebinError,
     is_archive,
     read_archive,
+    read_file,
     read_zebin,
     ze_info_version,
 )
@@ -23,7 +23,7 @@ def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target:
     """Print what the reader finds in a zebin, or in each zebin of ocloc's multi-device archive (and
     the ISA with ``asm``). Returns 0; unreadable input raises ``ZebinError``, a zebin for another
     device than ``target`` an ``IsaError``."""
-    data = _read_input(Path(path))
+    data = read_file(path)  # refused before reading: not a regular file, too large, no ELF/ar magic
     if is_archive(data):
         return _archive_info(Path(path), data, as_json, asm)
     zebin = read_zebin(data)
@@ -36,16 +36,6 @@ def run_zebin_info(path: Path, as_json: bool = False, asm: bool = False, target:
         return 0
     _print_zebin(str(path), zebin, zebin_device(data), isa)
     return 0
-
-
-def _read_input(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ZebinError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
-        ) from None
 
 
 def _archive_info(path: Path, data: bytes, as_json: bool, asm: bool) -> int:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import re
+import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -444,11 +446,46 @@ def _parse_checked(data: bytes, where: str) -> Zebin:
 
 def _load(source: bytes | bytearray | str | Path) -> tuple[bytes, str]:
     if isinstance(source, (str, Path)):
-        try:
-            return Path(source).read_bytes(), str(source)
-        except OSError as exc:
-            raise ZebinError(
-                f"cannot read {source}: {exc.strerror or exc}",
-                "pass the path of a .zebin file (invoke compile --out DIR writes one per target)",
-            ) from None
+        return read_file(source), str(source)
     return bytes(source), "input"
+
+
+MAX_FILE_BYTES = 256 * 2**20  # the largest file the reader takes (a zebin is KBs, at most a few MB)
+_READ_FIX = "pass the path of a .zebin file (invoke compile --out DIR writes one per target)"
+_KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a pipe",
+          stat.S_IFDIR: "a folder", stat.S_IFSOCK: "a socket"}  # fmt: skip
+
+
+def read_file(path: str | Path) -> bytes:
+    """The bytes of a zebin (or ocloc's archive) on disk, refused before they are read when the path
+    is not a regular file (``/dev/zero``, a pipe: a read that never ends), is larger than
+    :data:`MAX_FILE_BYTES`, or starts with neither ELF's nor ar's magic."""
+    try:  # O_NONBLOCK: opening a pipe with no writer returns at once (fstat then refuses it)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ZebinError(f"cannot read {path}: {exc.strerror or exc}", _READ_FIX) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a file")
+            raise ZebinError(f"{path} is {kind}, not a regular file", _READ_FIX)
+        too_big = ZebinError(
+            f"{path} is larger than any zebin ({info.st_size / 2**20:.0f} MiB; the reader takes up to "
+            f"{MAX_FILE_BYTES >> 20} MiB)",
+            _READ_FIX,
+        )
+        if info.st_size > MAX_FILE_BYTES:
+            raise too_big
+        head = os.read(fd, len(_AR_MAGIC))
+        if head[:4] != _ELF_MAGIC and head != _AR_MAGIC:
+            what = "it is empty" if not head else "no \\x7fELF magic"
+            raise ZebinError(f"{path}: not an ELF file ({what})", "pass a zebin written by ocloc")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = head + f.read(MAX_FILE_BYTES + 1 - len(head))
+    except OSError as exc:
+        raise ZebinError(f"cannot read {path}: {exc.strerror or exc}", _READ_FIX) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:  # it grew while it was read
+        raise too_big
+    return data
