@@ -120,7 +120,9 @@ def disassemble(
             raise IsaError(f"could not run {tool.describe()} disasm: {exc}") from None
         log = (proc.stdout + proc.stderr).strip()
         if "couldn't load iga" in log.lower():
-            raise IgaMissingError(f"{tool.describe()} could not load IGA (libiga64), so cannot disassemble", _IGA_FIX)
+            raise IgaMissingError(
+                f"{tool.describe()} could not load IGA (libiga64), so cannot disassemble", tool.fix(_IGA_FIX)
+            )
         if proc.returncode != 0 or "error while disassembling" in log.lower():
             detail = " | ".join(line.strip() for line in log.splitlines()[:3] if line.strip())
             raise IsaError(
@@ -131,7 +133,7 @@ def disassemble(
         for kernel in info.kernels:
             asm = dump / f".text.{kernel.name}.asm"
             if not asm.is_file():
-                raise IsaError(f"{tool.describe()} disasm wrote no ISA for kernel {kernel.name}", _IGA_FIX)
+                raise IsaError(f"{tool.describe()} disasm wrote no ISA for kernel {kernel.name}", tool.fix(_IGA_FIX))
             kernels[kernel.name] = asm.read_text(errors="replace")
     finally:
         shutil.rmtree(work, ignore_errors=True)

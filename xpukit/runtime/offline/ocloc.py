@@ -53,6 +53,7 @@ def check_grf_mode(value: object) -> str:
 
 
 _TIMEOUT_S = 600
+ENV_OCLOC = "XPUKIT_OCLOC"  # the ocloc to use instead of the one on PATH
 SCRATCH_PREFIX = "xpukit-ocloc-"
 MIN_VERSION = (23,)  # the first releases with ``-o`` and zebin by default
 _FAMILY_NAMES = ", ".join(f.name for f in FAMILIES)
@@ -197,6 +198,14 @@ class CompileResult:
 class Ocloc:
     path: str
     version: str  # e.g. "22.43.24595"; "" when ocloc would not say
+    named_by: str = ""  # the variable that chose this ocloc (XPUKIT_OCLOC); "" for PATH's or a caller's
+
+    def fix(self, otherwise: str) -> str:
+        """The fix of an error about this ocloc: ``otherwise`` (the image, a current intel-ocloc) for the
+        ocloc on PATH; for one a variable chose, that variable: the image's ocloc is not the one in use."""
+        if not self.named_by:
+            return otherwise
+        return f"point {self.named_by} at ocloc 26.27 or later, or unset it to use the ocloc on PATH"
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
@@ -214,12 +223,19 @@ class Ocloc:
         return f"ocloc {self.version or '(unknown version)'} at {self.path}"
 
     def require_current(self) -> None:
-        """Refuse ocloc 22.x in one line: its flags and its device list are not the kit's."""
+        """Refuse ocloc 22.x in one line: its flags and its device list are not the kit's; and a
+        program that answers neither ``ocloc query`` nor ``compile --help`` as ocloc does."""
+        if not self.version and not self.devices:
+            chosen = f"{self.named_by} names {self.path}, which" if self.named_by else self.path
+            raise OclocError(
+                f"{chosen} does not answer as ocloc (no version, no device list in `compile --help`)",
+                self.fix("install Intel's intel-ocloc, or run inside the kit's image (it carries ocloc 26.27)"),
+            )
         if self.version_tuple and self.version_tuple < MIN_VERSION:
             raise OclocError(
                 f"{self.describe()} is too old: the kit needs ocloc 23 or later (-o, zebin by default, "
                 "bmg/lnl/ptl/mtl/arl-h)",
-                "run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc",
+                self.fix("run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc"),
             )
 
     def extensions(self, device: str) -> frozenset[str]:
@@ -248,7 +264,7 @@ class Ocloc:
             usable = [n for n, p in PRESETS.items() if p.ocloc_device and self.supports(p.ocloc_device)]
             raise UnsupportedDeviceError(
                 f"{self.describe()} cannot target {target!r} (ocloc device {preset.ocloc_device!r})",
-                "use the kit's image (ocloc 26.27)" + (f", or one of: {', '.join(usable)}" if usable else ""),
+                self.fix("use the kit's image (ocloc 26.27)") + (f", or one of: {', '.join(usable)}" if usable else ""),
             )
         return preset
 
@@ -429,17 +445,23 @@ def _query_version(path: str) -> str:
 
 
 @functools.cache
-def _find(path: str) -> Ocloc:
-    return Ocloc(path=path, version=_query_version(path))
+def _find(path: str, named_by: str = "") -> Ocloc:
+    return Ocloc(path=path, version=_query_version(path), named_by=named_by)
 
 
 def find_ocloc(explicit: str | None = None) -> Ocloc:
-    """The ocloc to use: ``explicit``, else ``$XPUKIT_OCLOC``, else ``ocloc`` on PATH."""
-    wanted = explicit or os.environ.get("XPUKIT_OCLOC") or "ocloc"
+    """The ocloc to use: ``explicit``, else ``$XPUKIT_OCLOC``, else ``ocloc`` on PATH. Errors about an
+    ocloc the variable chose name the variable in their fix (:meth:`Ocloc.fix`), not the image."""
+    variable = ENV_OCLOC if not explicit and os.environ.get(ENV_OCLOC) else ""
+    wanted = explicit or os.environ.get(ENV_OCLOC) or "ocloc"
     path = shutil.which(wanted)
     if path is None:
         raise OclocError(
-            f"ocloc not found ({wanted!r} is not an executable on PATH)",
-            "run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc",
+            f"{variable}={wanted} is not an executable"
+            if variable
+            else f"ocloc not found ({wanted!r} is not an executable on PATH)",
+            Ocloc(wanted, "", variable).fix(
+                "run inside the kit's image (it carries ocloc 26.27), or set XPUKIT_OCLOC to a current ocloc"
+            ),
         )
-    return _find(os.path.realpath(path))
+    return _find(os.path.realpath(path), variable)
