@@ -37,8 +37,8 @@ SMALL = "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,num_warps=4"
 
 
 def warm_ratio(repeat: int) -> None:
+    from tests.support.reports import report_of as build_report
     from xpukit.runtime.kernels import compile as compile_module
-    from xpukit.runtime.kernels.kernel_report import build_report
 
     kernel = str(ROOT / "examples" / "matmul.py:matmul_kernel")
     for targets, configs in (("pvc", []), (SEVEN, [SMALL])):
@@ -63,8 +63,8 @@ def cpu_floor() -> None:
     """One seven-family build after an edit (new SPIR-V, nothing reused): wall time against the CPU
     seconds it needs (this process and its ocloc children); CPU / cores is the floor any schedule
     has on this machine."""
+    from tests.support.reports import report_of as build_report
     from xpukit.runtime.kernels import compile as compile_module
-    from xpukit.runtime.kernels.kernel_report import build_report
 
     kernel = str(ROOT / "examples" / "matmul.py:matmul_kernel")
     build_report(kernel, [SEVEN], [SMALL], lines=True)  # Triton imported, history learnt

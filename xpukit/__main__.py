@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import argparse
-import shlex
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -14,15 +14,19 @@ from xpukit.errors import UsageError, guard
 from xpukit.runtime.kernels.compile import run_compile
 from xpukit.runtime.kernels.kernel_report import run_kernel_report
 from xpukit.runtime.kernels.zebin_info import run_zebin_info
+from xpukit.runtime.offline.report_model import ReportOptions
 from xpukit.targets import DEFAULT_TARGET
 
 
-def split_args(text: str) -> list[str]:
-    """A shell-quoted argument string as a list; unbalanced quotes are a one-line error."""
+def port_number(text: str) -> int:
+    """--port: 0 (a free port) or 1-65535, refused before anything compiles."""
     try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise UsageError(f"--script-args {text!r}: {exc}", "balance the quotes in --script-args") from None
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 1-65535, or 0 for a free one")
+    return port
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,18 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--asm", action="store_true", help="also print the ISA (ocloc disasm)")
     info.add_argument("--target", default=None, help="device to decode for (default: the one the zebin names)")
     report = commands.add_parser("kernel-report", help="compile target x config, one table of ISA counts")
-    report.add_argument("kernel", help="path.py:function")
-    report.add_argument("--target", action="append", default=[], help="target(s), comma-separated")
-    report.add_argument("--config", action="append", default=[], help="NAME=VALUE,...; repeatable")
+    ReportOptions.add_arguments(report)  # what changes the report: one record (offline/report_model.py)
     report.add_argument("--format", default="md", choices=["md", "json", "html", "none"])
-    report.add_argument("--signature", default=None)
-    report.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE for every config")
     report.add_argument("--save", default=None, help="also write the JSON report to this file")
-    report.add_argument("--lines", action="store_true", help="also count per source line (DWARF line table)")
     report.add_argument("--watch", action="store_true", help="serve the per-line view; recompile on save")
-    report.add_argument("--port", type=int, default=0, help="--watch: the port on 127.0.0.1 (default: a free one)")
-    report.add_argument("--launched-by", default=None, help="SCRIPT.py: report the kernel as this script launches it")
-    report.add_argument("--script-args", default="", help="--launched-by: the script's arguments, one string")
+    report.add_argument("--port", type=port_number, default=0, help="--watch: the port on 127.0.0.1 (0: a free one)")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -68,33 +65,21 @@ def main(argv: list[str] | None = None) -> int:
                 num_warps=args.num_warps,
                 asm=args.asm,
             )
-        if args.command == "kernel-report" and args.watch:
-            from xpukit.errors import UsageError
-            from xpukit.runtime.kernels.watch import watch_report
-
-            if args.format != "md":  # the watch serves its own page: the format would be dropped without a word
-                raise UsageError(
-                    f"--watch serves the per-line page and prints no report; --format {args.format} has nothing "
-                    "to format",
-                    f"drop --format {args.format}, or drop --watch to print the report once",
-                )
-
-            return watch_report(
-                args.kernel, args.target or [DEFAULT_TARGET], args.config, args.signature, args.constexpr, args.port
-            )
         if args.command == "kernel-report":
-            return run_kernel_report(
-                args.kernel,
-                args.target or [DEFAULT_TARGET],
-                args.config,
-                args.format,
-                args.signature,
-                args.constexpr,
-                Path(args.save) if args.save else None,
-                lines=args.lines,
-                launched_by=Path(args.launched_by) if args.launched_by else None,
-                script_args=split_args(args.script_args),
-            )
+            options = ReportOptions.from_args(args)
+            if not options.targets:
+                options = dataclasses.replace(options, targets=(DEFAULT_TARGET,))
+            if args.watch:
+                from xpukit.runtime.kernels.watch import watch_report
+
+                if args.format != "md":  # the watch serves its own page: the format would be dropped without a word
+                    raise UsageError(
+                        f"--watch serves the per-line page and prints no report; --format {args.format} has nothing "
+                        "to format",
+                        f"drop --format {args.format}, or drop --watch to print the report once",
+                    )
+                return watch_report(options, args.port)
+            return run_kernel_report(options, args.format, Path(args.save) if args.save else None)
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 
     # The kit's one error boundary (xpukit/errors.py). Its lines are not cut: they name the files the

@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from tests.support.reports import as_report
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline import isa
 from xpukit.runtime.offline.line_view import SOURCE_CHANGED, format_lines_markdown, line_changes
@@ -128,7 +129,7 @@ SOURCE = ["@triton.jit", "def k(x):", "    a = tl.load(x)  # __DATA__", "    tl.
 
 
 def test_markdown_shows_the_source_with_counts_beside_it():
-    text = format_markdown(_report(SOURCE, {11: 5, 12: 7, 13: 3}))
+    text = format_markdown(as_report(_report(SOURCE, {11: 5, 12: 7, 13: 3})))
     table = [line for line in text.splitlines() if line.startswith("| 1")]
     assert table[0].startswith("| 10 | `@triton.jit` |")
     assert table[2].startswith("| 12 | `    a = tl.load(x)  # __DATA__` | 7 | ld 1 |")
@@ -136,7 +137,7 @@ def test_markdown_shows_the_source_with_counts_beside_it():
 
 
 def test_html_reads_without_script_and_keeps_placeholders_in_the_source():
-    page = format_html(_report(SOURCE, {11: 5, 12: 7, 13: 3}))
+    page = format_html(as_report(_report(SOURCE, {11: 5, 12: 7, 13: 3})))
     body = page.split("<script>")[0]
     assert "a = tl.load(x)  # __DATA__" in body and "<details><summary>" in body and "add (1|M0) r12" in body
     assert 'id="report-data"' in page and "__LINES__" not in page
@@ -145,9 +146,9 @@ def test_html_reads_without_script_and_keeps_placeholders_in_the_source():
 def test_changes_follow_lines_that_moved():
     """A line inserted above moves the others down: only the new line and the one whose counts
     changed are marked, matched by text."""
-    before = _report(SOURCE, {11: 5, 12: 7, 13: 3})
+    before = as_report(_report(SOURCE, {11: 5, 12: 7, 13: 3}))
     moved = [SOURCE[0], SOURCE[1], "    n = 1", SOURCE[2], SOURCE[3]]
-    after = _report(moved, {11: 5, 12: 1, 13: 7, 14: 4})
+    after = as_report(_report(moved, {11: 5, 12: 1, 13: 7, 14: 4}))
     changes = line_changes(before, after)
     assert changes[("declared", ("/k.py", 12))] == "edited"
     assert ("declared", ("/k.py", 13)) not in changes  # the load: same text, same counts, one line down
@@ -162,8 +163,9 @@ def test_source_changed_since_compile_is_said(tmp_path):
 
     kernel = tmp_path / "k.py"
     kernel.write_text("\n".join(SOURCE))
-    report = _report(SOURCE, {12: 7})
-    report["kernel_source"]["sha256"] = hashlib.sha256(kernel.read_bytes()).hexdigest()
+    report = as_report(_report(SOURCE, {12: 7}))
+    assert report.kernel_source is not None
+    report.kernel_source.sha256 = hashlib.sha256(kernel.read_bytes()).hexdigest()
     assert not mark_source_changed(report, kernel)
     kernel.write_text("# edited\n" + "\n".join(SOURCE))
     assert mark_source_changed(report, kernel)

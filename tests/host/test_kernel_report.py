@@ -9,6 +9,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.invoke import invoke_with_cache
+from tests.support.reports import as_report
 from xpukit.errors import EXIT_USAGE, XpukitError
 from xpukit.runtime.kernels import kernel_report
 from xpukit.runtime.offline import report_format
@@ -54,7 +55,7 @@ def test_config_keys_are_constexprs_or_options():
 def test_markdown_marks_failed_cells_and_names_units():
     ok = _row(grf=256, grf_retry=True, limits=["SLM 70000 B > 65536 B per work-group"])
     bad = {"target": "pvc", "config": "BLOCK=3", "error": "failed to compile: x (fix: y)", "counts": None}
-    text = report_format.format_markdown({"kernel": "k", "ocloc": "ocloc", "rows": [ok, bad]})
+    text = report_format.format_markdown(as_report({"rows": [ok, bad]}))
     lines = text.splitlines()
     assert lines[2].count("|") == lines[4].count("|") == len(report_format.COLUMNS) + 1
     header = [c.strip() for c in lines[2].strip("|").split("|")]
@@ -89,6 +90,7 @@ def test_diff_names_what_changed():
         "send_total": 6,
     }
     after = {"rows": [_row(grf=256, grf_retry=True, counts=spilled), _row("BLOCK=1024")]}
+    before, after = as_report(before), as_report(after)
     changes = {(c[1], c[2]): c[3:] for c in report_format.diff_reports(before, after)}
     assert changes[("BLOCK=256", "instructions")] == (7, 9)
     assert changes[("BLOCK=256", "spill sends")] == (0, 2) and changes[("BLOCK=256", "spill B/thr")] == (0, 64)
@@ -164,7 +166,7 @@ def test_html_page_renders_its_grid_in_chromium(tmp_path):
     report = {"kernel": "k", "ocloc": "ocloc 26.27", "targets": ["pvc", "acm-g10"], "rows": rows,
               "configs": [{"label": "BLOCK=256"}, {"label": tricky}]}  # fmt: skip
     page = tmp_path / "report.html"
-    page.write_text(report_format.format_html(report))
+    page.write_text(report_format.format_html(as_report(report)))
     assert "<script src" not in page.read_text() and "<link" not in page.read_text()
     cells = render_cells(page, tmp_path / "profile")
     check_cells(cells, report)

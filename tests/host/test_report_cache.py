@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import ROOT
 from xpukit.host import report_cache
+from xpukit.runtime.offline.isa import SEND_KINDS
+from xpukit.runtime.offline.report_model import SCHEMA, Report
 
 KERNEL = """
 import triton
@@ -69,7 +71,7 @@ def test_key_covers_options_toolchain_and_kit_code(project):
 
 
 def _counts(instructions: int = 200) -> dict:
-    sends = dict.fromkeys(report_cache._SENDS, 0) | {"global_load": 11, "global_store": 8, "eot": 1}
+    sends = dict.fromkeys(SEND_KINDS, 0) | {"global_load": 11, "global_store": 8, "eot": 1}
     names = ("send_total", "dpas", "math", "moves", "control_flow", "barriers", "fma", "alu")
     return {"instructions": instructions, "sends": sends, **dict.fromkeys(names, 3)}
 
@@ -98,6 +100,7 @@ def _report(*configs: str, file: str = "/workspace/examples/kernels.py", text: b
         "targets": ["pvc"],
         "configs": [{"label": c, "constexprs": {}, "options": {}} for c in configs],
         "rows": [_row(c, file) for c in configs],
+        "schema": SCHEMA,
     }
 
 
@@ -106,15 +109,15 @@ def test_store_previous_and_failed_reports(tmp_path, project):
     cache = report_cache.ReportCache(tmp_path / "cache")
     first, second = _key(project), _key(project, configs=["BLOCK=512"])
     row = _row()
-    stored = cache.store(first, _report())
-    assert cache.load(first.key) == stored and "stored_at" in stored
+    stored = cache.store(first, Report.from_dict(_report()))
+    assert cache.load(first.key) == stored and stored.stored_at
     assert cache.previous(first) is None
-    cache.store(second, _report("BLOCK=512"))
-    assert cache.previous(second)["rows"][0]["config"] == "BLOCK=256"
-    assert cache.previous(first)["rows"][0]["config"] == "BLOCK=512"
+    cache.store(second, Report.from_dict(_report("BLOCK=512")))
+    assert cache.previous(second).rows[0].config == "BLOCK=256"
+    assert cache.previous(first).rows[0].config == "BLOCK=512"
     # A report with a failed cell is shown but not kept: the next run compiles again.
     third = _key(project, configs=["BLOCK=3"])
-    cache.store(third, _report() | {"rows": [row | {"error": "failed to compile", "counts": None}]})
+    cache.store(third, Report.from_dict(_report() | {"rows": [row | {"error": "failed to compile", "counts": None}]}))
     assert cache.load(third.key) is None
     # A damaged file is a miss, not a crash.
     cache.path(first.key).write_text("{not json")
@@ -124,7 +127,7 @@ def test_store_previous_and_failed_reports(tmp_path, project):
     # A kernel keeps its newest HISTORY_KEEP reports; older ones are deleted.
     keys = [_key(project, configs=[f"BLOCK={2**i}"]) for i in range(report_cache.HISTORY_KEEP + 1)]
     for each in keys:
-        cache.store(each, _report())
+        cache.store(each, Report.from_dict(_report()))
     assert cache.load(keys[0].key) is None and cache.load(keys[-1].key) is not None
     assert len(cache.history(first.kernel_id)) == report_cache.HISTORY_KEEP
 
@@ -158,8 +161,8 @@ def _flip_a_digit(path: Path) -> None:
 def test_a_flipped_digit_is_damage_not_a_report(tmp_path, project):
     cache = report_cache.ReportCache(tmp_path / "cache")
     key = _key(project)
-    cache.store(key, _report())
-    assert cache.load(key.key)["rows"][0]["counts"]["instructions"] == 200
+    cache.store(key, Report.from_dict(_report()))
+    assert cache.load(key.key).rows[0].counts.instructions == 200
     _flip_a_digit(cache.path(key.key))
     assert json.loads(cache.path(key.key).read_bytes().partition(b"\n")[2])  # still JSON: only the sum sees it
     report, damage = cache.lookup(key.key)
@@ -175,12 +178,17 @@ def test_a_flipped_digit_is_damage_not_a_report(tmp_path, project):
         (lambda key: b"{not json", "no header line"),
         (lambda key: report_cache.encode_entry(key, _report())[:-40], "length"),
         (lambda key: report_cache.encode_entry("0" * 64, _report()), "another format or key"),
-        (lambda key: _entry(key, {"kernel": "k", "rows": []}), "ocloc is not a string"),
+        (lambda key: _entry(key, {"kernel": "k", "rows": []}), "schema None"),
+        (
+            lambda key: _entry(key, {"kernel": "k", "rows": [], "schema": SCHEMA}),
+            "report field source: expected a value",
+        ),
         (lambda key: _entry(key, _report() | {"rows": [_row() | {"counts": {"instructions": "200"}}]}), "counts."),
-        (lambda key: _entry(key, _report() | {"rows": [{k: v for k, v in _row().items() if k != "grf"}]}), "grf"),
-        (lambda key: _entry(key, _report() | {"rows": "pvc"}), "rows is not a list"),
+        (lambda key: _entry(key, _report() | {"rows": [_row() | {"grf": "128"}]}), "rows[0].grf: expected"),
+        (lambda key: _entry(key, _report() | {"rows": [_row() | {"error": "x", "counts": None}]}), "failed cell"),
+        (lambda key: _entry(key, _report() | {"rows": "pvc"}), "field rows: expected a list"),
         (lambda key: _entry(key, _report() | {"kernel_source": {"file": 3}}), "kernel_source"),
-        (lambda key: _entry(key, [1, 2]), "not an object"),
+        (lambda key: _entry(key, [1, 2]), "an object"),
     ],
 )
 def test_a_malformed_entry_is_a_miss_with_its_reason(tmp_path, project, damage, wants):
@@ -214,7 +222,7 @@ def test_history_entries_that_are_not_keys_never_become_paths(tmp_path, project)
     history = cache.folder / "history" / f"{key.kernel_id}.json"
     history.write_text(json.dumps(["../../x", "/etc/passwd", 7, *keys]))
     assert (cache.folder / "../../x.json").resolve() == sentinel.resolve()
-    cache.store(key, _report())
+    cache.store(key, Report.from_dict(_report()))
     assert sentinel.read_text() == "keep me\n"
     assert json.loads(history.read_text()) == [*keys[1:], key.key]
     assert any("3 entries are not report keys; ignored" in note for note in cache.notes), cache.notes
@@ -230,7 +238,7 @@ def test_a_killed_runs_temporary_files_are_swept(tmp_path, project):
     next run; a file a live run may be writing, or one just made, is left alone."""
     cache = report_cache.ReportCache(tmp_path / "cache")
     key = _key(project)
-    cache.store(key, _report())
+    cache.store(key, Report.from_dict(_report()))
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(gone.stdout)  # a process that has ended: its pid names no one (until reused)
     old = time.time() - 2 * report_cache.SWEEP_AFTER_S
@@ -313,7 +321,7 @@ def test_task_rebuilds_a_flipped_entry_in_one_line(fake_run, capfd):
     damaged = [ln for ln in err.splitlines() if "damaged" in ln]
     assert len(damaged) == 1 and damaged[0].startswith("xpukit: warning: the stored report ") and key in damaged[0]
     assert "compiling it again" in damaged[0] and "Traceback" not in err
-    assert cache.load(key)["rows"][0]["counts"]["instructions"] == 200  # the rebuilt entry is whole
+    assert cache.load(key).rows[0].counts.instructions == 200  # the rebuilt entry is whole
 
 
 @pytest.mark.unit
@@ -362,8 +370,8 @@ def test_task_names_files_as_the_user_gave_them(fake_run, capfd):
     assert files == {"examples/kernels.py"}
     assert report["rows"][0]["lines"][1]["file"] == str(ROOT.resolve() / "examples" / "helpers.py")
     stored = fake_run["cache"].load(_stored_key(fake_run["cache"]))
-    assert stored["source"] == stored["kernel_source"]["file"] == str(KERNEL_FILE.resolve())
-    assert "/workspace" not in json.dumps(stored)
+    assert stored.source == stored.kernel_source.file == str(KERNEL_FILE.resolve())
+    assert "/workspace" not in json.dumps(stored.to_dict())
     assert fake_run["kernel_report"]() == 0 and fake_run["runs"] == 1  # the hit shows them as given too
     assert json.loads(capfd.readouterr().out)["source"] == "examples/kernels.py"
 

@@ -16,8 +16,10 @@ from html.parser import HTMLParser
 
 import pytest
 
+from tests.support.reports import as_report
 from xpukit.runtime.kernels.watch_server import WatchState, follow_lifeline, render_page, start_server
 from xpukit.runtime.offline import isa
+from xpukit.runtime.offline.report_model import Report
 from xpukit.targets import occupancy
 
 pytestmark = pytest.mark.unit
@@ -37,7 +39,7 @@ def _counts(instr: int) -> dict:
     return isa.IsaCounts(instr, sends, dpas=0, math=0, moves=0, control_flow=0, barriers=0).to_dict()
 
 
-def _report(first: int = 10) -> dict:
+def _report(first: int = 10) -> Report:
     """A --lines report of SOURCE on pvc, every line carrying some instructions."""
     entries = [{"file": "/k.py", "line": first + i, "source": text, "counts": _counts(i + 1), "via": [],
                 "asm": [[16 * i, f"add (1|M0) r{i}"]]} for i, text in enumerate(SOURCE)]  # fmt: skip
@@ -46,8 +48,8 @@ def _report(first: int = 10) -> dict:
            "lines": entries, "line_info": "", "limits": [], "grf_rule": "no spills",
            "spills": {"bytes_per_thread": 0, "n_spills": 0}, "occupancy": occupancy("pvc", 16, 128, 64)}  # fmt: skip
     kernel_source = {"file": "/k.py", "first": first, "lines": SOURCE, "sha256": "0"}
-    return {"kernel": "k", "ocloc": "ocloc", "targets": ["pvc"], "configs": [{"label": "declared"}], "rows": [row],
-            "lines": True, "kernel_source": kernel_source}  # fmt: skip
+    return as_report({"kernel": "k", "ocloc": "ocloc", "targets": ["pvc"], "configs": [{"label": "declared"}],
+                      "rows": [row], "lines": True, "kernel_source": kernel_source})  # fmt: skip
 
 
 @pytest.fixture

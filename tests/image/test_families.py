@@ -169,7 +169,7 @@ def test_zebin_info_lists_a_multi_device_archive(tool, tmp_path, capsys):
 def test_kernel_report_covers_seven_families_by_two_configs(tool):
     """One report, the seven families x two configs, every cell compiled and counted (the tl.dot
     families are in the test above; this kernel needs no 256-GRF retry, so it stays cheap)."""
-    from xpukit.runtime.kernels.kernel_report import build_report
+    from tests.support.reports import report_of as build_report
 
     report = build_report(f"{EXAMPLES}:scale_kernel", ["all"], ["BLOCK=256,num_warps=4", "BLOCK=1024,num_warps=8"])
     assert report["targets"] == SEVEN and len(report["rows"]) == 14

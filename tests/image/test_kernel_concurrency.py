@@ -59,8 +59,8 @@ def _rows(report: dict) -> str:
 def test_concurrent_builds_give_the_serial_report_for_seven_families(triton_cache, monkeypatch):
     """Serial (one worker, nothing remembered) against concurrent twice: the second time the FMA
     families, which spilled, start their 256-GRF builds at once. Every row is the serial one's."""
+    from tests.support.reports import report_of as build_report
     from xpukit.runtime.kernels import compile as compile_module
-    from xpukit.runtime.kernels.kernel_report import build_report
 
     kernel = f"{MATMUL}:matmul_kernel"
     before = _children()

@@ -40,7 +40,7 @@ def reports(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
     current_ocloc_or_skip()
-    from xpukit.runtime.kernels.kernel_report import build_report
+    from tests.support.reports import report_of as build_report
 
     out = {name: build_report(str(ROOT / "examples" / name), [SEVEN], configs, lines=True) for name, configs in KERNELS}
     yield out
@@ -200,29 +200,31 @@ def test_a_zebin_without_debug_line_says_no_line_information():
     """A zebin without .debug_line: the report says "no line information" and still gives totals."""
     pytest.importorskip("triton")
     current_ocloc_or_skip()
+    from tests.support.reports import report_of
     from xpukit.runtime.kernels import kernel_report
     from xpukit.runtime.kernels.compile import TargetBuild
     from xpukit.runtime.offline.lines import NO_LINE_INFO, read_line_table
     from xpukit.runtime.offline.report_format import format_markdown
+    from xpukit.runtime.offline.report_model import Report
 
     original = kernel_report._report_cell
 
-    def without_lines(build: TargetBuild, cfg, sources=None, kernel_path=None):
+    def without_lines(build: TargetBuild, cfg, sources=None, kernel_path=None, where=None):
         assert build.ocloc is not None
         build.ocloc = dataclasses.replace(build.ocloc, zebin=_without_debug_line(build.zebin))
         assert read_line_table(build.zebin, "scale_kernel") is None
-        return original(build, cfg, sources, kernel_path)
+        return original(build, cfg, sources, kernel_path, where)
 
     mp = pytest.MonkeyPatch()
     mp.setattr(kernel_report, "_report_cell", without_lines)
     try:
-        report = kernel_report.build_report(str(ROOT / "examples" / "kernels.py:scale_kernel"), ["pvc"], [], lines=True)
+        report = report_of(str(ROOT / "examples" / "kernels.py:scale_kernel"), ["pvc"], [], lines=True)
     finally:
         mp.undo()
     row = report["rows"][0]
     assert row["line_info"] == NO_LINE_INFO and row["lines"] is None
     assert row["counts"]["instructions"] > 0
-    assert f"pvc declared: {NO_LINE_INFO}" in format_markdown(report)
+    assert f"pvc declared: {NO_LINE_INFO}" in format_markdown(Report.from_dict(report))
 
 
 @pytest.mark.container

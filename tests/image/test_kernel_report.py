@@ -16,9 +16,11 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.isa import independent_counts
+from tests.support.reports import report_of
 from tests.support.runtime_required import skip_unless_in_image
 from xpukit.runtime.kernels import kernel_report
 from xpukit.runtime.offline import report_format
+from xpukit.runtime.offline.report_model import Report, ReportOptions
 
 EXAMPLES = ROOT / "examples" / "kernels.py"
 
@@ -29,7 +31,7 @@ def test_report_counts_equal_counts_from_isa_files(env):
     from xpukit.runtime.kernels.compile import run_compile
 
     configs = ["BLOCK=256,num_warps=4", "BLOCK=1024,num_warps=8"]
-    report = kernel_report.build_report(f"{EXAMPLES}:row_sum_kernel", ["pvc,acm-g10"], configs)
+    report = report_of(f"{EXAMPLES}:row_sum_kernel", ["pvc,acm-g10"], configs)
     assert [(r["target"], r["config"]) for r in report["rows"]] == [(t, c) for t in ("pvc", "acm-g10") for c in configs]
     for block, warps in ((256, 4), (1024, 8)):
         out = env / f"b{block}"
@@ -100,7 +102,7 @@ def dot_report(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("dot")
     os.environ.setdefault("TRITON_CACHE_DIR", str(folder / "cache"))
     (folder / "dot.py").write_text(DOT_SOURCE)
-    return kernel_report.build_report(f"{folder / 'dot.py'}:dot_kernel", ["acm-g10"], [SMALL_DOT, SPILLING_DOT])
+    return report_of(f"{folder / 'dot.py'}:dot_kernel", ["acm-g10"], [SMALL_DOT, SPILLING_DOT])
 
 
 @pytest.mark.container
@@ -118,7 +120,7 @@ def test_spill_columns_follow_the_spills(dot_report):
     for kind in ("spill", "fill"):
         moved, sends = large["counts"][f"scratch_{kind}_bytes"], large["counts"]["sends"][f"scratch_{kind}"]
         assert moved % 32 == 0 and moved >= 32 * sends
-    table = report_format.format_markdown(dot_report).splitlines()
+    table = report_format.format_markdown(Report.from_dict(dot_report)).splitlines()
     header = [c.strip() for c in table[2].strip("|").split("|")]
     cells = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in table[4:6]]
     assert cells[0]["spill st/ld"] == "0/0" and cells[1]["spill st/ld"] != "0/0"
@@ -140,25 +142,32 @@ def test_tl_dot_without_dpas_shows_its_fmas(dot_report):
 def test_config_over_the_slm_limit_is_flagged(env):
     """A 128x256 fp32 transpose goes through 128 KiB of SLM: over acm-g10's 64 KiB per work-group."""
     (env / "trans.py").write_text(TRANS_SOURCE)
-    report = kernel_report.build_report(
-        f"{env / 'trans.py'}:trans_kernel", ["acm-g10"], ["M=128,N=256,num_warps=32"], "x_ptr:*fp32, y_ptr:*fp32"
+    report = report_of(
+        f"{env / 'trans.py'}:trans_kernel",
+        ["acm-g10"],
+        ["M=128,N=256,num_warps=32"],
+        signature="x_ptr:*fp32, y_ptr:*fp32",
     )
     (row,) = report["rows"]
     assert row["error"] is None and row["slm_bytes"] > 64 * 1024
     assert f"SLM {row['slm_bytes']} B > 65536 B per work-group" in row["limits"]
-    assert f"SLM {row['slm_bytes']} B > 65536 B per work-group" in report_format.format_markdown(report)
+    assert f"SLM {row['slm_bytes']} B > 65536 B per work-group" in report_format.format_markdown(
+        Report.from_dict(report)
+    )
 
 
 @pytest.mark.container
 def test_failing_config_is_reported_and_others_kept(env, capsys):
-    code = kernel_report.run_kernel_report(
-        f"{EXAMPLES}:scale_kernel", ["pvc"], ["BLOCK=1000", "BLOCK=256"], output_format="json"
-    )
+    options = ReportOptions(f"{EXAMPLES}:scale_kernel", targets=("pvc",), configs=("BLOCK=1000", "BLOCK=256"))
+    code = kernel_report.run_kernel_report(options, output_format="json")
     assert code == 1
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     failed, good = report["rows"]
     assert failed["counts"] is None and "fix:" in failed["error"] and "power of 2" in failed["error"]
+    # whole, at the kernel file's own line and column (Triton counts from the def), with the line's text
+    where = "kernels.py:37:39: ValueError: arange's range must be a power of 2 (offs = tl.program_id(0)"
+    assert where in failed["error"]
     assert good["error"] is None and good["counts"]["instructions"] > 0
     errors = captured.err.strip().splitlines()
     assert len(errors) == 1 and "BLOCK=1000" in errors[0] and len(errors[0]) <= 200
@@ -180,7 +189,7 @@ def test_autotune_configs_are_the_default(env):
         "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)\n"
     )
     (env / "tuned.py").write_text(source)
-    report = kernel_report.build_report(f"{env / 'tuned.py'}:k", ["pvc"], [])
+    report = report_of(f"{env / 'tuned.py'}:k", ["pvc"], [])
     labels = [r["config"] for r in report["rows"]]
     assert labels == ["BLOCK=128,num_warps=2,num_stages=3", "BLOCK=512,num_warps=4,num_stages=3"]
     assert all(r["counts"]["sends"]["global_store"] > 0 for r in report["rows"])
@@ -205,12 +214,10 @@ def test_grf_mode_small_on_a_spilling_config_says_igc_kept_128(env):
     """grf_mode small on examples/matmul.py's declared 128x128x32 tile, which spills on pvc at 128 GRF:
     Triton 3.3 retries with -cl-intel-256-GRF-per-thread appended after the 128-GRF flag, IGC keeps
     128, and the row says so from the zebin's GRF count instead of "retried at 256 GRF"."""
-    report = kernel_report.build_report(
-        f"{ROOT / 'examples' / 'matmul.py'}:matmul_kernel", ["pvc"], ["grf_mode='small'"]
-    )
+    report = report_of(f"{ROOT / 'examples' / 'matmul.py'}:matmul_kernel", ["pvc"], ["grf_mode='small'"])
     (row,) = report["rows"]
     assert row["error"] is None and row["grf_mode"] == "small"
     assert "-cl-intel-128-GRF-per-thread" in row["build_flags"] and "-cl-intel-256-GRF-per-thread" in row["build_flags"]
     assert row["grf"] == 128 and row["grf_retry"] and row["scratch_bytes"] > 0
     assert row["grf_rule"].startswith("asked for 256, IGC kept 128: still spills ("), row["grf_rule"]
-    assert "retried at 256" not in report_format.format_markdown(report)
+    assert "retried at 256" not in report_format.format_markdown(Report.from_dict(report))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
+from tests.support.reports import report_of
 from xpukit.runtime.kernels import kernel_report
 
 SOFTMAX = ROOT / "examples" / "tutorial_02_fused_softmax.py"
@@ -39,7 +40,7 @@ def test_softmax_reductions_fold_into_their_lines(env):
     library lines in `via`; no row is left on standard.py."""
     kernel = f"{SOFTMAX}:softmax_kernel"
     launches = kernel_report.launch_configs(kernel, SOFTMAX, [])
-    report = kernel_report.build_report(kernel, ["bmg", "pvc"], [], lines=True, launches=launches)
+    report = report_of(kernel, ["bmg", "pvc"], [], lines=True, launches=launches)
     for row in report["rows"]:
         assert not [e for e in row["lines"] if e["file"] and Path(e["file"]).name == "standard.py"], row["target"]
         lines = _rows_by_line(row, SOFTMAX)
@@ -54,7 +55,7 @@ def test_softmax_reductions_fold_into_their_lines(env):
 def test_two_sum_calls_keep_their_own_counts(env):
     path = env / "two_sums.py"
     path.write_text(TWO_SUMS)
-    report = kernel_report.build_report(f"{path}:two_sums", ["bmg", "pvc"], [], lines=True)
+    report = report_of(f"{path}:two_sums", ["bmg", "pvc"], [], lines=True)
     for row in report["rows"]:
         lines = _rows_by_line(row, path)
         first, second = (lines[n] for n in sorted(lines) if "tl.sum" in lines[n]["source"])
@@ -75,7 +76,7 @@ def test_dpas_counts_on_the_tl_dot_line_for_every_dpas_family(env):
     matmul = ROOT / "examples" / "matmul.py"
     dot_line = next(i for i, text in enumerate(matmul.read_text().splitlines(), 1) if "tl.dot(" in text)
     config = "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,num_warps=4"
-    report = kernel_report.build_report(f"{matmul}:matmul_kernel", ["pvc,bmg,lnl,ptl"], [config], lines=True)
+    report = report_of(f"{matmul}:matmul_kernel", ["pvc,bmg,lnl,ptl"], [config], lines=True)
     for row in report["rows"]:
         assert row["counts"]["dpas"] > 0, row["target"]
         with_dpas = {e["line"]: e["counts"]["dpas"] for e in row["lines"] if e["counts"]["dpas"]}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
+from tests.support.reports import report_of
 from xpukit.runtime.kernels import kernel_report
 
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -28,8 +29,8 @@ def test_the_shipped_matmul_as_launched_has_block2d_loads_and_the_generic_one_wa
     """examples/matmul.py declares the hints a launch on contiguous matrices gets: on pvc and bmg its
     block loads are 2D block loads. The same kernel with a hintless signature (the kit's default:
     pointers aligned, nothing known of the ints) gathers, and each row says so and why."""
-    declared = _by_target(kernel_report.build_report(f"{MATMUL}:matmul_kernel", ["pvc,bmg"], [TILE]))
-    plain = _by_target(kernel_report.build_report(f"{MATMUL}:matmul_kernel", ["pvc,bmg"], [TILE], signature=PLAIN))
+    declared = _by_target(report_of(f"{MATMUL}:matmul_kernel", ["pvc,bmg"], [TILE]))
+    plain = _by_target(report_of(f"{MATMUL}:matmul_kernel", ["pvc,bmg"], [TILE], signature=PLAIN))
     for target in ("pvc", "bmg"):
         good, generic = declared[target], plain[target]
         assert good["error"] is None and generic["error"] is None
@@ -57,8 +58,8 @@ def test_launched_by_equals_the_hinted_compile(env):
     (launch,) = launches
     assert launch.constexprs == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}
     assert launch.options["num_warps"] == 4
-    got = _by_target(kernel_report.build_report(f"{MATMUL}:matmul_kernel", ["pvc"], [], launches=launches))["pvc"]
-    want = _by_target(kernel_report.build_report(f"{MATMUL}:matmul_kernel", ["pvc"], [TILE]))["pvc"]
+    got = _by_target(report_of(f"{MATMUL}:matmul_kernel", ["pvc"], [], launches=launches))["pvc"]
+    want = _by_target(report_of(f"{MATMUL}:matmul_kernel", ["pvc"], [TILE]))["pvc"]
     assert got["config"] == "launch 1" and got["specialization"]["source"] == "launch"
     assert {k: v for k, v in got["specialization"].items() if k != "source"} == {
         k: v for k, v in want["specialization"].items() if k != "source"
@@ -95,7 +96,7 @@ def test_identical_kernels_in_two_files_each_get_their_own_lines(env):
     for name in ("copy_a.py", "copy_b.py"):
         (env / name).write_text(KERNEL)
     for name in ("copy_a.py", "copy_b.py"):
-        report = kernel_report.build_report(f"{env / name}:copy_kernel", ["pvc"], [], lines=True)
+        report = report_of(f"{env / name}:copy_kernel", ["pvc"], [], lines=True)
         (row,) = report["rows"]
         files = {entry["file"] for entry in row["lines"] if entry["file"] and entry["line"]}
         assert str(env / name) in files
@@ -110,13 +111,13 @@ def test_a_save_during_the_compile_shows_the_text_compiled_and_says_so(env):
     after the import makes the report say 'source changed since compile'."""
     path = env / "k.py"
     path.write_text(KERNEL)
-    first = kernel_report.build_report(f"{path}:copy_kernel", ["pvc"], [], lines=True)
-    assert "source_changed" not in first
+    first = report_of(f"{path}:copy_kernel", ["pvc"], [], lines=True)
+    assert first["source_changed"] is False
     path.write_text(KERNEL.replace("x * 2", "x * 3"))  # saved after the import the next report reuses
-    second = kernel_report.build_report(f"{path}:copy_kernel", ["pvc"], [], lines=True)
+    second = report_of(f"{path}:copy_kernel", ["pvc"], [], lines=True)
     assert second["source_changed"] is True
     assert any("x * 2" in line for line in second["kernel_source"]["lines"])
     assert not any("x * 3" in line for line in second["kernel_source"]["lines"])
     assert second["kernel_source"]["sha256"] == first["kernel_source"]["sha256"]
-    third = kernel_report.build_report(f"{path}:copy_kernel", ["pvc"], [], lines=True, fresh=True)
-    assert "source_changed" not in third and any("x * 3" in line for line in third["kernel_source"]["lines"])
+    third = report_of(f"{path}:copy_kernel", ["pvc"], [], lines=True, fresh=True)
+    assert third["source_changed"] is False and any("x * 3" in line for line in third["kernel_source"]["lines"])

@@ -22,7 +22,7 @@ A report with a failed cell is not stored (the next run retries it).
 A stored report is never trusted as it is read: a flipped bit in a count would be printed as the
 kernel's count, with nothing to say so. So an entry is two lines: a header (the format, the key,
 the SHA-256 and the length of the report's bytes) and those bytes, the report's JSON. Loading
-checks the header, the checksum and the fields the host reads (:func:`schema_problem`); any
+checks the header, the checksum and every field against the report's records (:func:`schema_problem`); any
 failure removes the entry and is a miss (the caller says so in one line and compiles again).
 Keys and kernel ids are hex digests: anything else read from disk (a history entry) is refused,
 never made into a path. Temporary files a killed run left behind are swept (:meth:`ReportCache.sweep`).
@@ -44,9 +44,11 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime.offline import compiler_id
+from xpukit.runtime.offline.report_model import Report, ReportSchemaError
 
-# 2: occupancy, spills, GRF rule, --lines; 3: entries carry a checksum header, file fields are host paths
-KEY_VERSION = "kernel-report/3"
+# 2: occupancy, spills, GRF rule, --lines; 3: entries carry a checksum header, file fields are host paths;
+# 4: the report's records (report_model) with their schema
+KEY_VERSION = "kernel-report/4"
 CACHE_DIR = ".xpukit"
 REPORTS = "kernel-reports"
 TRITON_CACHE = "triton-cache"  # Triton's own cache for the caller-run tasks (compile, kernel-report)
@@ -194,104 +196,19 @@ def is_key(text: object) -> bool:
     return isinstance(text, str) and KEY_RE.fullmatch(text) is not None
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_str_list(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-# The fields the host reads from a stored report (report_format's table, --diff and --lines views,
-# mark_source_changed), by type. Wrong or missing, the entry is damaged: a rebuild, not a KeyError.
-_ROW_INTS = ("simd", "grf", "slm_bytes", "scratch_bytes", "private_bytes")
-_COUNT_INTS = ("instructions", "send_total", "dpas", "math", "moves", "control_flow", "barriers")
-_SENDS = (
-    "global_load", "global_store", "slm_load", "slm_store", "block2d_load", "block2d_store",
-    "atomic", "scratch_fill", "scratch_spill", "barrier", "fence", "eot", "other",
-)  # fmt: skip
-
-
 def schema_problem(report: object) -> str | None:
-    """What is wrong with a stored report's shape, or None: the fields the host reads, by type."""
-    if not isinstance(report, dict):
-        return "the report is not an object"
-    for name in ("kernel", "ocloc", "stored_at"):
-        if not isinstance(report.get(name), str):
-            return f"{name} is not a string"
-    if not _is_str_list(report.get("targets")):
-        return "targets is not a list of names"
-    configs = report.get("configs")
-    labelled = isinstance(configs, list) and all(
-        isinstance(c, dict) and isinstance(c.get("label"), str) for c in configs
-    )
-    if not labelled:
-        return "configs is not a list of labelled configs"
-    source = report.get("kernel_source")
-    if source is not None and not (
-        isinstance(source, dict)
-        and isinstance(source.get("file"), str)
-        and isinstance(source.get("sha256"), str)
-        and _is_int(source.get("first"))
-        and _is_str_list(source.get("lines"))
-    ):
-        return "kernel_source is not {file, sha256, first, lines}"
-    rows = report.get("rows")
-    if not isinstance(rows, list):
-        return "rows is not a list"
-    for i, row in enumerate(rows):
-        problem = _row_problem(row)
-        if problem:
-            return f"rows[{i}]: {problem}"
-    return None
-
-
-def _row_problem(row: object) -> str | None:
-    if not isinstance(row, dict):
-        return "not an object"
-    if not isinstance(row.get("target"), str) or not isinstance(row.get("config"), str):
-        return "target or config is not a string"
-    if row.get("error") is not None:
+    """What is wrong with a stored report's shape, or None: every field checked against the
+    report's records (``xpukit.runtime.offline.report_model``), its schema, and what a stored one needs."""
+    try:
+        parsed = Report.from_dict(report)
+    except ReportSchemaError as exc:
+        return exc.message
+    if parsed.stored_at is None:
+        return "stored_at is missing"
+    if parsed.failed:
         return "a failed cell (never stored)"
-    for name in _ROW_INTS:
-        if not _is_int(row.get(name)):
-            return f"{name} is not a whole number"
-    problem = _counts_problem(row.get("counts"))
-    if problem:
-        return problem
-    if row.get("limits") is not None and not _is_str_list(row["limits"]):
-        return "limits is not a list of strings"
-    for name in ("occupancy", "spills"):
-        if row.get(name) is not None and not isinstance(row[name], dict):
-            return f"{name} is not an object"
-    lines = row.get("lines")
-    if lines is not None:
-        if not isinstance(lines, list):
-            return "lines is not a list"
-        for entry in lines:
-            if not (
-                isinstance(entry, dict)
-                and isinstance(entry.get("file"), str | None)
-                and (entry.get("line") is None or _is_int(entry.get("line")))
-                and isinstance(entry.get("source", ""), str)
-            ):
-                return "lines has an entry that is not {file, line, source, counts}"
-            problem = _counts_problem(entry["counts"])
-            if problem:
-                return f"lines: {problem}"
-    return None
-
-
-def _counts_problem(counts: object) -> str | None:
-    """A row's or a line's counts: what the table, --diff and the line view read."""
-    if not isinstance(counts, dict):
-        return "counts is not an object"
-    for name in _COUNT_INTS:
-        if not _is_int(counts.get(name)):
-            return f"counts.{name} is not a whole number"
-    sends = counts.get("sends")
-    if not isinstance(sends, dict) or not all(_is_int(sends.get(name)) for name in _SENDS):
-        return "counts.sends is not whole numbers by kind"
+    if not all(row.ok for row in parsed.rows):
+        return "a row without counts"
     return None
 
 
@@ -306,7 +223,7 @@ def encode_entry(key: str, report: dict[str, Any]) -> bytes:
     return json.dumps(header).encode() + b"\n" + body + b"\n"
 
 
-def decode_entry(key: str, data: bytes) -> dict[str, Any]:
+def decode_entry(key: str, data: bytes) -> Report:
     """The report stored under ``key``, checked; DamagedEntry says what does not hold."""
     head, newline, rest = data.partition(b"\n")
     try:
@@ -330,13 +247,13 @@ def decode_entry(key: str, data: bytes) -> dict[str, Any]:
     problem = schema_problem(report)
     if problem:
         raise DamagedEntry(problem)
-    return report  # schema_problem checked it is a dict
+    return Report.from_dict(report)
 
 
 def rewrite_paths(report: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
-    """Apply ``change`` to every file path the report names (``source``, ``kernel_source.file``,
+    """Apply ``change`` to every file path a report's JSON names (``source``, ``kernel_source.file``,
     each line's ``file``), in place: the line view matches rows to the kernel by these, so they
-    change together."""
+    change together. Before the report is read (``Report.from_dict``): damage is the reader's to find."""
     if isinstance(report.get("source"), str):
         report["source"] = change(report["source"])
     source = report.get("kernel_source")
@@ -346,6 +263,18 @@ def rewrite_paths(report: dict[str, Any], change: Callable[[str], str]) -> dict[
         for entry in (row.get("lines") or []) if isinstance(row, dict) else []:
             if isinstance(entry, dict) and isinstance(entry.get("file"), str):
                 entry["file"] = change(entry["file"])
+    return report
+
+
+def shown_paths(report: Report, change: Callable[[str], str]) -> Report:
+    """``rewrite_paths`` on a read report: the paths as the user gave them."""
+    report.source = change(report.source)
+    if report.kernel_source is not None:
+        report.kernel_source.file = change(report.kernel_source.file)
+    for row in report.rows:
+        for entry in row.lines or []:
+            if entry.file is not None:
+                entry.file = change(entry.file)
     return report
 
 
@@ -376,7 +305,7 @@ class ReportCache:
         """Where one run's report comes back (written by the run, read once, removed; swept when left)."""
         return self.path(key).with_name(f".{key}.{os.getpid()}.run.json")
 
-    def lookup(self, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    def lookup(self, key: str) -> tuple[Report | None, str | None]:
         """(report, None) on a hit, (None, None) on a miss, (None, why) for a damaged entry, which
         is removed: the next store replaces it, and until then nothing reads it again."""
         path = self.path(key)
@@ -392,7 +321,7 @@ class ReportCache:
             self.discard(key)
             return None, str(exc)
 
-    def load(self, key: str) -> dict[str, Any] | None:
+    def load(self, key: str) -> Report | None:
         """The report stored under ``key`` when it is there and whole, else None."""
         return self.lookup(key)[0]
 
@@ -402,19 +331,20 @@ class ReportCache:
         except OSError as exc:
             self.notes.append(f"{self.path(key)} cannot be removed ({exc.strerror or exc})")
 
-    def store(self, key: ReportKey, report: dict[str, Any]) -> dict[str, Any]:
+    def store(self, key: ReportKey, report: Report) -> Report:
         """Keep a complete report (one with no failed cell) and add it to its kernel's history. A
         folder that cannot be written is a note, not an error: the report is still shown."""
-        report = {**report, "stored_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-        if any(row.get("error") for row in report["rows"]):
+        report.stored_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        if report.failed:
             return report
-        problem = schema_problem(report)
+        data = report.to_dict()
+        problem = schema_problem(data)
         if problem:  # stored, it would be refused on every load: say so once, here
             self.notes.append(f"the report is not stored: it lacks what a stored report needs ({problem})")
             return report
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            _write_whole(self.path(key.key), encode_entry(key.key, report))
+            _write_whole(self.path(key.key), encode_entry(key.key, data))
         except OSError as exc:
             self.notes.append(f"the report cannot be stored in {self.folder} ({exc.strerror or exc}); it is not kept")
             return report
@@ -451,7 +381,7 @@ class ReportCache:
             self.notes.append(f"{self._history_path(kernel_id)}: {bad} entries are not report keys; ignored")
         return good
 
-    def previous(self, key: ReportKey) -> dict[str, Any] | None:
+    def previous(self, key: ReportKey) -> Report | None:
         """The newest stored report of the same kernel made under another key."""
         for older in reversed(self.history(key.kernel_id)):
             if older != key.key and (report := self.load(older)) is not None:

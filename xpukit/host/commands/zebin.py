@@ -12,12 +12,12 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
@@ -27,6 +27,8 @@ from xpukit.host.commands.kit import plan_for_run, require_host_runtime, resolve
 from xpukit.host.run import containers
 from xpukit.host.settings import Context
 from xpukit.host.versions import pins as pins_mod
+from xpukit.runtime.kernels.staging import STAGE_PREFIX
+from xpukit.runtime.offline.report_model import Report, ReportOptions, ReportSchemaError
 
 
 def parse_num_warps(value: str | int | None) -> int | None:
@@ -42,8 +44,9 @@ def parse_num_warps(value: str | int | None) -> int | None:
     return number
 
 
-def check_out_dir(out_dir: str, create: bool) -> Path:
-    """--out: a folder that exists or can be made, and that this user can write into.
+def check_out_dir(out_dir: str, create: bool) -> tuple[Path, list[Path]]:
+    """--out: a folder that exists or can be made, and that this user can write into; with the
+    folders made for it, outermost first (a failed run removes them: :func:`remove_made`).
 
     ``create``: make it now (a real run), so a folder that cannot be made fails before any work."""
     out = Path(out_dir).expanduser().resolve()
@@ -55,6 +58,7 @@ def check_out_dir(out_dir: str, create: bool) -> Path:
     fix = "pass a folder you can write to"
     if not os.access(existing, os.W_OK | os.X_OK):
         raise XpukitError(f"--out {out_dir}: {existing} is not writable by you", fix)
+    made = [p for p in (out, *out.parents) if not p.exists()][::-1] if create else []
     if create:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -62,7 +66,17 @@ def check_out_dir(out_dir: str, create: bool) -> Path:
                 pass
         except OSError as exc:
             raise XpukitError(f"--out {out_dir} cannot be written ({exc.strerror or exc})", fix) from None
-    return out
+    return out, made
+
+
+def remove_made(folders: Sequence[Path]) -> None:
+    """After a failed compile, the --out folders it made (innermost first) that hold nothing but the
+    run's own stage (a run killed before it cleaned up); a folder with anything else in it stays."""
+    for folder in reversed(folders):
+        for stage in folder.glob(f"{STAGE_PREFIX}*"):
+            shutil.rmtree(stage, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _run_on_host(ctx: Context, module_args: list[str]) -> int:
@@ -186,18 +200,24 @@ def compile_kernel(
 ) -> int:
     warps = parse_num_warps(num_warps)
     path, function = _kernel_file(kernel)
-    out = check_out_dir(out_dir, create=not ctx.dry_run)
-    side = _kit_side(ctx, where)
-    args = ["compile", f"{side.path(path)}:{function}", "--target", ",".join(targets), "--out", str(out)]
-    if signature:
-        args += ["--signature", signature]
-    for item in constexprs:
-        args += ["--constexpr", item]
-    if warps:
-        args += ["--num-warps", str(warps)]
-    if asm:
-        args.append("--asm")
-    return _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[out], what="compiling")
+    out, made = check_out_dir(out_dir, create=not ctx.dry_run)
+    code = 1
+    try:  # the image writes all targets' files or none (staging.staged_output); the folders made here go too
+        side = _kit_side(ctx, where)
+        args = ["compile", f"{side.path(path)}:{function}", "--target", ",".join(targets), "--out", str(out)]
+        if signature:
+            args += ["--signature", signature]
+        for item in constexprs:
+            args += ["--constexpr", item]
+        if warps:
+            args += ["--num-warps", str(warps)]
+        if asm:
+            args.append("--asm")
+        code = _run_kit(ctx, side, args, reads=[path.resolve().parent], writes=[out], what="compiling")
+    finally:
+        if code:
+            remove_made(made)
+    return code
 
 
 @guarded
@@ -250,18 +270,19 @@ def kernel_report(
         )  # fmt: skip
 
 
-def _report_args(
+def _report_options(
     side: KitSide, path: Path, function: str, targets: list[str], configs: list[str],
-    signature: str | None, constexprs: list[str] | None,
-) -> list[str]:  # fmt: skip
-    args = ["kernel-report", f"{side.path(path)}:{function}", "--target", ",".join(targets)]
-    for item in configs:
-        args += ["--config", item]
-    if signature:
-        args += ["--signature", signature]
-    for item in constexprs or []:
-        args += ["--constexpr", item]
-    return args
+    signature: str | None, constexprs: list[str] | None, lines: bool = False,
+) -> ReportOptions:  # fmt: skip
+    """What the report is asked for, with the kernel's path as the side that compiles it sees it."""
+    return ReportOptions(
+        f"{side.path(path)}:{function}",
+        targets=(",".join(targets),),
+        configs=tuple(configs),
+        signature=signature or None,
+        constexprs=tuple(constexprs or ()),
+        lines=lines,
+    )
 
 
 def free_port() -> int:
@@ -277,7 +298,7 @@ def _watch_report(
 ) -> int:  # fmt: skip
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
-    args = _report_args(side, path, function, targets, configs, signature, constexprs)
+    args = _report_options(side, path, function, targets, configs, signature, constexprs).argv()
     args += ["--watch", "--port", str(free_port())]
     what = "watching the kernel (Ctrl-C stops)"
     if not side.on_host and not ctx.dry_run:
@@ -315,40 +336,35 @@ def _kernel_report(
         raise UsageError(f"unknown format {output_format!r}", "use --format md, json or html")
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
-    args = _report_args(side, path, function, targets, configs, signature, constexprs)
-    if lines:
-        args.append("--lines")
+    options = _report_options(side, path, function, targets, configs, signature, constexprs, lines)
     reads = [path.resolve().parent]
     if launched_by is not None:
         script = Path(launched_by).expanduser()
         if not script.is_file():
             raise UsageError(f"--launched-by {launched_by}: no such file", "give the script that launches the kernel")
-        args += ["--launched-by", side.path(script), "--script-args", script_args]
+        options = dataclasses.replace(options, launched_by=side.path(script), script_args=script_args or None)
         reads.append(script.resolve().parent)
         no_cache = True  # what a script launches is not in the cache key: always run it
+    args = options.argv()
     cache = report_cache.ReportCache(kit_cache_root())
     if ctx.dry_run:
         save = cache.folder / ".KEY.json"  # the cache folder is mounted at its own path, like --out
         args += ["--format", "none", "--save", str(save)]
         return _run_kit(ctx, side, args, reads=reads, writes=[cache.folder])
-    options = {
-        "targets": targets,
-        "configs": configs,
-        "signature": signature,
-        "constexprs": constexprs or [],
-        "lines": lines,
-    }
-    key = report_cache.report_key(path, function, options, _toolchain(ctx, side), pins_mod.REPO_ROOT)
+    key = report_cache.report_key(path, function, options.key_fields(), _toolchain(ctx, side), pins_mod.REPO_ROOT)
     cache.sweep()
     previous = cache.previous(key) if diff else None
     data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
-    formatter = {"json": lambda r: json.dumps(r, indent=2), "html": report_format.format_html}
+    formatter: dict[str, Callable[[Report], str]] = {
+        "json": lambda r: json.dumps(r.to_dict(), indent=2),
+        "html": report_format.format_html,
+    }
     render = formatter.get(output_format, report_format.format_markdown)
     # The report names files as the run saw them; the user reads (and opens) them as they gave them.
     given = {str(path.resolve()): str(path)}
 
-    def shown(report: dict[str, Any]) -> tuple[str, bool]:
-        report_cache.rewrite_paths(report, lambda p: given.get(p, p))
+    def shown(report: Report) -> tuple[str, bool]:
+        report_cache.shown_paths(report, lambda p: given.get(p, p))
         changed = mark_source_changed(report, path)
         return render(report), changed
 
@@ -358,18 +374,9 @@ def _kernel_report(
         if damage:
             ui.warn(f"the stored report {cache.path(key.key)} is damaged ({damage}); compiling it again")
     if report is not None:
-        stored_at = report.get("stored_at")
-        try:
-            text, changed = shown(report)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            # What the schema check does not cover (a nested field the formatter reads): still a miss.
-            why = f"{type(exc).__name__}: {exc}"
-            ui.warn(f"the stored report {cache.path(key.key)} cannot be shown ({why}); compiling it again")
-            cache.discard(key.key)
-            report = None
-        else:
-            ui.say(f"kernel-report: unchanged kernel, options and toolchain: the report of {stored_at}")
-            cache.remember(key)
+        text, changed = shown(report)  # every field was checked against the records as it was read
+        ui.say(f"kernel-report: unchanged kernel, options and toolchain: the report of {report.stored_at}")
+        cache.remember(key)
     if report is None:
         _make_cache_folder(cache.folder)
         save = cache.run_file(key.key)
@@ -381,20 +388,21 @@ def _kernel_report(
             if not save.is_file():
                 return code or 1  # the command failed before any report: its error is on stderr
             try:
-                fresh = json.loads(save.read_bytes())
-            except (OSError, ValueError) as exc:
+                data = json.loads(save.read_bytes())
+                if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
+                    report_cache.rewrite_paths(
+                        data, lambda p: report_cache.host_path(p, pins_mod.REPO_ROOT, containers.WORKSPACE)
+                    )
+                fresh = Report.from_dict(data)
+            except (OSError, ValueError, ReportSchemaError) as exc:
                 raise XpukitError(
                     f"the report the run wrote ({save}) cannot be read ({exc})", "run the command again"
                 ) from None
         finally:
             save.unlink(missing_ok=True)
-        if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
-            report_cache.rewrite_paths(
-                fresh, lambda p: report_cache.host_path(p, pins_mod.REPO_ROOT, containers.WORKSPACE)
-            )
         # A file saved during the compile, or a script's launches: shown, never stored as the report of
         # this key (the next run would serve text that was never compiled, or launches not rerun).
-        report = fresh if fresh.get("source_changed") or launched_by is not None else cache.store(key, fresh)
+        report = fresh if fresh.source_changed or launched_by is not None else cache.store(key, fresh)
         text, changed = shown(report)
     for note in cache.notes:
         ui.warn(note)
@@ -405,16 +413,16 @@ def _kernel_report(
         print("", file=sys.stderr if data_out else sys.stdout)
         text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
         print(text, file=sys.stderr if data_out else sys.stdout)
-    return 1 if any(row.get("error") for row in report["rows"]) else 0
+    return 1 if report.failed else 0
 
 
-def mark_source_changed(report: dict[str, Any], path: Path) -> bool:
+def mark_source_changed(report: Report, path: Path) -> bool:
     """True (and the report marked) when the kernel's file is not the one the report compiled
     (saved during the compile): the report's lines then show the source it compiled, never the file now."""
-    compiled = (report.get("kernel_source") or {}).get("sha256")
+    compiled = report.kernel_source.sha256 if report.kernel_source else ""
     changed = bool(compiled) and compiled != hashlib.sha256(path.read_bytes()).hexdigest()
     if changed:
-        report["source_changed"] = True
+        report.source_changed = True
     return changed
 
 

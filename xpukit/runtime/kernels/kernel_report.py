@@ -13,8 +13,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
+import shlex
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,63 +29,20 @@ from xpukit.runtime.kernels.compile import (
     load_kernel,
     parse_constexprs,
     resolve_targets,
-    root_cause,
     write_whole,
 )
 from xpukit.runtime.kernels.launched_by import record_launches
-from xpukit.runtime.offline.isa import IsaCounts, code_bytes, parse_isa, tally
+from xpukit.runtime.offline.isa import code_bytes, parse_isa, tally
 from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
 from xpukit.runtime.offline.ocloc import AUTO_GRF_FLAG, LARGE_GRF_FLAG, RETRY_RULE, check_grf_mode, find_ocloc
 from xpukit.runtime.offline.report_format import format_html, format_markdown
+from xpukit.runtime.offline.report_model import KernelConfig, Occupancy, Report, ReportOptions, Row, Spills
 from xpukit.runtime.offline.specialization import Specialization, for_signature, unknown_block_io
 from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")
-
-
-@dataclasses.dataclass(frozen=True)
-class KernelConfig:
-    label: str
-    constexprs: dict[str, Any]
-    options: dict[str, Any]
-    specialization: Specialization | None = None  # None: the signature's (declared hints or the default)
-    signature: dict[str, str] | None = None  # a launch's own argument types (None: the given signature)
-
-
-@dataclasses.dataclass
-class ReportRow:
-    target: str
-    config: str
-    error: str | None = None
-    simd: int | None = None
-    grf: int | None = None
-    grf_mode: str = "default"  # as requested (triton's grf_mode option)
-    grf_retry: bool = False  # ocloc was rerun with -cl-intel-256-GRF-per-thread after spills
-    sub_group: int | None = None  # threads_per_warp
-    work_group: int | None = None  # num_warps x threads_per_warp work-items
-    scratch_bytes: int | None = None  # per-thread scratch space (the zebin's), not spill traffic
-    private_bytes: int | None = None
-    slm_bytes: int | None = None  # per work-group
-    build_flags: str = ""
-    counts: IsaCounts | None = None
-    # the target limits this row exceeds; None: a device without the kit's figures (not checked)
-    limits: list[str] | None = dataclasses.field(default_factory=list)
-    grf_rule: str = ""  # which GRF rule decided the row's GRF count
-    spills: dict[str, Any] | None = None  # bytes_per_thread, n_spills (upstream's unit), rule
-    occupancy: dict[str, Any] | None = None  # xpukit.targets.occupancy
-    lines: list[dict[str, Any]] | None = None  # with --lines: per source line, or None
-    line_info: str = ""  # why a --lines row has no lines ("no line information")
-    specialization: dict[str, Any] | None = None  # Specialization.to_dict(): what the compile knew of the arguments
-    warnings: list[str] = dataclasses.field(default_factory=list)  # what the row's code suggests is off
-
-    def to_dict(self) -> dict[str, Any]:
-        # Shallow: every field but counts is already JSON-ready (lines are dicts), and asdict's deep
-        # copy of a --lines row's instructions cost about 0.05 s of each --watch rebuild.
-        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        data["counts"] = self.counts.to_dict() if self.counts else None
-        return data
 
 
 def _jit_function(fn: Any) -> Any:
@@ -123,22 +83,13 @@ def autotune_configs(fn: Any) -> list[KernelConfig]:
     return configs
 
 
-def build_report(
-    kernel: str,
-    targets: Sequence[str],
-    configs: Sequence[str],
-    signature: str | None = None,
-    constexprs: Sequence[str] = (),
-    lines: bool = False,
-    fresh: bool = False,
-    launches: Sequence[KernelConfig] = (),
-) -> dict[str, Any]:
-    """Compile every target x config; return the report as a JSON-ready dict.
-    ``lines``: each row also gets its per-source-line counts; ``fresh``: import the kernel's file again;
-    ``launches``: the configs a script's launches compiled (``--launched-by``), instead of ``configs``."""
-    spec = load_kernel(kernel, fresh=fresh)
+def build_report(options: ReportOptions, *, fresh: bool = False, launches: Sequence[KernelConfig] = ()) -> Report:
+    """Compile every target x config of ``options``.
+    ``fresh``: import the kernel's file again; ``launches``: the configs a script's launches compiled
+    (``--launched-by``), instead of ``options.configs``."""
+    spec = load_kernel(options.kernel, fresh=fresh)
     jit = _jit_function(spec.fn)
-    sig_text = signature if signature is not None else spec.signature
+    sig_text = options.signature if options.signature is not None else spec.signature
     chosen = list(launches)
     if not sig_text and not chosen:
         raise XpukitError(
@@ -146,13 +97,13 @@ def build_report(
             "pass --signature 'x:*fp32,n:i32', declare it in XPUKIT_KERNELS or use --launched-by SCRIPT",
         )
     types, signature_spec = for_signature(sig_text or "", getattr(jit, "params", ()))
-    base = {**spec.constexprs, **parse_constexprs(list(constexprs))}
+    base = {**spec.constexprs, **parse_constexprs(list(options.constexprs))}
     constexpr_names = [n for n in jit.arg_names if n not in types or n in base]
     if not chosen:
-        chosen = [parse_config(c, constexpr_names) for c in configs] or autotune_configs(spec.fn)
+        chosen = [parse_config(c, constexpr_names) for c in options.configs] or autotune_configs(spec.fn)
     if not chosen:
         chosen = [KernelConfig("declared", {}, {})]
-    items = [t for item in targets for t in item.split(",") if t.strip()]
+    items = [t for item in options.targets for t in item.split(",") if t.strip()]
     if not items:
         raise XpukitError(
             "no target given", f"pass --target pvc,acm-g10 (or all: {', '.join(f.name for f in FAMILIES)})"
@@ -160,10 +111,14 @@ def build_report(
     tool = find_ocloc()
     presets = resolve_targets(tool, split_targets(items))  # an unknown target fails before any compile
     names = list(presets)
-    cells: dict[tuple[str, str], ReportRow] = {}
+    cells: dict[tuple[str, str], Row] = {}
     block_io = _uses_block_io(spec.snapshot)
+    body, first = inspect.getsourcelines(jit.fn)
+    # Triton's source (and a compile error's line numbers) start at the ``def``, after the decorators.
+    def_at = next((i for i, text in enumerate(body) if text.lstrip().startswith(("def ", "async def "))), 0)
+    where = _KernelLines(spec.path, first + def_at, str(getattr(jit, "src", "") or "".join(body[def_at:])))
     for cfg in chosen:
-        options = {"generate_native_code": True, **cfg.options}
+        compile_options = {"generate_native_code": True, **cfg.options}
         special = cfg.specialization or signature_spec
         cfg_types = cfg.signature if cfg.signature is not None else types
         consts = {**base, **cfg.constexprs, **special.constants()}
@@ -172,33 +127,30 @@ def build_report(
             {k: v for k, v in cfg_types.items() if k not in consts},
             consts,
             presets,
-            options,
+            compile_options,
             tool,
             asm=True,
             divisible=[n for n in special.divisibility if n not in consts],
         )
         sources = SourceFiles({str(spec.path): spec.snapshot})
         for build in builds:
-            row = _report_cell(build, cfg, sources if lines else None, spec.path)
-            row.specialization = special.to_dict()
+            row = _report_cell(build, cfg, sources if options.lines else None, spec.path, where)
+            row.specialization = special
             if block_io:
                 row.warnings += _gather_warning(row, build, special, cfg_types, list(consts))
             cells[(build.target, cfg.label)] = row
-    rows = [cells[(t, c.label)] for t in names for c in chosen]
-    body, first = inspect.getsourcelines(jit.fn)
-    report: dict[str, Any] = {
-        "kernel": spec.name,
-        "source": str(spec.path),
-        "kernel_source": kernel_source(spec.snapshot, spec.path, first, len(body)),
-        "lines": lines,
-        "ocloc": tool.describe(),
-        "targets": names,
-        "configs": [dataclasses.asdict(c) for c in chosen],
-        "rows": [r.to_dict() for r in rows],
-    }
-    if spec.changed_since_import():
-        report["source_changed"] = True  # saved during the compile: the lines show the text compiled
-    return report
+    return Report(
+        kernel=spec.name,
+        source=str(spec.path),
+        ocloc=tool.describe(),
+        targets=names,
+        configs=chosen,
+        rows=[cells[(t, c.label)] for t in names for c in chosen],
+        kernel_source=kernel_source(spec.snapshot, spec.path, first, len(body)),
+        lines=options.lines,
+        # saved during the compile: the lines show the text compiled, and the report is not stored
+        source_changed=spec.changed_since_import(),
+    )
 
 
 _BLOCK_IO_CALLS = (b"make_block_ptr", b"make_tensor_descriptor")
@@ -209,7 +161,7 @@ def _uses_block_io(source: bytes) -> bool:
 
 
 def _gather_warning(
-    row: ReportRow, build: TargetBuild, special: Specialization, types: dict[str, str], constexprs: list[str]
+    row: Row, build: TargetBuild, special: Specialization, types: dict[str, str], constexprs: list[str]
 ) -> list[str]:
     """A block-pointer kernel whose loads became gathers on a family with 2D block IO: the likely
     cause is what the compile did not know (alignment, divisibility, unit strides)."""
@@ -246,16 +198,58 @@ def launch_configs(kernel: str, script: Path, script_args: Sequence[str]) -> lis
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class _KernelLines:
+    """Where the kernel's ``def`` sits in its file: Triton numbers a compile error's line from it."""
+
+    path: Path
+    first: int  # the file's line of the kernel's ``def``
+    body: str  # the kernel's source as Triton reads it (from the ``def``)
+
+
+def compile_error(exc: BaseException, where: _KernelLines | None = None) -> str:
+    """A compile failure whole, in one line: Triton's reason with the kernel file's own line and
+    column (Triton says ``at 7:15`` counting from the ``def``) and that line's text."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    inner = chain[-1]
+    reason = getattr(inner, "error_message", None) or " ".join(
+        ln.strip() for ln in str(inner).splitlines() if ln.strip() and not ln.strip().startswith("^")
+    )
+    text = f"{type(inner).__name__}: {reason}" if reason else type(inner).__name__
+    # The outermost CompilationError on the kernel's own source names the kernel's line.
+    for error in chain:
+        node, src = getattr(error, "node", None), getattr(error, "src", None)
+        lineno = getattr(node, "lineno", None)
+        if where is None or not isinstance(lineno, int) or src is None:
+            continue
+        if textwrap.dedent(src).strip() != textwrap.dedent(where.body).strip():
+            continue  # a @triton.jit helper's source, not the kernel's: its own numbering
+        line = where.first + lineno - 1
+        source = where.body.splitlines()[lineno - 1].strip() if 0 < lineno <= len(where.body.splitlines()) else ""
+        col = getattr(node, "col_offset", 0) + 1
+        shown = f" ({source})" if source else ""
+        return (
+            f"{where.path.name}:{line}:{col}: {text}{shown}"  # the file the user named (its path differs in the image)
+        )
+    return text
+
+
 def _report_cell(
-    build: TargetBuild, cfg: KernelConfig, sources: SourceFiles | None = None, kernel_path: Path | None = None
-) -> ReportRow:
-    row = ReportRow(build.target, cfg.label)
+    build: TargetBuild,
+    cfg: KernelConfig,
+    sources: SourceFiles | None = None,
+    kernel_path: Path | None = None,
+    where: _KernelLines | None = None,
+) -> Row:
+    row = Row(build.target, cfg.label)
     if build.error is not None:
         exc = build.error
         if isinstance(exc, XpukitError):
             row.error = exc.one_line()
         else:
-            row.error = f"failed to compile: {root_cause(exc)[:100]} (fix: change this config or the kernel)"
+            row.error = f"failed to compile: {compile_error(exc, where)} (fix: change this config or the kernel)"
         if build.ocloc is None:
             return row
     assert build.ocloc is not None
@@ -275,16 +269,15 @@ def _report_cell(
     row.limits = check_limits(build.target, row.slm_bytes, row.grf, row.simd, row.work_group)
     row.grf_rule = _grf_rule(row)
     if row.simd:
-        row.spills = {
-            "bytes_per_thread": row.scratch_bytes or 0,
+        row.spills = Spills(
+            bytes_per_thread=row.scratch_bytes or 0,
             # Upstream's unit (#7950): Level Zero's spillMemSize / (4 x sub-group size), truncated
-            "n_spills": (row.scratch_bytes or 0) // (4 * row.simd),
-            "rule": RETRY_RULE,
-        }
+            n_spills=(row.scratch_bytes or 0) // (4 * row.simd),
+            rule=RETRY_RULE,
+        )
         if row.grf and row.work_group:
-            row.occupancy = occupancy(
-                build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count
-            )
+            occ = occupancy(build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count)
+            row.occupancy = Occupancy.from_dict(occ) if occ is not None else None
     if build.isa is not None:
         instructions = parse_isa(build.isa)
         row.counts = tally(instructions)
@@ -293,7 +286,7 @@ def _report_cell(
     return row
 
 
-def _grf_rule(row: ReportRow) -> str:
+def _grf_rule(row: Row) -> str:
     """Which rule set the row's GRF count, in a few words."""
     if row.grf_retry:
         if row.grf is not None and row.grf < 256:
@@ -312,7 +305,7 @@ def _grf_rule(row: ReportRow) -> str:
 
 
 def _attribute_lines(
-    row: ReportRow,
+    row: Row,
     build: TargetBuild,
     kernel: str,
     text_size: int,
@@ -332,20 +325,25 @@ def _attribute_lines(
     if not 0 <= text_size - span < 16:  # the section may end in a few bytes of zero padding
         row.line_info = f"{NO_LINE_INFO}: the disassembly spans {span} bytes, the kernel's text {text_size}"
         return
-    row.lines = [line.to_dict() for line in attribute(instructions, table, sources)]
+    row.lines = attribute(instructions, table, sources)
+
+
+def check_save_path(save: Path) -> None:
+    """``--save`` must be writable before anything compiles: a refused write after minutes of compiling
+    loses the report."""
+    folder = save.parent if str(save.parent) else Path(".")
+    if save.is_dir():
+        raise XpukitError(f"--save {save} is a folder", "give a file name, e.g. --save report.json")
+    if not folder.is_dir():
+        raise XpukitError(f"--save {save}: no folder {folder}", "create the folder first, or save elsewhere")
+    if not os.access(folder, os.W_OK | os.X_OK) or (save.exists() and not os.access(save, os.W_OK)):
+        raise XpukitError(f"--save {save}: {folder} is not writable here", "save to a writable folder")
 
 
 def run_kernel_report(
-    kernel: str,
-    targets: Sequence[str],
-    configs: Sequence[str],
+    options: ReportOptions,
     output_format: str = "md",
-    signature: str | None = None,
-    constexprs: Sequence[str] = (),
     save: Path | None = None,
-    lines: bool = False,
-    launched_by: Path | None = None,
-    script_args: Sequence[str] = (),
 ) -> int:
     """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr).
 
@@ -353,16 +351,28 @@ def run_kernel_report(
     ``output_format`` "none" then prints no table (the host prints it)."""
     if output_format not in ("md", "json", "html", "none"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md, json or html")
-    if launched_by is not None and configs:
+    if options.launched_by is not None and options.configs:
         raise XpukitError("--launched-by and --config both given", "drop --config: the launches are the configs")
-    launches = launch_configs(kernel, launched_by, script_args) if launched_by is not None else []
-    report = build_report(kernel, targets, configs, signature, constexprs, lines=lines, launches=launches)
     if save is not None:
-        write_whole(Path(save), (json.dumps(report, indent=2) + "\n").encode())
+        check_save_path(save)
+    launches = []
+    if options.launched_by is not None:
+        launches = launch_configs(options.kernel, Path(options.launched_by), split_args(options.script_args or ""))
+    report = build_report(options, launches=launches)
+    data = report.to_dict()
+    if save is not None:
+        write_whole(Path(save), (json.dumps(data, indent=2) + "\n").encode())
     if output_format != "none":
-        formatter = {"json": lambda r: json.dumps(r, indent=2), "html": format_html, "md": format_markdown}
+        formatter = {"json": lambda r: json.dumps(data, indent=2), "html": format_html, "md": format_markdown}
         print(formatter[output_format](report))
-    failed = [r for r in report["rows"] if r["error"]]
-    for row in failed:
-        print(f"xpukit: error: {row['target']} {row['config']}: {row['error']}", file=sys.stderr)
-    return 1 if failed else 0
+    for row in report.failed:
+        print(f"xpukit: error: {row.target} {row.config}: {row.error}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
+def split_args(text: str) -> list[str]:
+    """A shell-quoted argument string as a list; unbalanced quotes are a one-line error."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise XpukitError(f"--script-args {text!r}: {exc}", "balance the quotes in --script-args") from None

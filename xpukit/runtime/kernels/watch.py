@@ -10,6 +10,7 @@ itself every few seconds. The server (``watch_server``) serves only ``/`` and ``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -17,9 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.runtime.kernels.compile import NATIVE_MEMORY
@@ -32,6 +31,7 @@ from xpukit.runtime.kernels.watch_server import (
     render_page,
     start_server,
 )
+from xpukit.runtime.offline.report_model import Report, ReportOptions
 
 _DEBOUNCE_S = 0.05  # an editor's save is several events (write, rename, chmod) in a few ms
 _REAPPEAR_S = 0.5  # a save by delete-and-recreate leaves the file missing for a moment: not a deletion
@@ -63,20 +63,14 @@ def _present(file: Path) -> bool:
     return True
 
 
-def watch_report(
-    kernel: str,
-    targets: Sequence[str],
-    configs: Sequence[str],
-    signature: str | None,
-    constexprs: Sequence[str],
-    port: int = 0,
-) -> int:
+def watch_report(options: ReportOptions, port: int = 0) -> int:
     """Serve the per-line report and rebuild it on every save of the kernel's file until Ctrl-C
     (or SIGTERM, SIGHUP, or the end of the invoke that started it: see ``LIFELINE_ENV``)."""
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
     from watchdog.observers import Observer
 
-    file = Path(kernel.rpartition(":")[0]).expanduser().resolve()
+    options = dataclasses.replace(options, lines=True)
+    file = Path(options.kernel.rpartition(":")[0]).expanduser().resolve()
     if not file.is_file():
         raise UsageError(f"kernel file {file} not found", "give the path to a .py file")
     for signum in _STOP_SIGNALS:
@@ -86,8 +80,8 @@ def watch_report(
         follow_lifeline(lifeline, lambda: os.kill(os.getpid(), signal.SIGTERM))
     state = WatchState()
 
-    def build(fresh: bool) -> dict[str, Any]:
-        return build_report(kernel, targets, configs, signature, constexprs, lines=True, fresh=fresh)
+    def build(fresh: bool) -> Report:
+        return build_report(options, fresh=fresh)
 
     started = time.monotonic()
     report = build(False)  # a first compile error is the user's to fix before watching

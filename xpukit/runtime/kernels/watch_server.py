@@ -28,6 +28,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.line_view import line_changes
 from xpukit.runtime.offline.report_format import format_html
+from xpukit.runtime.offline.report_model import Report
 
 HOST = "127.0.0.1"
 REQUEST_TIMEOUT_S = 5.0  # a whole request, headers included, from a local browser takes milliseconds
@@ -75,7 +76,7 @@ class WatchState:
             self.changed.notify_all()
 
 
-def render_page(report: dict[str, Any], previous: dict[str, Any] | None, status: str, kind: str, version: int) -> str:
+def render_page(report: Report, previous: Report | None, status: str, kind: str, version: int) -> str:
     """The ``--format html`` page with the watch's status line on top and, in its head, the version
     (as data: a number in a ``<meta>``) and the script that reloads on a newer one.
     ``kind``: ok, error (the last save did not compile) or missing (the file was deleted)."""

@@ -15,7 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-Row = dict[str, Any]
+from xpukit.runtime.offline.isa import IsaCounts
+from xpukit.runtime.offline.report_model import Line, Report, Row
+
 SOURCE_CHANGED = "source changed since compile"
 
 _SEND_ABBREV = (
@@ -36,16 +38,16 @@ _SEND_ABBREV = (
 BLOCK = ("instr", "sends", "DPAS", "FMA", "spill B st/ld")
 
 
-def _cells(counts: dict[str, Any] | None) -> list[str]:
-    if not counts:
+def _cells(counts: IsaCounts | None) -> list[str]:
+    if counts is None:
         return ["", "", "", "", ""]
-    sends = ", ".join(f"{abbrev} {counts['sends'][kind]}" for kind, abbrev in _SEND_ABBREV if counts["sends"][kind])
-    spill = counts.get("scratch_spill_bytes", 0), counts.get("scratch_fill_bytes", 0)
+    sends = ", ".join(f"{abbrev} {counts.sends[kind]}" for kind, abbrev in _SEND_ABBREV if counts.sends.get(kind))
+    spill = counts.scratch_spill_bytes, counts.scratch_fill_bytes
     return [
-        str(counts["instructions"]),
+        str(counts.instructions),
         sends,
-        str(counts["dpas"] or ""),
-        str(counts.get("fma", 0) or ""),
+        str(counts.dpas or ""),
+        str(counts.fma or ""),
         f"{spill[0]}/{spill[1]}" if any(spill) else "",
     ]
 
@@ -53,22 +55,26 @@ def _cells(counts: dict[str, Any] | None) -> list[str]:
 LineKey = tuple[str | None, int | None]
 
 
-def view_rows(report: dict[str, Any], config: str) -> list[tuple[LineKey, str, dict[str, Row]]]:
+def _source(report: Report) -> tuple[str | None, int, list[str]]:
+    src = report.kernel_source
+    return (src.file, src.first, src.lines) if src is not None else (None, 1, [])
+
+
+def view_rows(report: Report, config: str) -> list[tuple[LineKey, str, dict[str, Line]]]:
     """((file, line), source text, {target: line entry}) in display order: the kernel's lines as
     compiled, then lines elsewhere (other files, helpers), then instructions with no line."""
-    src = report.get("kernel_source") or {}
-    kernel_file, first = src.get("file"), src.get("first", 1)
-    by_key: dict[LineKey, dict[str, Row]] = {}
+    kernel_file, first, source_lines = _source(report)
+    by_key: dict[LineKey, dict[str, Line]] = {}
     texts: dict[LineKey, str] = {}
-    for row in report["rows"]:
-        if row["config"] != config:
+    for row in report.rows:
+        if row.config != config:
             continue
-        for entry in row.get("lines") or []:
-            key = (entry["file"], entry["line"])
-            by_key.setdefault(key, {})[row["target"]] = entry
-            texts.setdefault(key, entry.get("source", ""))
-    out = []
-    for offset, text in enumerate(src.get("lines", [])):
+        for entry in row.lines or []:
+            key = (entry.file, entry.line)
+            by_key.setdefault(key, {})[row.target] = entry
+            texts.setdefault(key, entry.source)
+    out: list[tuple[LineKey, str, dict[str, Line]]] = []
+    for offset, text in enumerate(source_lines):
         key = (kernel_file, first + offset)
         out.append((key, text, by_key.pop(key, {})))
     for key in sorted(by_key, key=lambda k: (k[0] is None, k[0] or "", k[1] or 0)):
@@ -87,38 +93,35 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _line_rows(report: dict[str, Any]) -> list[Row]:
-    return [r for r in report["rows"] if r.get("counts") is not None]
+def _with_lines(report: Report, label: str) -> list[str]:
+    """The targets whose row of config ``label`` has per-line counts, in the report's order."""
+    have = {r.target for r in report.rows if r.config == label and r.lines}
+    return [t for t in report.targets if t in have]
 
 
-def format_lines_markdown(report: dict[str, Any], changes: dict[Any, str] | None = None) -> str:
+def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None) -> str:
     """Per config: one table, the source in the middle, a column block per family on the right."""
     out: list[str] = []
-    kernel_file = (report.get("kernel_source") or {}).get("file")
-    if report.get("source_changed"):
+    kernel_file = _source(report)[0]
+    if report.source_changed:
         out += [f"**{SOURCE_CHANGED}**: the lines below are the source as compiled, not the file now.", ""]
-    for row in report["rows"]:
-        if row.get("line_info"):
-            out.append(f"{row['target']} {row['config']}: {row['line_info']} (totals above)")
-    targets = [t for t in report["targets"] if any(r["target"] == t for r in _line_rows(report))]
-    for cfg in report["configs"]:
-        label = cfg["label"]
-        present = [
-            t
-            for t in targets
-            if any(r["target"] == t and r["config"] == label and r.get("lines") for r in report["rows"])
-        ]
+    for row in report.rows:
+        if row.line_info:
+            out.append(f"{row.target} {row.config}: {row.line_info} (totals above)")
+    for cfg in report.configs:
+        label = cfg.label
+        present = _with_lines(report, label)
         if not present:
             continue
         header = ["line", "source", *(f"{t} {b}" for t in present for b in BLOCK)]
         if changes is not None:
             header.append("changed since last save")
-        out += ["", f"**{report['kernel']}** by line, config {label}", ""]
+        out += ["", f"**{report.kernel}** by line, config {label}", ""]
         out += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for key, text, entries in view_rows(report, label):
             cells = [_where(key, kernel_file), f"`{text.rstrip()}`" if text.strip() else ""]
             for target in present:
-                cells += _cells(entries[target]["counts"] if target in entries else None)
+                cells += _cells(entries[target].counts if target in entries else None)
             if changes is not None:
                 cells.append(changes.get((label, key), ""))
             out.append("| " + " | ".join(_md(c) for c in cells) + " |")
@@ -130,25 +133,21 @@ def format_lines_markdown(report: dict[str, Any], changes: dict[Any, str] | None
 _DELTA = (("instructions", "instr"), ("send_total", "sends"), ("dpas", "DPAS"), ("scratch_spill_bytes", "spill B"))
 
 
-def line_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[Any, str]:
+def line_changes(before: Report | None, after: Report) -> dict[Any, str]:
     """(config, line key of ``after``) -> what changed on that line: "edited" (new text), or the count
     deltas per family ("pvc +12 instr, +2 sends"). Lines are matched by their text (difflib)."""
     if before is None:
         return {}
-    old_src = (before.get("kernel_source") or {}).get("lines", [])
-    new_src = (after.get("kernel_source") or {}).get("lines", [])
-    old_first = (before.get("kernel_source") or {}).get("first", 1)
-    new_first = (after.get("kernel_source") or {}).get("first", 1)
-    old_file = (before.get("kernel_source") or {}).get("file")
-    new_file = (after.get("kernel_source") or {}).get("file")
+    old_file, old_first, old_src = _source(before)
+    new_file, new_first, new_src = _source(after)
     matched: dict[int, int] = {}  # new line number -> old line number
     matcher = difflib.SequenceMatcher(a=old_src, b=new_src, autojunk=False)
     for block in matcher.get_matching_blocks():
         for i in range(block.size):
             matched[new_first + block.b + i] = old_first + block.a + i
     out: dict[Any, str] = {}
-    for cfg in after["configs"]:
-        label = cfg["label"]
+    for cfg in after.configs:
+        label = cfg.label
         old_rows = {key: entries for key, _, entries in view_rows(before, label)}
         for key, _text, entries in view_rows(after, label):
             file, line = key
@@ -159,14 +158,18 @@ def line_changes(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[A
             old_entries = old_rows.get(old_key, {})
             parts = []
             for target in sorted(set(entries) | set(old_entries)):
-                a = (old_entries.get(target) or {}).get("counts") or {}
-                b = (entries.get(target) or {}).get("counts") or {}
-                deltas = [f"{b.get(k, 0) - a.get(k, 0):+d} {name}" for k, name in _DELTA if b.get(k, 0) != a.get(k, 0)]
+                a, b = _delta_counts(old_entries.get(target)), _delta_counts(entries.get(target))
+                deltas = [f"{b[k] - a[k]:+d} {name}" for k, name in _DELTA if b[k] != a[k]]
                 if deltas:
                     parts.append(f"{target} {', '.join(deltas)}")
             if parts:
                 out[(label, key)] = "; ".join(parts)
     return out
+
+
+def _delta_counts(entry: Line | None) -> dict[str, int]:
+    counts = entry.counts if entry is not None else None
+    return {k: int(getattr(counts, k)) if counts is not None else 0 for k, _ in _DELTA}
 
 
 # --------------------------------------------------------------------------- HTML, readable without script
@@ -210,23 +213,20 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _overview(report: dict[str, Any], label: str, present: list[str], changes: dict[Any, str]) -> Iterator[str]:
-    kernel_file = (report.get("kernel_source") or {}).get("file")
+def _overview(report: Report, label: str, present: list[str], changes: dict[Any, str]) -> Iterator[str]:
+    kernel_file = _source(report)[0]
     yield '<table class="lines overview"><thead><tr><th>line</th><th>source</th>'
     yield "".join(f"<th>{_e(t)} instr</th>" for t in present) + "<th>changed since last save</th></tr></thead><tbody>"
     for key, text, entries in view_rows(report, label):
         change = changes.get((label, key), "")
-        hot = any(
-            (e["counts"].get("scratch_spill_bytes", 0) + e["counts"].get("scratch_fill_bytes", 0))
-            for e in entries.values()
-        )
+        hot = any(e.counts.scratch_spill_bytes + e.counts.scratch_fill_bytes for e in entries.values())
         cls = " ".join(c for c in ("hot" if hot else "", "changed" if change else "") if c)
         where = _e(_where(key, kernel_file))
         yield f'<tr class="{cls}" data-line="{where}"><td class="n">{where}</td>'
         yield f'<td class="src">{_e(text.rstrip())}</td>'
         for t in present:
-            counts = entries[t]["counts"] if t in entries else None
-            yield f'<td class="n" data-target="{_e(t)}">{_e(counts["instructions"]) if counts else ""}</td>'
+            counts = entries[t].counts if t in entries else None
+            yield f'<td class="n" data-target="{_e(t)}">{_e(counts.instructions) if counts else ""}</td>'
         yield f'<td class="change">{_e(change)}</td></tr>'
     yield "</tbody></table>"
 
@@ -234,27 +234,28 @@ def _overview(report: dict[str, Any], label: str, present: list[str], changes: d
 def occupancy_summary(row: Row) -> str:
     """A row's occupancy in words: what fits per Xe core and what limits it, why it cannot launch,
     the figures used where the sources disagree; "not checked" for a device without the kit's figures."""
-    occ = row.get("occupancy")
-    if not occ:
+    occ = row.occupancy
+    if occ is None:
         return "occupancy not checked (the kit has no figures for this device)"
     text = (
-        f"occupancy {occ['threads_per_xve']:g}/{occ['threads_per_xve_max']} threads per XVE, "
-        f"{occ['work_groups_per_xe_core']} work-groups per Xe core (limited by {occ['limited_by']})"
+        f"occupancy {occ.threads_per_xve:g}/{occ.threads_per_xve_max} threads per XVE, "
+        f"{occ.work_groups_per_xe_core} work-groups per Xe core (limited by {occ.limited_by})"
     )
-    if occ.get("cannot_launch"):
-        text += f": cannot launch: {occ['cannot_launch']}"
-    if occ.get("figures"):
-        text += f"; figures used: {'; '.join(occ['figures'])}"
+    if occ.cannot_launch:
+        text += f": cannot launch: {occ.cannot_launch}"
+    if occ.figures:
+        text += f"; figures used: {'; '.join(occ.figures)}"
     return text
 
 
-def _family_table(report: dict[str, Any], label: str, target: str) -> Iterator[str]:
-    kernel_file = (report.get("kernel_source") or {}).get("file")
-    row = next(r for r in report["rows"] if r["target"] == target and r["config"] == label)
-    spills = row.get("spills") or {}
+def _family_table(report: Report, label: str, target: str) -> Iterator[str]:
+    kernel_file = _source(report)[0]
+    row = report.row(target, label)
+    assert row is not None  # the caller lists only targets with lines for this config
+    spills = row.spills
     summary = (
-        f"{target}: SIMD {row['simd']}, GRF {row['grf']} ({row.get('grf_rule', '')}); "
-        f"spills {spills.get('bytes_per_thread', 0)} B/thread = n_spills {spills.get('n_spills', 0)}; "
+        f"{target}: SIMD {row.simd}, GRF {row.grf} ({row.grf_rule}); "
+        f"spills {spills.bytes_per_thread if spills else 0} B/thread = n_spills {spills.n_spills if spills else 0}; "
         f"{occupancy_summary(row)}"
     )
     yield f'<p class="family-summary">{_e(summary)}</p>'
@@ -263,11 +264,11 @@ def _family_table(report: dict[str, Any], label: str, target: str) -> Iterator[s
     yield "".join(f"<th>{_e(b)}</th>" for b in BLOCK) + "</tr></thead><tbody>"
     for key, text, entries in view_rows(report, label):
         entry = entries.get(target)
-        cells = _cells(entry["counts"] if entry else None)
+        cells = _cells(entry.counts if entry else None)
         src = _e(text.rstrip())
-        if entry and entry.get("asm"):
-            via = f" (with {', '.join(entry['via'])})" if entry.get("via") else ""
-            asm = "\n".join(f"[{pc:06x}] {ins}" for pc, ins in entry["asm"])
+        if entry and entry.asm:
+            via = f" (with {', '.join(entry.via)})" if entry.via else ""
+            asm = "\n".join(f"[{pc:06x}] {ins}" for pc, ins in entry.asm)
             src = f"<details><summary>{src}{_e(via)}</summary><pre>{_e(asm)}</pre></details>"
         spill_cls = ' class="n spill"' if cells[4] else ' class="n"'
         yield f'<tr><td class="n">{_e(_where(key, kernel_file))}</td><td class="src">{src}</td>'
@@ -275,29 +276,25 @@ def _family_table(report: dict[str, Any], label: str, target: str) -> Iterator[s
     yield "</tbody></table>"
 
 
-def lines_html(report: dict[str, Any], changes: dict[Any, str] | None = None) -> str:
+def lines_html(report: Report, changes: dict[Any, str] | None = None) -> str:
     """The per-line view as HTML that reads without JavaScript: per config, an overview (every
     family's instructions per line) and a table per family whose lines open into their instructions."""
     changes = changes or {}
     parts: list[str] = []
-    if report.get("source_changed"):
+    if report.source_changed:
         parts.append(f'<p class="note" id="source-changed">{SOURCE_CHANGED}: the lines are the source as compiled.</p>')
-    for row in report["rows"]:
-        if row.get("line_info"):
-            parts.append(f'<p class="note">{_e(row["target"])} {_e(row["config"])}: {_e(row["line_info"])}</p>')
-    labels = [c["label"] for c in report["configs"]]
-    families = [t for t in report["targets"] if any(r["target"] == t and r.get("lines") for r in report["rows"])]
+    for row in report.rows:
+        if row.line_info:
+            parts.append(f'<p class="note">{_e(row.target)} {_e(row.config)}: {_e(row.line_info)}</p>')
+    labels = [c.label for c in report.configs]
+    families = [t for t in report.targets if any(r.target == t and r.lines for r in report.rows)]
     parts.append('<nav class="switch">')
     parts += [f'<button type="button" data-family="{_e(t)}">{_e(t)}</button>' for t in families]
     if len(labels) > 1:
         parts += [f'<button type="button" data-config="{_e(c)}">{_e(c)}</button>' for c in labels]
     parts.append("</nav>")
     for label in labels:
-        present = [
-            t
-            for t in families
-            if any(r["target"] == t and r["config"] == label and r.get("lines") for r in report["rows"])
-        ]
+        present = _with_lines(report, label)
         parts.append(f'<section data-config="{_e(label)}"><h2>By line: {_e(label)}</h2>')
         parts += list(_overview(report, label, present, changes))
         for target in present:

@@ -31,7 +31,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.relocation import RelocationSection
 from elftools.elf.sections import SymbolTableSection
 
-from xpukit.runtime.offline.isa import Instruction, IsaCounts, tally
+from xpukit.runtime.offline.isa import Instruction, tally
+from xpukit.runtime.offline.report_model import KernelSource, Line
 
 _R_ZE_SYM_ADDR = 1  # Intel GT: a 64-bit symbol address (value + addend)
 _R_ZE_SYM_ADDR_32 = 2  # Intel GT: a 32-bit one (DWARF 4's section offsets)
@@ -195,26 +196,6 @@ def _inlined_ranges(dies: Iterable[Any], spans: _Spans, path: Any) -> list[Inlin
 # --------------------------------------------------------------------------- per-line counts
 
 
-@dataclasses.dataclass
-class SourceLine:
-    file: str | None
-    line: int | None
-    source: str
-    counts: IsaCounts
-    asm: list[tuple[int, str]]  # (pc, instruction) in program order
-    via: list[str]  # Triton's own lines folded into this call site (``standard.py:286``)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "source": self.source,
-            "counts": self.counts.to_dict(),
-            "via": self.via,
-            "asm": [[pc, text] for pc, text in self.asm],
-        }
-
-
 class SourceFiles:
     """Source text by path, read once; a file that is not here reads as empty lines. ``known``: texts
     already read (the kernel file's snapshot, so its lines are the text that was compiled)."""
@@ -239,7 +220,7 @@ class SourceFiles:
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
-def attribute(instructions: Sequence[Instruction], table: LineTable, sources: SourceFiles) -> list[SourceLine]:
+def attribute(instructions: Sequence[Instruction], table: LineTable, sources: SourceFiles) -> list[Line]:
     """Per-line counts: every instruction on exactly one line (or the one line-null entry), so the
     lines' counts add up to the kernel's. Ordered: the kernel's file by line, other files, then null."""
     groups: dict[tuple[str | None, int | None], list[Instruction]] = {}
@@ -256,7 +237,7 @@ def attribute(instructions: Sequence[Instruction], table: LineTable, sources: So
         return rank, file or "", line or 0
 
     return [
-        SourceLine(
+        Line(
             file,
             line,
             sources.line(file, line),
@@ -274,13 +255,10 @@ def _via_order(via: str) -> tuple[str, int]:
     return name, int(line) if line.isdigit() else 0
 
 
-def kernel_source(data: bytes, path: Path, first_line: int, line_count: int) -> dict[str, Any]:
+def kernel_source(data: bytes, path: Path, first_line: int, line_count: int) -> KernelSource:
     """The kernel's own lines from ``data``, the file's bytes as compiled, with their hash (the report
     keys its lines on it)."""
     lines = data.decode(errors="replace").splitlines()
-    return {
-        "file": str(path),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "first": first_line,
-        "lines": lines[first_line - 1 : first_line - 1 + line_count],
-    }
+    return KernelSource(
+        str(path), hashlib.sha256(data).hexdigest(), first_line, lines[first_line - 1 : first_line - 1 + line_count]
+    )

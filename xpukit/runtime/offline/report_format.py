@@ -8,52 +8,57 @@ bytes they move per thread (``spill st/ld`` and ``spill B st/ld``).
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import re
 from collections.abc import Callable
 from typing import Any
 
-Row = dict[str, Any]
+from xpukit.runtime.offline.isa import IsaCounts
+from xpukit.runtime.offline.report_model import Report, Row
 
 
 def _pair(a: Any, b: Any) -> str:
     return f"{a}/{b}"
 
 
-def _sends(c: dict[str, Any], a: str, b: str) -> str:
-    return _pair(c["sends"][a], c["sends"][b])
+def _sends(c: IsaCounts, a: str, b: str) -> str:
+    return _pair(c.sends[a], c.sends[b])
 
 
 def _grf_mode(r: Row) -> str:
-    mode = r.get("grf_mode") or "default"
-    return f"{mode}, 256 retry" if r.get("grf_retry") else mode
+    mode = r.grf_mode or "default"
+    return f"{mode}, 256 retry" if r.grf_retry else mode
 
 
-# (header, the cell's value from a row and its counts)
-COLUMNS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
-    ("target", lambda r, c: r["target"]),
-    ("config", lambda r, c: r["config"]),
-    ("SIMD", lambda r, c: r["simd"]),
-    ("GRF", lambda r, c: r["grf"]),
+Cell = Callable[[Row, IsaCounts], Any]
+
+# (header, the cell's value from a row and its counts): a new column is one entry here
+COLUMNS: tuple[tuple[str, Cell], ...] = (
+    ("target", lambda r, c: r.target),
+    ("config", lambda r, c: r.config),
+    ("SIMD", lambda r, c: r.simd),
+    ("GRF", lambda r, c: r.grf),
     ("GRF mode", lambda r, c: _grf_mode(r)),
-    ("WG", lambda r, c: r.get("work_group")),
-    ("SLM B/WG", lambda r, c: r["slm_bytes"]),
-    ("scratch B/thr", lambda r, c: r["scratch_bytes"]),
-    ("private B/thr", lambda r, c: r["private_bytes"]),
+    ("WG", lambda r, c: r.work_group),
+    ("SLM B/WG", lambda r, c: r.slm_bytes),
+    ("scratch B/thr", lambda r, c: r.scratch_bytes),
+    ("private B/thr", lambda r, c: r.private_bytes),
     ("spill st/ld", lambda r, c: _sends(c, "scratch_spill", "scratch_fill")),
-    ("spill B st/ld", lambda r, c: _pair(c.get("scratch_spill_bytes", 0), c.get("scratch_fill_bytes", 0))),
-    ("instr", lambda r, c: c["instructions"]),
+    ("spill B st/ld", lambda r, c: _pair(c.scratch_spill_bytes, c.scratch_fill_bytes)),
+    ("instr", lambda r, c: c.instructions),
     ("global ld/st", lambda r, c: _sends(c, "global_load", "global_store")),
     ("SLM ld/st", lambda r, c: _sends(c, "slm_load", "slm_store")),
     ("2D ld/st", lambda r, c: _sends(c, "block2d_load", "block2d_store")),
-    ("atomic", lambda r, c: c["sends"]["atomic"]),
-    ("DPAS", lambda r, c: c["dpas"]),
-    ("FMA", lambda r, c: c.get("fma", 0)),
-    ("math", lambda r, c: c["math"]),
-    ("ALU", lambda r, c: c.get("alu", 0)),
-    ("mov", lambda r, c: c["moves"]),
-    ("ctrl", lambda r, c: c["control_flow"]),
-    ("barrier", lambda r, c: c["barriers"]),
-    ("n_spills", lambda r, c: (r.get("spills") or {}).get("n_spills")),
+    ("atomic", lambda r, c: c.sends["atomic"]),
+    ("DPAS", lambda r, c: c.dpas),
+    ("FMA", lambda r, c: c.fma),
+    ("math", lambda r, c: c.math),
+    ("ALU", lambda r, c: c.alu),
+    ("mov", lambda r, c: c.moves),
+    ("ctrl", lambda r, c: c.control_flow),
+    ("barrier", lambda r, c: c.barriers),
+    ("n_spills", lambda r, c: r.spills.n_spills if r.spills else None),
     ("occupancy", lambda r, c: _occupancy(r)),
     ("over limit", lambda r, c: over_limit(r)),
 )
@@ -61,27 +66,25 @@ NOT_CHECKED = "not checked"  # no figures for the device: never "-" (none exceed
 
 
 def _occupancy(r: Row) -> str:
-    occ = r.get("occupancy")
-    if not occ:
+    occ = r.occupancy
+    if occ is None:
         return NOT_CHECKED
     text = (
-        f"{occ['threads_per_xve']:g}/{occ['threads_per_xve_max']} thr/XVE, "
-        f"{occ['work_groups_per_xe_core']} WG/Xe core ({occ['limited_by']})"
+        f"{occ.threads_per_xve:g}/{occ.threads_per_xve_max} thr/XVE, "
+        f"{occ.work_groups_per_xe_core} WG/Xe core ({occ.limited_by})"
     )
-    if occ.get("cannot_launch"):
+    if occ.cannot_launch:
         text += ": cannot launch"
-    figures = occ.get("figures") or []
-    return f"{text} [{'; '.join(figures)}]" if figures else text
+    return f"{text} [{'; '.join(occ.figures)}]" if occ.figures else text
 
 
 def over_limit(r: Row) -> str:
     """The over-limit cell: what stops a launch first, then every limit the row exceeds; "-" when
     none is, "not checked" when the kit has no figures for the device (JSON ``limits`` null)."""
-    limits = r.get("limits")
-    if limits is None and "limits" in r:
+    if r.limits is None:
         return NOT_CHECKED
-    refused = (r.get("occupancy") or {}).get("cannot_launch")
-    parts = ([f"cannot launch: {refused}"] if refused else []) + list(limits or [])
+    refused = r.occupancy.cannot_launch if r.occupancy else None
+    parts = ([f"cannot launch: {refused}"] if refused else []) + list(r.limits)
     return "; ".join(parts) or "-"
 
 
@@ -99,101 +102,91 @@ LEGEND = (
 )
 
 
-def format_markdown(report: dict[str, Any]) -> str:
+def format_markdown(report: Report) -> str:
     """One Markdown table: a row per target x config; failed cells say why."""
     header = [name for name, _ in COLUMNS]
     lines = [
-        f"**{report['kernel']}** ({report['ocloc']})",
+        f"**{report.kernel}** ({report.ocloc})",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join("---" for _ in header) + "|",
     ]
-    for row in report["rows"]:
-        if row["counts"] is None:
-            cells = [row["target"], row["config"], row["error"]] + [""] * (len(header) - 3)
+    for row in report.rows:
+        if row.counts is None:
+            cells = [row.target, row.config, row.error or "failed"] + [""] * (len(header) - 3)
         else:
-            cells = ["-" if (v := get(row, row["counts"])) is None else str(v) for _, get in COLUMNS]
+            cells = ["-" if (v := get(row, row.counts)) is None else str(v) for _, get in COLUMNS]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     if notes := row_notes(report):
         lines += ["", *(f"- {note}" for note in notes)]
     lines += ["", LEGEND]
-    if report.get("lines"):
+    if report.lines:
         from xpukit.runtime.offline.line_view import format_lines_markdown
 
         lines += ["", format_lines_markdown(report)]
     return "\n".join(lines)
 
 
-def row_notes(report: dict[str, Any]) -> list[str]:
+def row_notes(report: Report) -> list[str]:
     """What each config compiled (its specialization, once per config) and each row's warnings."""
     notes: list[str] = []
     seen: set[str] = set()
-    for row in report["rows"]:
-        special = row.get("specialization")
-        if special and row["config"] not in seen:
-            seen.add(row["config"])
-            notes.append(f"{row['config']}: specialization {describe_specialization(special)}")
-    notes += [
-        f"{row['target']} {row['config']}: warning: {w}" for row in report["rows"] for w in row.get("warnings") or []
-    ]
+    for row in report.rows:
+        if row.specialization is not None and row.config not in seen:
+            seen.add(row.config)
+            notes.append(f"{row.config}: specialization {row.specialization.describe()}")
+    notes += [f"{row.target} {row.config}: warning: {w}" for row in report.rows for w in row.warnings]
     return notes
 
 
-def describe_specialization(data: dict[str, Any]) -> str:
-    from xpukit.runtime.offline.specialization import Specialization
-
-    return Specialization.from_dict(data).describe()
-
-
 # What --diff compares, by name: what a kernel author changes a tile size or a loop for.
-DIFF_METRICS: tuple[tuple[str, Callable[[Row, dict[str, Any]], Any]], ...] = (
-    ("instructions", lambda r, c: c["instructions"]),
-    ("sends", lambda r, c: c["send_total"]),
-    ("global loads", lambda r, c: c["sends"]["global_load"]),
-    ("global stores", lambda r, c: c["sends"]["global_store"]),
-    ("SLM loads", lambda r, c: c["sends"]["slm_load"]),
-    ("SLM stores", lambda r, c: c["sends"]["slm_store"]),
-    ("spill sends", lambda r, c: c["sends"]["scratch_spill"]),
-    ("fill sends", lambda r, c: c["sends"]["scratch_fill"]),
-    ("spill B/thr", lambda r, c: c.get("scratch_spill_bytes", 0)),
-    ("fill B/thr", lambda r, c: c.get("scratch_fill_bytes", 0)),
-    ("scratch B/thr", lambda r, c: r["scratch_bytes"]),
-    ("GRF", lambda r, c: r["grf"]),
+DIFF_METRICS: tuple[tuple[str, Cell], ...] = (
+    ("instructions", lambda r, c: c.instructions),
+    ("sends", lambda r, c: c.send_total),
+    ("global loads", lambda r, c: c.sends["global_load"]),
+    ("global stores", lambda r, c: c.sends["global_store"]),
+    ("SLM loads", lambda r, c: c.sends["slm_load"]),
+    ("SLM stores", lambda r, c: c.sends["slm_store"]),
+    ("spill sends", lambda r, c: c.sends["scratch_spill"]),
+    ("fill sends", lambda r, c: c.sends["scratch_fill"]),
+    ("spill B/thr", lambda r, c: c.scratch_spill_bytes),
+    ("fill B/thr", lambda r, c: c.scratch_fill_bytes),
+    ("scratch B/thr", lambda r, c: r.scratch_bytes),
+    ("GRF", lambda r, c: r.grf),
     ("GRF mode", lambda r, c: _grf_mode(r)),
-    ("SLM B/WG", lambda r, c: r["slm_bytes"]),
-    ("DPAS", lambda r, c: c["dpas"]),
-    ("FMA", lambda r, c: c.get("fma", 0)),
-    ("math", lambda r, c: c["math"]),
-    ("ALU", lambda r, c: c.get("alu", 0)),
+    ("SLM B/WG", lambda r, c: r.slm_bytes),
+    ("DPAS", lambda r, c: c.dpas),
+    ("FMA", lambda r, c: c.fma),
+    ("math", lambda r, c: c.math),
+    ("ALU", lambda r, c: c.alu),
     ("over limit", lambda r, c: over_limit(r)),
 )
 
 
-def diff_reports(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, str, str, Any, Any]]:
+def diff_reports(before: Report, after: Report) -> list[tuple[str, str, str, Any, Any]]:
     """(target, config, metric, before, after) for every metric that differs between two reports
     of one kernel; a cell only one report has, or that failed in one, is one line with metric "row"."""
-    old = {(r["target"], r["config"]): r for r in before["rows"]}
-    new = {(r["target"], r["config"]): r for r in after["rows"]}
+    old = {(r.target, r.config): r for r in before.rows}
+    new = {(r.target, r.config): r for r in after.rows}
     changes: list[tuple[str, str, str, Any, Any]] = []
     for key in list(dict.fromkeys([*new, *old])):
         a, b = old.get(key), new.get(key)
-        state = [("absent" if r is None else "failed" if r["counts"] is None else "ok") for r in (a, b)]
-        if state != ["ok", "ok"]:
-            if state[0] != state[1] or (a and b and a.get("error") != b.get("error")):
+        state = [("absent" if r is None else "failed" if r.counts is None else "ok") for r in (a, b)]
+        if a is None or b is None or a.counts is None or b.counts is None:
+            if state[0] != state[1] or (a and b and a.error != b.error):
                 changes.append((*key, "row", state[0], state[1]))
             continue
-        assert a is not None and b is not None  # both rows "ok" above
         for name, get in DIFF_METRICS:
-            x, y = get(a, a["counts"]), get(b, b["counts"])
+            x, y = get(a, a.counts), get(b, b.counts)
             if x != y:
                 changes.append((*key, name, x, y))
     return changes
 
 
-def format_diff(before: dict[str, Any], after: dict[str, Any]) -> str:
+def format_diff(before: Report, after: Report) -> str:
     """Markdown: what changed since the previous report of the same kernel."""
     changes = diff_reports(before, after)
-    since = before.get("stored_at", "the previous report")
+    since = before.stored_at or "the previous report"
     if not changes:
         return f"No change since {since}."
     lines = [
@@ -227,6 +220,7 @@ td.cell.over { outline: 3px solid #c00; outline-offset: -3px; }
 td.cell.error { background: #eee; color: #600; }
 .tag { display: inline-block; margin-right: .4em; padding: 0 .3em; border-radius: 3px; font-size: 12px; }
 .tag.dpas { background: #d6e6ff; } .tag.fma { background: #fff1c2; } .tag.spill { background: #f7b7ae; }
+ul.notes li.warning { color: #900; }
 .legend { margin-top: 1em; color: #555; max-width: 60em; }
 __LINES_CSS__
 </style>
@@ -235,7 +229,7 @@ __LINES_CSS__
 __TOP__<h1>__TITLE__</h1>
 <p id="compiler"></p>
 <table id="grid"><thead></thead><tbody></tbody></table>
-<p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
+__NOTES__<p class="legend">Rows: targets; columns: configs. Red: the kernel spills (scratch sends or per-thread scratch
 space). Red outline: over a target limit (SLM, GRF, sub-group, work-group; xpukit/targets.py; SLM or work-items per
 work-group over the family's cap: it cannot launch); no outline for a device the kit has no figures for: not
 checked. Occupancy, and the figures it used where compute-runtime and Intel's occupancy calculator disagree: the
@@ -303,19 +297,17 @@ __LINES_SCRIPT__
 """
 
 
-def format_html(report: dict[str, Any], changes: dict[Any, str] | None = None, head: str = "", top: str = "") -> str:
+def format_html(report: Report, changes: dict[Any, str] | None = None, head: str = "", top: str = "") -> str:
     """One self-contained page: a target-by-config grid built in the browser by a small inline script
     from the report's JSON (embedded in the page); nothing is fetched when it is viewed. With
     ``--lines`` the page also carries the per-line view as HTML (readable without the script);
     ``changes``: what changed per line since the last save (``--watch``); ``head``: extra head tags;
     ``top``: HTML first in the body (the watch's status line). ``head`` and ``top`` are the caller's
     markup, never the report's text."""
-    import html
-
     from xpukit.runtime.offline import line_view
 
-    title = html.escape(f"{report['kernel']} ({len(report['targets'])} targets x {len(report['configs'])} configs)")
-    with_lines = bool(report.get("lines"))
+    title = html.escape(f"{report.kernel} ({len(report.targets)} targets x {len(report.configs)} configs)")
+    with_lines = report.lines
     values = {
         "TITLE": title,
         "HEAD": head,
@@ -324,9 +316,21 @@ def format_html(report: dict[str, Any], changes: dict[Any, str] | None = None, h
         "LINES": line_view.lines_html(report, changes) if with_lines else "",
         "LINES_CSS": line_view.LINES_CSS if with_lines else "",
         "LINES_SCRIPT": line_view.LINES_SCRIPT if with_lines else "",
+        "NOTES": _notes_html(report),
     }
     # One pass: a placeholder's text inside a value (the kernel's source) is never replaced.
-    return re.sub(r"__(TITLE|HEAD|TOP|DATA|LINES_CSS|LINES_SCRIPT|LINES)__", lambda m: values[m.group(1)], _HTML)
+    return re.sub(r"__(TITLE|HEAD|TOP|DATA|LINES_CSS|LINES_SCRIPT|LINES|NOTES)__", lambda m: values[m.group(1)], _HTML)
+
+
+def _notes_html(report: Report) -> str:
+    """What each config compiled and each row's warnings, as the Markdown's notes say them."""
+    notes = row_notes(report)
+    if not notes:
+        return ""
+    items = "".join(
+        f'<li class="{"warning" if ": warning: " in n else "specialization"}">{html.escape(n)}</li>' for n in notes
+    )
+    return f'<ul class="notes" id="notes">{items}</ul>\n'
 
 
 def script_json(value: Any) -> str:
@@ -340,7 +344,7 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _without_asm(report: dict[str, Any]) -> dict[str, Any]:
+def _without_asm(report: Report) -> dict[str, Any]:
     """The report for the page's embedded JSON: the instructions are in the HTML already."""
-    rows = [{**r, "lines": None} if r.get("lines") else r for r in report["rows"]]
-    return {**report, "rows": rows}
+    rows = [dataclasses.replace(r, lines=None) for r in report.rows]
+    return dataclasses.replace(report, rows=rows).to_dict()
