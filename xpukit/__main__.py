@@ -19,13 +19,10 @@ from xpukit.targets import DEFAULT_TARGET
 
 
 def port_number(text: str) -> int:
-    """--port: 0 (a free port) or 1-65535, refused before anything compiles."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
+    """--port: 0 (a free port) or 1-65535, refused in one line before anything compiles."""
+    port = int(text) if text.strip().isdigit() else -1
     if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port: give 1-65535, or 0 for a free one")
+        raise UsageError(f"--port {text}: not a port", "give 1-65535, or 0 (the default) for a free one")
     return port
 
 
@@ -51,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--format", default="md", choices=["md", "json", "html", "none"])
     report.add_argument("--save", default=None, help="also write the JSON report to this file")
     report.add_argument("--watch", action="store_true", help="serve the per-line view; recompile on save")
-    report.add_argument("--port", type=port_number, default=0, help="--watch: the port on 127.0.0.1 (0: a free one)")
+    report.add_argument("--port", default="0", help="--watch: the port on 127.0.0.1 (0: a free one)")
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -78,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
                         "to format",
                         f"drop --format {args.format}, or drop --watch to print the report once",
                     )
-                return watch_report(options, args.port)
+                return watch_report(options, port_number(args.port))
+            if args.port != "0":
+                port_number(args.port)  # a bad one is refused even where it is not used
             return run_kernel_report(options, args.format, Path(args.save) if args.save else None)
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 

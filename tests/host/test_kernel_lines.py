@@ -172,3 +172,22 @@ def test_source_changed_since_compile_is_said(tmp_path):
     text = format_markdown(report)
     assert SOURCE_CHANGED in text and "| 12 | `    a = tl.load(x)  # __DATA__` | 7 |" in text
     assert SOURCE_CHANGED in format_html(report)
+
+
+def test_three_families_or_more_take_one_column_each():
+    """--target all --lines in a terminal: one compact cell per family and a key under the table;
+    two families keep every column."""
+    from xpukit.runtime.offline.line_view import COMPACT_KEY
+
+    one = _report(SOURCE, {12: 7})
+    rows = []
+    for target, dpas in (("pvc", 16), ("bmg", 0), ("lnl", 2)):
+        row = dict(one["rows"][0]) | {"target": target}
+        entry = dict(row["lines"][0])
+        entry["counts"] = entry["counts"] | {"dpas": dpas, "scratch_spill_bytes": 64 if target == "bmg" else 0}
+        rows.append(row | {"lines": [entry]})
+    text = format_lines_markdown(as_report(one | {"rows": rows, "targets": ["pvc", "bmg", "lnl"]}))
+    assert "| line | source | pvc | bmg | lnl |" in text and COMPACT_KEY in text
+    assert "| 12 | `    a = tl.load(x)  # __DATA__` | 7 s1 D16 | 7 s1 sp64 | 7 s1 D2 |" in text
+    two = format_lines_markdown(as_report(one | {"rows": rows[:2], "targets": ["pvc", "bmg"]}))
+    assert "pvc instr" in two and COMPACT_KEY not in two

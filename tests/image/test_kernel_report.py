@@ -202,6 +202,9 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
     for extra, needle in (
         (["--config", "BLOCKX=1"], "unknown config key 'BLOCKX'"),
         (["--target", "nosuch"], "cannot target 'nosuch'"),
+        (["--watch", "--port", "99999"], "--port 99999: not a port"),
+        (["--save", "/proc/report.json"], "--save /proc/report.json: /proc is not writable here"),
+        (["--save", str(env / "no" / "r.json")], f"no folder {env / 'no'}"),
     ):
         proc = subprocess.run([*base, *extra], capture_output=True, text=True, env=environ, timeout=300)
         assert proc.returncode != 0, proc.stdout

@@ -52,6 +52,25 @@ def _cells(counts: IsaCounts | None) -> list[str]:
     ]
 
 
+COMPACT_FROM = 3  # families in one table: from this many on, one column each (a terminal's width)
+COMPACT_KEY = (
+    "each family's cell: instructions, then s sends, D DPAS, F FMA, sp spill+fill bytes per thread where not 0 "
+    f"(fewer than {COMPACT_FROM} --target families show each in its own columns)"
+)
+
+
+def _compact(counts: IsaCounts | None) -> str:
+    """One family's line in one short cell: ``42 s3 D16 sp64``."""
+    if counts is None:
+        return ""
+    spill = counts.scratch_spill_bytes + counts.scratch_fill_bytes
+    parts = [str(counts.instructions)]
+    parts += [
+        f"{tag}{value}" for tag, value in (("s", counts.send_total), ("D", counts.dpas), ("F", counts.fma)) if value
+    ]
+    return " ".join(parts + ([f"sp{spill}"] if spill else []))
+
+
 LineKey = tuple[str | None, int | None]
 
 
@@ -113,7 +132,9 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
         present = _with_lines(report, label)
         if not present:
             continue
-        header = ["line", "source", *(f"{t} {b}" for t in present for b in BLOCK)]
+        compact = len(present) >= COMPACT_FROM
+        blocks = list(present) if compact else [f"{t} {b}" for t in present for b in BLOCK]
+        header = ["line", "source", *blocks]
         if changes is not None:
             header.append("changed since last save")
         out += ["", f"**{report.kernel}** by line, config {label}", ""]
@@ -121,10 +142,13 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
         for key, text, entries in view_rows(report, label):
             cells = [_where(key, kernel_file), f"`{text.rstrip()}`" if text.strip() else ""]
             for target in present:
-                cells += _cells(entries[target].counts if target in entries else None)
+                counts = entries[target].counts if target in entries else None
+                cells += [_compact(counts)] if compact else _cells(counts)
             if changes is not None:
                 cells.append(changes.get((label, key), ""))
             out.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        if compact:
+            out += ["", COMPACT_KEY]
     return "\n".join(out).strip()
 
 
