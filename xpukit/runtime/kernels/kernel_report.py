@@ -33,6 +33,7 @@ from xpukit.runtime.kernels.compile import (
 )
 from xpukit.runtime.kernels.launched_by import record_launches
 from xpukit.runtime.offline.isa import code_bytes, parse_isa, tally
+from xpukit.runtime.offline.line_flow import add_flow
 from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
 from xpukit.runtime.offline.ocloc import AUTO_GRF_FLAG, LARGE_GRF_FLAG, RETRY_RULE, check_grf_mode, find_ocloc
 from xpukit.runtime.offline.report_format import format_html, format_markdown
@@ -326,6 +327,10 @@ def _attribute_lines(
         row.line_info = f"{NO_LINE_INFO}: the disassembly spans {span} bytes, the kernel's text {text_size}"
         return
     row.lines = attribute(instructions, table, sources)
+    try:
+        add_flow(row, build.zebin, kernel, instructions, table.kernel_file)
+    except XpukitError as exc:  # the counts stand without it: say why in the row
+        row.flow_info = f"no live registers, loops or stalls: {exc.one_line()}"
 
 
 def check_save_path(save: Path) -> None:

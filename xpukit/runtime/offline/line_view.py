@@ -35,12 +35,25 @@ _SEND_ABBREV = (
     ("eot", "eot"),
     ("other", "other"),
 )
-BLOCK = ("instr", "sends", "DPAS", "FMA", "spill B st/ld")
+BLOCK = ("instr", "sends", "DPAS", "FMA", "spill B st/ld", "live B", "in loop", "stalls")
+_STALL_ABBREV = (("sbid", "sb"), ("send", "se"), ("dist", "d"), ("sync", "sy"))
 
 
-def _cells(counts: IsaCounts | None) -> list[str]:
-    if counts is None:
-        return ["", "", "", "", ""]
+def stall_text(stalls: dict[str, int] | None) -> str:
+    """``sb3 se2 d5``: the static stall sources that are not 0 (stalls.py's kinds)."""
+    found = stalls or {}
+    return " ".join(f"{abbrev}{found[kind]}" for kind, abbrev in _STALL_ABBREV if found.get(kind))
+
+
+def _cells(entry: Line | None) -> list[str]:
+    if entry is None:
+        return [""] * len(BLOCK)
+    live = str(entry.live.peak_bytes) if entry.live else ""
+    in_loop = str(entry.in_loop.instructions or "") if entry.in_loop else ""
+    return [*_count_cells(entry.counts), live, in_loop, stall_text(entry.stalls)]
+
+
+def _count_cells(counts: IsaCounts) -> list[str]:
     sends = ", ".join(f"{abbrev} {counts.sends[kind]}" for kind, abbrev in _SEND_ABBREV if counts.sends.get(kind))
     spill = counts.scratch_spill_bytes, counts.scratch_fill_bytes
     return [
@@ -54,21 +67,23 @@ def _cells(counts: IsaCounts | None) -> list[str]:
 
 COMPACT_FROM = 3  # families in one table: from this many on, one column each (a terminal's width)
 COMPACT_KEY = (
-    "each family's cell: instructions, then s sends, D DPAS, F FMA, sp spill+fill bytes per thread where not 0 "
+    "each family's cell: instructions, then s sends, D DPAS, F FMA, sp spill+fill bytes per thread where not 0, "
+    "L the most GRF bytes live before the line's instructions, ^ its instructions inside a loop "
     f"(fewer than {COMPACT_FROM} --target families show each in its own columns)"
 )
 
 
-def _compact(counts: IsaCounts | None) -> str:
-    """One family's line in one short cell: ``42 s3 D16 sp64``."""
-    if counts is None:
+def _compact(entry: Line | None) -> str:
+    """One family's line in one short cell: ``42 s3 D16 sp64 L15086 ^30``."""
+    if entry is None:
         return ""
+    counts = entry.counts
     spill = counts.scratch_spill_bytes + counts.scratch_fill_bytes
-    parts = [str(counts.instructions)]
-    parts += [
-        f"{tag}{value}" for tag, value in (("s", counts.send_total), ("D", counts.dpas), ("F", counts.fma)) if value
-    ]
-    return " ".join(parts + ([f"sp{spill}"] if spill else []))
+    tagged = (("s", counts.send_total), ("D", counts.dpas), ("F", counts.fma), ("sp", spill))
+    parts = [str(counts.instructions), *(f"{tag}{value}" for tag, value in tagged if value)]
+    parts += [f"L{entry.live.peak_bytes}"] if entry.live else []
+    parts += [f"^{entry.in_loop.instructions}"] if entry.in_loop and entry.in_loop.instructions else []
+    return " ".join(parts)
 
 
 LineKey = tuple[str | None, int | None]
@@ -127,6 +142,8 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
     for row in report.rows:
         if row.line_info:
             out.append(f"{row.target} {row.config}: {row.line_info} (totals above)")
+        elif row.lines is not None and (why := flow_summary(row)):
+            out.append(f"- {row.target} {row.config}: {why}")
     for cfg in report.configs:
         label = cfg.label
         present = _with_lines(report, label)
@@ -142,8 +159,8 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
         for key, text, entries in view_rows(report, label):
             cells = [_where(key, kernel_file), f"`{text.rstrip()}`" if text.strip() else ""]
             for target in present:
-                counts = entries[target].counts if target in entries else None
-                cells += [_compact(counts)] if compact else _cells(counts)
+                entry = entries.get(target)
+                cells += [_compact(entry)] if compact else _cells(entry)
             if changes is not None:
                 cells.append(changes.get((label, key), ""))
             out.append("| " + " | ".join(_md(c) for c in cells) + " |")
@@ -255,6 +272,25 @@ def _overview(report: Report, label: str, present: list[str], changes: dict[Any,
     yield "</tbody></table>"
 
 
+def flow_summary(row: Row) -> str:
+    """Where the row's register pressure peaks, whose values are live there, its stall sources and
+    loops, in one sentence; why there is none when the analysis did not run."""
+    if row.live is None:
+        return row.flow_info
+    live = row.live
+    where = f"line {live.peak_line}" if live.peak_line is not None else "no line"
+    text = f"GRF peak {live.peak_bytes} of {live.grf_bytes} B live before pc {live.peak_pc:#x} ({where})"
+    if live.live_from_lines:
+        text += f"; live there: values from lines {', '.join(map(str, live.live_from_lines))}"
+    if not live.exact:
+        text += " (IGA's own count may differ here)"
+    loops = len(row.loops)
+    text += f"; {loops} loop{'s' if loops != 1 else ''}"
+    if row.stalls:
+        text += f"; static stall sources {stall_text(row.stalls) or 'none'}"
+    return text
+
+
 def occupancy_summary(row: Row) -> str:
     """A row's occupancy in words: what fits per Xe core and what limits it, why it cannot launch,
     the figures used where the sources disagree; "not checked" for a device without the kit's figures."""
@@ -280,7 +316,7 @@ def _family_table(report: Report, label: str, target: str) -> Iterator[str]:
     summary = (
         f"{target}: SIMD {row.simd}, GRF {row.grf} ({row.grf_rule}); "
         f"spills {spills.bytes_per_thread if spills else 0} B/thread = n_spills {spills.n_spills if spills else 0}; "
-        f"{occupancy_summary(row)}"
+        f"{occupancy_summary(row)}; {flow_summary(row)}"
     )
     yield f'<p class="family-summary">{_e(summary)}</p>'
 
@@ -288,7 +324,7 @@ def _family_table(report: Report, label: str, target: str) -> Iterator[str]:
     yield "".join(f"<th>{_e(b)}</th>" for b in BLOCK) + "</tr></thead><tbody>"
     for key, text, entries in view_rows(report, label):
         entry = entries.get(target)
-        cells = _cells(entry.counts if entry else None)
+        cells = _cells(entry)
         src = _e(text.rstrip())
         if entry and entry.asm:
             via = f" (with {', '.join(entry.via)})" if entry.via else ""

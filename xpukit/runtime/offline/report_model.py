@@ -168,6 +168,14 @@ class Occupancy(Record):
 
 
 @dataclasses.dataclass
+class LineLive(Record):
+    """Live GRF bytes on one line (the kit's liveness over IGA's def/use ranges, ``liveness.py``)."""
+
+    peak_bytes: int  # the most live before any of the line's instructions
+    bytes: list[int] = dataclasses.field(default_factory=list)  # before each of the line's ``asm``, in order
+
+
+@dataclasses.dataclass
 class Line(Record):
     """One source line's share of a row: its counts and its instructions in program order."""
 
@@ -177,6 +185,45 @@ class Line(Record):
     counts: IsaCounts
     asm: list[tuple[int, str]]  # (pc, instruction)
     via: list[str] = dataclasses.field(default_factory=list)  # Triton's own lines folded in (``standard.py:286``)
+    live: LineLive | None = None
+    in_loop: IsaCounts | None = None  # the part of ``counts`` inside a loop (runs every iteration)
+    loop_depth: list[int] = dataclasses.field(default_factory=list)  # per ``asm`` entry: 0 outside every loop
+    stalls: dict[str, int] = dataclasses.field(default_factory=dict)  # static stall sources by kind (stalls.py)
+    delta: IsaCounts | None = None  # this minus the baseline's line of the same text (--baseline-*)
+    live_delta: int | None = None  # peak live bytes, this minus the baseline's
+
+
+@dataclasses.dataclass
+class RowLive(Record):
+    """Where the row's register pressure peaks, and whose values are live there."""
+
+    peak_bytes: int
+    peak_pc: int
+    peak_line: int | None  # the kernel file's line of the peak's instruction (None: no line)
+    live_from_lines: list[int]  # the lines whose writes are live at the peak, most bytes first
+    grf_bytes: int  # the GRF file's size at the row's GRF count: what the peak is measured against
+    exact: bool = True  # False where IGA's own analysis is known to differ (liveness.py)
+
+
+@dataclasses.dataclass
+class LoopSpan(Record):
+    """A loop in program order (natural loop of a back edge): for the ISA view."""
+
+    start_pc: int
+    end_pc: int
+    header_pc: int
+    depth: int
+
+
+@dataclasses.dataclass
+class Baseline(Record):
+    """The compile a row is compared with (--baseline-config / --baseline-target)."""
+
+    target: str
+    config: str
+    counts: IsaCounts | None
+    live: RowLive | None = None
+    error: str | None = None
 
 
 @dataclasses.dataclass
@@ -225,6 +272,11 @@ class Row(Record):
     line_info: str = ""  # why a --lines row has no lines ("no line information")
     specialization: Specialization | None = None  # what the compile knew of the arguments
     warnings: list[str] = dataclasses.field(default_factory=list)  # what the row's code suggests is off
+    live: RowLive | None = None  # with --lines: the register pressure peak
+    stalls: dict[str, int] | None = None  # with --lines: static stall sources by kind, the lines' sum
+    loops: list[LoopSpan] = dataclasses.field(default_factory=list)  # with --lines
+    flow_info: str = ""  # why a --lines row has no live registers, loops or stalls
+    baseline: Baseline | None = None  # with --baseline-*: what the deltas are against
 
     @property
     def ok(self) -> bool:
