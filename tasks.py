@@ -342,6 +342,8 @@ def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_r
         watch="serve the per-line view on http://127.0.0.1:PORT/ and compile again on each save",
         launched_by="SCRIPT.py: report the kernel as this script's launches specialize it (run once, CPU device)",
         script_args="--launched-by: the script's arguments, one quoted string",
+        baseline_config="NAME=VALUE,...: compare every row, line by line, with this config's compile",
+        baseline_target="FAMILY: compare every row, line by line, with this family's compile",
     ),
     iterable=["config", "constexpr", "target"],
 )
@@ -359,6 +361,8 @@ def kernel_report(
     watch=False,
     launched_by=None,
     script_args="",
+    baseline_config=None,
+    baseline_target=None,
     where="auto",
     profile=None,
     dry_run=False,
@@ -383,6 +387,8 @@ def kernel_report(
             watch=watch,
             launched_by=launched_by,
             script_args=script_args,
+            baseline_config=baseline_config,
+            baseline_target=baseline_target,
         )
     )
 

@@ -191,3 +191,18 @@ def test_three_families_or_more_take_one_column_each():
     assert "| 12 | `    a = tl.load(x)  # __DATA__` | 7 s1 D16 | 7 s1 sp64 | 7 s1 D2 |" in text
     two = format_lines_markdown(as_report(one | {"rows": rows[:2], "targets": ["pvc", "bmg"]}))
     assert "pvc instr" in two and COMPACT_KEY not in two
+
+
+def test_an_edited_line_keeps_its_own_numbers_before_and_after():
+    """A line whose text changed is paired with the line it replaced: the watch says what it was and
+    what it is, per family, instead of only "edited"; a baseline gives its delta the same way."""
+    from xpukit.runtime.offline.baseline import apply_baseline
+
+    before = as_report(_report(SOURCE, {11: 5, 12: 7, 13: 3}))
+    edited = [SOURCE[0], SOURCE[1], "    a = tl.load(x) * 2", SOURCE[3]]
+    after = as_report(_report(edited, {11: 5, 12: 9, 13: 3}))
+    assert line_changes(before, after)[("declared", ("/k.py", 12))] == "edited: pvc 7 -> 9 instr"
+    apply_baseline(after.rows[0], before.rows[0], after.kernel_source, before.kernel_source)
+    lines = {e.line: e for e in after.rows[0].lines or []}
+    assert lines[12].delta is not None and lines[12].delta.instructions == 2 and lines[13].delta.instructions == 0
+    assert after.rows[0].baseline is not None and after.rows[0].baseline.counts == before.rows[0].counts

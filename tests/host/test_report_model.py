@@ -95,5 +95,7 @@ def test_the_cache_key_has_what_changes_the_report():
     options = ReportOptions("k.py:k", targets=("pvc",), configs=("BLOCK=64",), lines=True)
     assert options.key_fields() == {
         "targets": ["pvc"], "configs": ["BLOCK=64"], "signature": None, "constexprs": [], "lines": True,
+        "baseline_config": None, "baseline_target": None,
     }  # fmt: skip
     assert ReportOptions("k.py:k", lines=False).key_fields() != ReportOptions("k.py:k", lines=True).key_fields()
+    assert ReportOptions("k.py:k").key_fields() != ReportOptions("k.py:k", baseline_target="bmg").key_fields()

@@ -74,3 +74,28 @@ def test_every_format_says_it(matmul):
     assert "| pvc | bmg | ptl |" in text and "L" in line_view.COMPACT_KEY
     page = format_html(report)
     assert "GRF peak" in page and "static stall sources" in page
+
+
+@pytest.mark.container
+def test_a_baseline_config_and_family_give_each_lines_delta(matmul):
+    """--baseline-config and --baseline-target: each line's delta is its counts minus the same line's
+    in the baseline's own report, the row names its baseline and carries its counts and live peak."""
+    big = "BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,num_warps=4"
+    against_big = report_of(f"{MATMUL}:matmul_kernel", ["pvc"], [TILE], lines=True, baseline_config=big)
+    alone_big = report_of(f"{MATMUL}:matmul_kernel", ["pvc"], [big], lines=True)
+    (row,), (base,) = against_big["rows"], alone_big["rows"]
+    assert row["baseline"]["target"] == "pvc" and row["baseline"]["config"] == big
+    assert row["baseline"]["counts"] == base["counts"] and row["baseline"]["live"] == base["live"]
+    old = _kernel_lines(base)
+    for number, entry in _kernel_lines(row).items():
+        was = old.get(number)
+        want = entry["counts"]["instructions"] - (was["counts"]["instructions"] if was else 0)
+        assert entry["delta"]["instructions"] == want, number
+        assert entry["live_delta"] == entry["live"]["peak_bytes"] - (was["live"]["peak_bytes"] if was else 0)
+    text = format_markdown(Report.from_dict(against_big))
+    assert f"against pvc {big}: " in text and "| vs baseline |" in text
+    by_family = report_of(f"{MATMUL}:matmul_kernel", ["pvc,bmg"], [TILE], lines=True, baseline_target="pvc")
+    pvc_row, bmg_row = by_family["rows"]
+    assert pvc_row["baseline"]["target"] == bmg_row["baseline"]["target"] == "pvc"
+    assert all(e["delta"]["instructions"] == 0 for e in pvc_row["lines"])  # itself
+    assert bmg_row["baseline"]["counts"] == pvc_row["counts"]

@@ -43,12 +43,21 @@ def report_of(
     lines: bool = False,
     fresh: bool = False,
     launches: Any = (),
+    baseline_config: str | None = None,
+    baseline_target: str | None = None,
 ) -> dict[str, Any]:
     """A real report (in the image: Triton and ocloc) as the JSON the kit prints."""
     from xpukit.runtime.kernels.kernel_report import build_report
     from xpukit.runtime.offline.report_model import ReportOptions
 
     options = ReportOptions(
-        kernel, targets=tuple(targets), configs=tuple(configs), signature=signature, constexprs=constexprs, lines=lines
+        kernel,
+        targets=tuple(targets),
+        configs=tuple(configs),
+        signature=signature,
+        constexprs=constexprs,
+        lines=lines,
+        baseline_config=baseline_config,
+        baseline_target=baseline_target,
     )
     return build_report(options, fresh=fresh, launches=launches).to_dict()

@@ -247,6 +247,8 @@ def kernel_report(
     watch: bool = False,
     launched_by: str | None = None,
     script_args: str = "",
+    baseline_config: str | None = None,
+    baseline_target: str | None = None,
 ) -> int:
     """Compile KERNEL for every target x config where Triton and ocloc live; one table on stdout.
     An unchanged kernel at unchanged options, image and kit code prints its stored report.
@@ -254,6 +256,7 @@ def kernel_report(
     ``launched_by``: a script whose launches (run once in the image) are the configs; never stored."""
     if launched_by is not None and watch:
         raise UsageError("--launched-by and --watch both given", "drop one: the watch compiles the declared configs")
+    against = {"baseline_config": baseline_config or None, "baseline_target": baseline_target or None}
     if watch:
         if output_format != "md":  # the watch serves its own page: a format would be dropped without a word
             raise UsageError(
@@ -261,18 +264,19 @@ def kernel_report(
                 "has nothing to format",
                 f"drop --format {output_format}, or drop --watch to print the report once",
             )
-        return _watch_report(ctx, where, kernel, targets, configs, signature, constexprs)
+        return _watch_report(ctx, where, kernel, targets, configs, signature, constexprs, against)
     # JSON on stdout is data: progress and any build log go to stderr.
     with ui.progress_on_stderr(output_format in ("json", "html")):
         return _kernel_report(
             ctx, where, kernel, targets, configs, output_format, signature, constexprs, diff, no_cache, lines,
-            launched_by, script_args,
+            launched_by, script_args, against,
         )  # fmt: skip
 
 
 def _report_options(
     side: KitSide, path: Path, function: str, targets: list[str], configs: list[str],
     signature: str | None, constexprs: list[str] | None, lines: bool = False,
+    against: dict[str, str | None] | None = None,
 ) -> ReportOptions:  # fmt: skip
     """What the report is asked for, with the kernel's path as the side that compiles it sees it."""
     return ReportOptions(
@@ -282,6 +286,7 @@ def _report_options(
         signature=signature or None,
         constexprs=tuple(constexprs or ()),
         lines=lines,
+        **(against or {}),
     )
 
 
@@ -294,11 +299,11 @@ def free_port() -> int:
 
 def _watch_report(
     ctx: Context, where: str, kernel: str, targets: list[str], configs: list[str],
-    signature: str | None, constexprs: list[str] | None,
+    signature: str | None, constexprs: list[str] | None, against: dict[str, str | None] | None = None,
 ) -> int:  # fmt: skip
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
-    args = _report_options(side, path, function, targets, configs, signature, constexprs).argv()
+    args = _report_options(side, path, function, targets, configs, signature, constexprs, against=against).argv()
     args += ["--watch", "--port", str(free_port())]
     what = "watching the kernel (Ctrl-C stops)"
     if not side.on_host and not ctx.dry_run:
@@ -328,6 +333,7 @@ def _kernel_report(
     lines: bool = False,
     launched_by: str | None = None,
     script_args: str = "",
+    against: dict[str, str | None] | None = None,
 ) -> int:
     from xpukit.host import report_cache
     from xpukit.runtime.offline import report_format
@@ -336,7 +342,7 @@ def _kernel_report(
         raise UsageError(f"unknown format {output_format!r}", "use --format md, json or html")
     path, function = _kernel_file(kernel)
     side = _kit_side(ctx, where)
-    options = _report_options(side, path, function, targets, configs, signature, constexprs, lines)
+    options = _report_options(side, path, function, targets, configs, signature, constexprs, lines, against)
     reads = [path.resolve().parent]
     if launched_by is not None:
         script = Path(launched_by).expanduser()

@@ -32,6 +32,7 @@ from xpukit.runtime.kernels.compile import (
     write_whole,
 )
 from xpukit.runtime.kernels.launched_by import record_launches
+from xpukit.runtime.offline.baseline import apply_baseline
 from xpukit.runtime.offline.isa import code_bytes, parse_isa, tally
 from xpukit.runtime.offline.line_flow import add_flow
 from xpukit.runtime.offline.lines import NO_LINE_INFO, SourceFiles, attribute, kernel_source, read_line_table
@@ -112,34 +113,30 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
     tool = find_ocloc()
     presets = resolve_targets(tool, split_targets(items))  # an unknown target fails before any compile
     names = list(presets)
-    cells: dict[tuple[str, str], Row] = {}
-    block_io = _uses_block_io(spec.snapshot)
     body, first = inspect.getsourcelines(jit.fn)
     # Triton's source (and a compile error's line numbers) start at the ``def``, after the decorators.
     def_at = next((i for i, text in enumerate(body) if text.lstrip().startswith(("def ", "async def "))), 0)
     where = _KernelLines(spec.path, first + def_at, str(getattr(jit, "src", "") or "".join(body[def_at:])))
+    compile_cells = _CellCompiler(spec, jit, types, signature_spec, base, tool, options.lines, where)
+    cells: dict[tuple[str, str], Row] = {}
     for cfg in chosen:
-        compile_options = {"generate_native_code": True, **cfg.options}
-        special = cfg.specialization or signature_spec
-        cfg_types = cfg.signature if cfg.signature is not None else types
-        consts = {**base, **cfg.constexprs, **special.constants()}
-        builds = build_targets(
-            jit,
-            {k: v for k, v in cfg_types.items() if k not in consts},
-            consts,
-            presets,
-            compile_options,
-            tool,
-            asm=True,
-            divisible=[n for n in special.divisibility if n not in consts],
+        cells.update(compile_cells(cfg, presets))
+    source = kernel_source(spec.snapshot, spec.path, first, len(body))
+    if options.baseline_config or options.baseline_target:
+        base_cfg = parse_config(options.baseline_config, constexpr_names) if options.baseline_config else None
+        base_presets = (
+            resolve_targets(tool, split_targets([options.baseline_target])) if options.baseline_target else {}
         )
-        sources = SourceFiles({str(spec.path): spec.snapshot})
-        for build in builds:
-            row = _report_cell(build, cfg, sources if options.lines else None, spec.path, where)
-            row.specialization = special
-            if block_io:
-                row.warnings += _gather_warning(row, build, special, cfg_types, list(consts))
-            cells[(build.target, cfg.label)] = row
+        base_target = next(iter(base_presets), None)
+        for cfg in chosen:
+            against = base_cfg or cfg
+            wanted = base_presets or presets
+            missing = {t: p for t, p in wanted.items() if (t, against.label) not in cells}
+            found = {**cells, **(compile_cells(against, missing) if missing else {})}
+            for target in names:
+                row = cells[(target, cfg.label)]
+                base_row = found[(base_target or target, against.label)]
+                apply_baseline(row, base_row, source, source)
     return Report(
         kernel=spec.name,
         source=str(spec.path),
@@ -147,11 +144,51 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
         targets=names,
         configs=chosen,
         rows=[cells[(t, c.label)] for t in names for c in chosen],
-        kernel_source=kernel_source(spec.snapshot, spec.path, first, len(body)),
+        kernel_source=source,
         lines=options.lines,
         # saved during the compile: the lines show the text compiled, and the report is not stored
         source_changed=spec.changed_since_import(),
     )
+
+
+@dataclasses.dataclass
+class _CellCompiler:
+    """Compiles one config for some targets into report rows (the report's configs and its baseline)."""
+
+    spec: Any  # compile.KernelSpec
+    jit: Any
+    types: dict[str, str]
+    signature_spec: Specialization
+    constexprs: dict[str, Any]
+    tool: Any  # ocloc.Ocloc
+    lines: bool
+    where: _KernelLines
+
+    def __call__(self, cfg: KernelConfig, presets: dict[str, Any]) -> dict[tuple[str, str], Row]:
+        compile_options = {"generate_native_code": True, **cfg.options}
+        special = cfg.specialization or self.signature_spec
+        cfg_types = cfg.signature if cfg.signature is not None else self.types
+        consts = {**self.constexprs, **cfg.constexprs, **special.constants()}
+        builds = build_targets(
+            self.jit,
+            {k: v for k, v in cfg_types.items() if k not in consts},
+            consts,
+            presets,
+            compile_options,
+            self.tool,
+            asm=True,
+            divisible=[n for n in special.divisibility if n not in consts],
+        )
+        sources = SourceFiles({str(self.spec.path): self.spec.snapshot})
+        block_io = _uses_block_io(self.spec.snapshot)
+        cells = {}
+        for build in builds:
+            row = _report_cell(build, cfg, sources if self.lines else None, self.spec.path, self.where)
+            row.specialization = special
+            if block_io:
+                row.warnings += _gather_warning(row, build, special, cfg_types, list(consts))
+            cells[(build.target, cfg.label)] = row
+        return cells
 
 
 _BLOCK_IO_CALLS = (b"make_block_ptr", b"make_tensor_descriptor")

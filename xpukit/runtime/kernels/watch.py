@@ -31,6 +31,7 @@ from xpukit.runtime.kernels.watch_server import (
     render_page,
     start_server,
 )
+from xpukit.runtime.offline.baseline import apply_baseline
 from xpukit.runtime.offline.report_model import Report, ReportOptions
 
 _DEBOUNCE_S = 0.05  # an editor's save is several events (write, rename, chmod) in a few ms
@@ -63,6 +64,16 @@ def _present(file: Path) -> bool:
     return True
 
 
+def compare_with_pinned(report: Report, pinned: Report) -> None:
+    """Each row against the pinned compile's row of its target and config, lines matched by text."""
+    for row in report.rows:
+        base = pinned.row(row.target, row.config)
+        if base is not None:
+            apply_baseline(row, base, report.kernel_source, pinned.kernel_source)
+            if row.baseline is not None:
+                row.baseline.config += " (pinned: the watch's first compile)"
+
+
 def watch_report(options: ReportOptions, port: int = 0) -> int:
     """Serve the per-line report and rebuild it on every save of the kernel's file until Ctrl-C
     (or SIGTERM, SIGHUP, or the end of the invoke that started it: see ``LIFELINE_ENV``)."""
@@ -85,6 +96,8 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
 
     started = time.monotonic()
     report = build(False)  # a first compile error is the user's to fix before watching
+    # Each save is compared line by line with the first compile, pinned (unless a --baseline-* is given).
+    pinned = None if options.baseline_config or options.baseline_target else report
     state.publish(functools.partial(render_page, report, None, _status(time.monotonic() - started), "ok"))
     server = start_server(state, port)
     saved = threading.Event()
@@ -126,6 +139,8 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
                 print(f"xpukit: watch: {exc.one_line()}", file=sys.stderr, flush=True)
                 continue
             took = time.monotonic() - started
+            if pinned is not None:
+                compare_with_pinned(new, pinned)
             state.publish(functools.partial(render_page, new, report, _status(took), "ok"))
             report = new
             print(

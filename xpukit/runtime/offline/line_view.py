@@ -9,12 +9,12 @@ that moves lines down does not show as a change on every line below it.
 
 from __future__ import annotations
 
-import difflib
 import html
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from xpukit.runtime.offline.baseline import describe_delta, match_lines, totals_delta
 from xpukit.runtime.offline.isa import IsaCounts
 from xpukit.runtime.offline.report_model import Line, Report, Row
 
@@ -144,6 +144,8 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
             out.append(f"{row.target} {row.config}: {row.line_info} (totals above)")
         elif row.lines is not None and (why := flow_summary(row)):
             out.append(f"- {row.target} {row.config}: {why}")
+        if row.baseline is not None:
+            out.append(f"- {row.target} {row.config}: {baseline_summary(row)}")
     for cfg in report.configs:
         label = cfg.label
         present = _with_lines(report, label)
@@ -152,6 +154,9 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
         compact = len(present) >= COMPACT_FROM
         blocks = list(present) if compact else [f"{t} {b}" for t in present for b in BLOCK]
         header = ["line", "source", *blocks]
+        based = any(r.baseline is not None for r in report.rows if r.config == label)
+        if based:
+            header.append(BASELINE_COLUMN)
         if changes is not None:
             header.append("changed since last save")
         out += ["", f"**{report.kernel}** by line, config {label}", ""]
@@ -161,6 +166,8 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
             for target in present:
                 entry = entries.get(target)
                 cells += [_compact(entry)] if compact else _cells(entry)
+            if based:
+                cells.append(_against_baseline(present, entries))
             if changes is not None:
                 cells.append(changes.get((label, key), ""))
             out.append("| " + " | ".join(_md(c) for c in cells) + " |")
@@ -169,41 +176,72 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
     return "\n".join(out).strip()
 
 
+# --------------------------------------------------------------------------- against a baseline
+
+BASELINE_COLUMN = "vs baseline"
+
+
+def _against_baseline(targets: list[str], entries: dict[str, Line]) -> str:
+    """Per family, what the line's counts and live peak are against the baseline's line of its text."""
+    parts = []
+    for target in targets:
+        entry = entries.get(target)
+        if entry is not None and (said := describe_delta(entry.delta, entry.live_delta)):
+            parts.append(f"{target} {said}")
+    return "; ".join(parts)
+
+
+def baseline_summary(row: Row) -> str:
+    """What the row is compared with and its totals' change: ``against pvc BLOCK=128: -1408 instr``."""
+    base = row.baseline
+    if base is None:
+        return ""
+    if base.counts is None:
+        return f"against {base.target} {base.config}: the baseline did not compile ({base.error})"
+    peak = base.live.peak_bytes if base.live else None
+    return f"against {base.target} {base.config}: {totals_delta(row, base.counts, peak)}"
+
+
 # --------------------------------------------------------------------------- what changed per line
 
 _DELTA = (("instructions", "instr"), ("send_total", "sends"), ("dpas", "DPAS"), ("scratch_spill_bytes", "spill B"))
 
 
 def line_changes(before: Report | None, after: Report) -> dict[Any, str]:
-    """(config, line key of ``after``) -> what changed on that line: "edited" (new text), or the count
-    deltas per family ("pvc +12 instr, +2 sends"). Lines are matched by their text (difflib)."""
+    """(config, line key of ``after``) -> what changed on that line: the count deltas per family
+    ("pvc +12 instr, +2 sends"), or for an edited line its own numbers before and after ("edited: pvc
+    12 -> 15 instr"; "edited" alone for a new line). Lines are matched by their text (difflib)."""
     if before is None:
         return {}
-    old_file, old_first, old_src = _source(before)
-    new_file, new_first, new_src = _source(after)
-    matched: dict[int, int] = {}  # new line number -> old line number
-    matcher = difflib.SequenceMatcher(a=old_src, b=new_src, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for i in range(block.size):
-            matched[new_first + block.b + i] = old_first + block.a + i
+    old_file, _, _ = _source(before)
+    new_file, _, _ = _source(after)
+    matched, replaced = match_lines(before.kernel_source, after.kernel_source)
     out: dict[Any, str] = {}
     for cfg in after.configs:
         label = cfg.label
         old_rows = {key: entries for key, _, entries in view_rows(before, label)}
         for key, _text, entries in view_rows(after, label):
             file, line = key
-            if file == new_file and line is not None and line not in matched:
+            edited = file == new_file and line is not None and line not in matched
+            if edited and line not in replaced:
                 out[(label, key)] = "edited"
                 continue
-            old_key = (old_file, matched[line]) if file == new_file and line is not None else key
+            old_key: LineKey = key
+            if file == new_file and line is not None:
+                old_key = (old_file, (replaced if edited else matched)[line])
             old_entries = old_rows.get(old_key, {})
             parts = []
             for target in sorted(set(entries) | set(old_entries)):
                 a, b = _delta_counts(old_entries.get(target)), _delta_counts(entries.get(target))
+                if edited:
+                    parts.append(f"{target} {a['instructions']} -> {b['instructions']} instr")
+                    continue
                 deltas = [f"{b[k] - a[k]:+d} {name}" for k, name in _DELTA if b[k] != a[k]]
                 if deltas:
                     parts.append(f"{target} {', '.join(deltas)}")
-            if parts:
+            if edited:
+                out[(label, key)] = "edited: " + "; ".join(parts) if parts else "edited"
+            elif parts:
                 out[(label, key)] = "; ".join(parts)
     return out
 
@@ -320,11 +358,16 @@ def _family_table(report: Report, label: str, target: str) -> Iterator[str]:
     )
     yield f'<p class="family-summary">{_e(summary)}</p>'
 
+    if row.baseline is not None:
+        yield f'<p class="baseline">{_e(baseline_summary(row))}</p>'
+    columns = [*BLOCK, *([BASELINE_COLUMN] if row.baseline is not None else [])]
     yield '<table class="lines"><thead><tr><th>line</th><th>source and instructions</th>'
-    yield "".join(f"<th>{_e(b)}</th>" for b in BLOCK) + "</tr></thead><tbody>"
+    yield "".join(f"<th>{_e(b)}</th>" for b in columns) + "</tr></thead><tbody>"
     for key, text, entries in view_rows(report, label):
         entry = entries.get(target)
         cells = _cells(entry)
+        if row.baseline is not None:
+            cells.append(describe_delta(entry.delta, entry.live_delta) if entry else "")
         src = _e(text.rstrip())
         if entry and entry.asm:
             via = f" (with {', '.join(entry.via)})" if entry.via else ""

@@ -337,6 +337,8 @@ class ReportOptions:
     )
     launched_by: str | None = _option("--launched-by", "SCRIPT.py: report the kernel as this script launches it")
     script_args: str | None = _option("--script-args", "--launched-by: the script's arguments, one string")
+    baseline_config: str | None = _option("--baseline-config", "NAME=VALUE,...: compare every row with this config")
+    baseline_target: str | None = _option("--baseline-target", "FAMILY: compare every row with this family's")
 
     def argv(self) -> list[str]:
         """The in-image command line (``python -m xpukit kernel-report ...``) for these options."""
@@ -364,6 +366,8 @@ class ReportOptions:
             "signature": self.signature,
             "constexprs": list(self.constexprs),
             "lines": self.lines,
+            "baseline_config": self.baseline_config,
+            "baseline_target": self.baseline_target,
         }
 
     @classmethod
