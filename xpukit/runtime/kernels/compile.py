@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
+from xpukit.runtime.kernels.staging import staged_output
 from xpukit.runtime.offline.isa import count_isa, disassemble
 from xpukit.runtime.offline.ocloc import (
     CompileResult,
@@ -375,7 +376,8 @@ def _json_default(value: Any) -> Any:
 
 def writable_out_dir(out_dir: Path) -> Path:
     """--out as a folder this user can write into or make: checked before any compile, and made
-    only when the first zebin is written (a failed compile leaves nothing behind)."""
+    only when every target's files are written (:func:`staged_output`: a failed compile leaves
+    nothing behind)."""
     out_dir = Path(out_dir)
     existing = out_dir
     while not existing.exists() and existing != existing.parent:
@@ -434,63 +436,25 @@ def run_compile(
     out_dir = writable_out_dir(out_dir)
     divisible = [n for n in special.divisibility if n not in cex]
     builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm, divisible=divisible)
+    for build in builds:  # every target built, or nothing is written
+        if build.error is None:
+            continue
+        if isinstance(build.error, XpukitError):
+            raise build.error
+        # Triton's own reason in one line; the whole text stays chained for --debug.
+        raise KernelCompileError(
+            f"{spec.name} failed to compile for {build.target}: {root_cause(build.error)[:120]}",
+            "fix the kernel or its signature/constexprs (--debug shows Triton's full message)",
+        ) from build.error
     rows = []
     status = 0
-    for build in builds:
-        target = build.target
-        if build.error is not None:
-            exc = build.error
-            if isinstance(exc, XpukitError):
-                raise exc
-            # Triton's own reason in one line; the whole text stays chained for --debug.
-            raise KernelCompileError(
-                f"{spec.name} failed to compile for {target}: {root_cause(exc)[:120]}",
-                "fix the kernel or its signature/constexprs (--debug shows Triton's full message)",
-            ) from exc
-        compiled = build.compiled
-        zebin_bytes = build.zebin
-        info = read_zebin(zebin_bytes).kernel(compiled.metadata.name)
-        try:
-            layout = [dataclasses.asdict(s) for s in check_layout(info, full_signature)]
-            layout_error = None
-        except ZebinError as exc:
-            layout, layout_error, status = [], exc.one_line(), 1
-        target_dir = out_dir / target
-        target_dir.mkdir(parents=True, exist_ok=True)  # checked writable above
-        write_whole(target_dir / f"{spec.name}.spv", compiled.asm["spv"])
-        write_whole(target_dir / f"{spec.name}.zebin", zebin_bytes)
-        counts = None
-        if build.isa is not None:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
-            write_whole(target_dir / f"{spec.name}.isa", build.isa.encode())
-            counts = count_isa(build.isa)
-        meta = compiled.metadata._asdict()
-        meta["target"] = build.preset.props()  # the SPIR-V may come from a target of the same codegen
-        meta["build_flags"] = build.ocloc.build_flags if build.ocloc else meta.get("build_flags")
-        meta["binary_ext"] = "zebin"  # as Triton's zebin stage records it
-        record = {
-            "kernel": spec.name,
-            "source": str(spec.path),
-            "target": target,
-            "signature": full_signature,
-            "constexprs": cex,
-            "specialization": special.to_dict(),
-            "ocloc": {"path": tool.path, "version": tool.version, "device": build.preset.ocloc_device},
-            "spirv_from": build.spirv_from,
-            "zebin": {k: v for k, v in dataclasses.asdict(info).items() if k != "payload_args"},
-            "arguments": layout,
-            "layout_error": layout_error,
-            "launch": {"local_size": [meta["num_warps"] * meta["threads_per_warp"], 1, 1]},
-            "metadata": meta,
-        }
-        text = json.dumps(record, indent=2, default=_json_default)
-        write_whole(target_dir / f"{spec.name}.json", (text + "\n").encode())
-        row: list[Any] = [target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size]
-        if counts is not None:
-            spills = f"{counts.sends['scratch_spill']}/{counts.sends['scratch_fill']}"
-            row += [counts.instructions, spills, counts.dpas, counts.fma]
-        rows.append(row)
-        if layout_error:
-            print(f"{target}: {layout_error}", file=sys.stderr)
+    with staged_output(out_dir) as stage:  # moved into out_dir only once every target's files are written
+        for build in builds:
+            row, layout_error = _write_target(stage, build, spec, full_signature, cex, special, tool)
+            rows.append(row)
+            if layout_error:
+                status = 1
+                print(f"{build.target}: {layout_error}", file=sys.stderr)
 
     exts = "spv,zebin,json" + (",isa" if asm else "")
     print(f"{spec.name} -> {out_dir}/<target>/{spec.name}.{{{exts}}}  ({tool.describe()})")
@@ -501,6 +465,57 @@ def run_compile(
     print(text_table(header + (["instr", "spill st/ld", "DPAS", "FMA"] if asm else []), rows))
     print(f"specialization {special.describe()}")
     return status
+
+
+def _write_target(
+    stage: Path, build: TargetBuild, spec: KernelSpec, full_signature: dict[str, str],
+    cex: dict[str, Any], special: Any, tool: Ocloc,
+) -> tuple[list[Any], str | None]:  # fmt: skip
+    """One target's .spv, .zebin, .isa and .json in ``stage/<target>/``; its table row and its layout
+    error (the payload disagrees with the signature: the files are written all the same, exit 1)."""
+    target = build.target
+    compiled = build.compiled
+    zebin_bytes = build.zebin
+    info = read_zebin(zebin_bytes).kernel(compiled.metadata.name)
+    try:
+        layout = [dataclasses.asdict(s) for s in check_layout(info, full_signature)]
+        layout_error = None
+    except ZebinError as exc:
+        layout, layout_error = [], exc.one_line()
+    target_dir = stage / target
+    target_dir.mkdir()  # a private folder: the files need no write_whole until they move out of it
+    (target_dir / f"{spec.name}.spv").write_bytes(compiled.asm["spv"])
+    (target_dir / f"{spec.name}.zebin").write_bytes(zebin_bytes)
+    counts = None
+    if build.isa is not None:  # <kernel>.isa next to the zebin (ocloc disasm through IGA)
+        (target_dir / f"{spec.name}.isa").write_bytes(build.isa.encode())
+        counts = count_isa(build.isa)
+    meta = compiled.metadata._asdict()
+    meta["target"] = build.preset.props()  # the SPIR-V may come from a target of the same codegen
+    meta["build_flags"] = build.ocloc.build_flags if build.ocloc else meta.get("build_flags")
+    meta["binary_ext"] = "zebin"  # as Triton's zebin stage records it
+    record = {
+        "kernel": spec.name,
+        "source": str(spec.path),
+        "target": target,
+        "signature": full_signature,
+        "constexprs": cex,
+        "specialization": special.to_dict(),
+        "ocloc": {"path": tool.path, "version": tool.version, "device": build.preset.ocloc_device},
+        "spirv_from": build.spirv_from,
+        "zebin": {k: v for k, v in dataclasses.asdict(info).items() if k != "payload_args"},
+        "arguments": layout,
+        "layout_error": layout_error,
+        "launch": {"local_size": [meta["num_warps"] * meta["threads_per_warp"], 1, 1]},
+        "metadata": meta,
+    }
+    text = json.dumps(record, indent=2, default=_json_default)
+    (target_dir / f"{spec.name}.json").write_bytes((text + "\n").encode())
+    row: list[Any] = [target, len(zebin_bytes), info.simd_size, info.grf_count, info.spill_size]
+    if counts is not None:
+        spills = f"{counts.sends['scratch_spill']}/{counts.sends['scratch_fill']}"
+        row += [counts.instructions, spills, counts.dpas, counts.fma]
+    return row, layout_error
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
