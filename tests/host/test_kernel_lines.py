@@ -206,3 +206,43 @@ def test_an_edited_line_keeps_its_own_numbers_before_and_after():
     lines = {e.line: e for e in after.rows[0].lines or []}
     assert lines[12].delta is not None and lines[12].delta.instructions == 2 and lines[13].delta.instructions == 0
     assert after.rows[0].baseline is not None and after.rows[0].baseline.counts == before.rows[0].counts
+
+
+def test_program_order_view_marks_a_lines_instructions_and_back(tmp_path):
+    """The HTML's ISA in program order: labels, the loop's start and end, each instruction with its
+    line and live bytes; in Debian's headless chromium, pointing at a source line marks its
+    instructions and pointing at an instruction marks its line."""
+    from tests.support.browser import Browser
+
+    data = _report(SOURCE, {11: 5, 12: 7, 13: 3})
+    row = data["rows"][0]
+    for entry in row["lines"]:
+        pcs = [pc for pc, _ in entry["asm"]]
+        entry["live"] = {"peak_bytes": 64 * entry["line"], "bytes": [64 * entry["line"] for _ in pcs]}
+        entry["loop_depth"] = [1 if entry["line"] == 12 else 0 for _ in pcs]
+    row["labels"] = [[176, "L176"], [192, "L192"]]
+    row["loops"] = [{"start_pc": 192, "end_pc": 208, "header_pc": 192, "depth": 1}]
+    page = tmp_path / "page.html"
+    page.write_text(format_html(as_report(data)))
+    text = page.read_text()
+    assert "ISA in program order: 3 instructions, 1 loop" in text and "L176:" in text
+    assert "loop (depth 1): [0000c0, 0000d0), back to 0000c0" in text and "end of loop (depth 1)" in text
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(page.as_uri())
+        browser.wait_for("document.body && document.body.dataset.rendered === '1'", 60)
+        marked = """(function (selector) {
+          var tr = document.querySelector(selector);
+          tr.dispatchEvent(new MouseEvent('mouseenter'));
+          var hl = Array.from(document.querySelectorAll('section[data-family] tr.hl')).map(function (t) {
+            return (t.closest('table.isa') ? 'isa ' : 'src ') + t.dataset.line; });
+          tr.dispatchEvent(new MouseEvent('mouseleave'));
+          return hl.sort(); })"""
+        assert browser.evaluate(f"{marked}('section[data-family] table.lines:not(.isa) tr[data-line=\"12\"]')") == [
+            "isa 12",
+            "src 12",
+        ]
+        assert browser.evaluate(f"{marked}('table.isa tr[data-line=\"13\"]')") == ["isa 13", "src 13"]
+        assert browser.evaluate("document.querySelectorAll('tr.hl').length") == 0
+    finally:
+        browser.close()

@@ -37,6 +37,7 @@ class KernelFlow:
     liveness: Liveness
     loops: Loops
     stalls: Stalls
+    labels: tuple[tuple[int, str], ...] = ()  # (PC, label) of each labelled block: for a program-order view
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: per-instruction rows (pc, live bytes, loop depth, stall counts) and summaries."""
@@ -78,6 +79,11 @@ def analyze_listing(listing: str, platform: str) -> KernelFlow:
         analyze_liveness(parsed, loops),
         loops,
         analyze_stalls(parsed),
+        tuple(
+            (parsed.instructions[block.start].pc, block.label)
+            for block in parsed.blocks
+            if block.label and block.start < len(parsed.instructions)
+        ),
     )
 
 

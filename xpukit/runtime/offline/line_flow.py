@@ -74,3 +74,4 @@ def join_flow(row: Row, flow: KernelFlow, instructions: Sequence[Instruction], k
         exact=peak.exact,
     )
     row.loops = [LoopSpan(loop.start_pc, loop.end_pc, loop.header_pc, loop.depth) for loop in flow.loops.loops]
+    row.labels = list(flow.labels)

@@ -262,6 +262,9 @@ LINES_CSS = """
 .lines details pre { margin: .2em 0; font-size: 11px; color: #333; }
 nav.switch button { margin: 0 .3em .3em 0; } nav.switch button[aria-pressed=true] { font-weight: bold; }
 .note { padding: .4em .6em; background: #fff3c4; border: 1px solid #e0c060; }
+table.isa td { white-space: pre; } table.isa tr.label td { font-weight: bold; background: #f6f6f6; }
+table.isa tr.loop td { color: #05a; } table.isa tr.in-loop td.pc { border-left: 3px solid #05a; }
+.hl td { background: #ffe9a8 !important; }
 """
 
 LINES_SCRIPT = """
@@ -284,6 +287,18 @@ LINES_SCRIPT = """
   if (first) { pick("family", first.dataset.family); }
   var cfg = document.querySelector("nav.switch button[data-config]");
   if (cfg) { pick("config", cfg.dataset.config); }
+  // Pointing at a source line marks its instructions in the program-order view, and back.
+  document.querySelectorAll("section[data-family]").forEach(function (section) {
+    function mark(line, on) {
+      section.querySelectorAll("tr[data-line]").forEach(function (tr) {
+        if (tr.dataset.line === line) { tr.classList.toggle("hl", on); }
+      });
+    }
+    section.querySelectorAll("tr[data-line]").forEach(function (tr) {
+      tr.addEventListener("mouseenter", function () { mark(tr.dataset.line, true); });
+      tr.addEventListener("mouseleave", function () { mark(tr.dataset.line, false); });
+    });
+  });
 })();
 """
 
@@ -374,9 +389,54 @@ def _family_table(report: Report, label: str, target: str) -> Iterator[str]:
             asm = "\n".join(f"[{pc:06x}] {ins}" for pc, ins in entry.asm)
             src = f"<details><summary>{src}{_e(via)}</summary><pre>{_e(asm)}</pre></details>"
         spill_cls = ' class="n spill"' if cells[4] else ' class="n"'
-        yield f'<tr><td class="n">{_e(_where(key, kernel_file))}</td><td class="src">{src}</td>'
+        where = _e(_where(key, kernel_file))
+        yield f'<tr data-line="{where}"><td class="n">{where}</td><td class="src">{src}</td>'
         yield "".join(f"<td{spill_cls if i == 4 else ' class=n'}>{_e(c)}</td>" for i, c in enumerate(cells)) + "</tr>"
     yield "</tbody></table>"
+    yield from _program_order(report, row)
+
+
+def _program_order(report: Report, row: Row) -> Iterator[str]:
+    """The row's ISA in program order, in Compiler Explorer's manner: its labels and loops, each
+    instruction with its source line, the GRF bytes live before it and its loop depth."""
+    kernel_file = _source(report)[0]
+    listing = []
+    for entry in row.lines or []:
+        where = _where((entry.file, entry.line), kernel_file)
+        before = entry.live.bytes if entry.live else []
+        for i, (pc, text) in enumerate(entry.asm):
+            depth = entry.loop_depth[i] if i < len(entry.loop_depth) else 0
+            listing.append((pc, text, where, before[i] if i < len(before) else None, depth))
+    if not listing:
+        return
+    listing.sort()
+    labels = dict(row.labels)
+    starts = {loop.start_pc: loop for loop in row.loops}
+    ends: dict[int, list[Any]] = {}
+    for loop in row.loops:
+        ends.setdefault(loop.end_pc, []).append(loop)
+    count, loops = len(listing), len(row.loops)
+    what = f"{count} instruction{'s' if count != 1 else ''}, {loops} loop{'s' if loops != 1 else ''}"
+    yield f'<details class="isa"><summary>ISA in program order: {what}</summary>'
+    yield '<table class="lines isa"><thead><tr><th>pc</th><th>line</th><th>live B</th><th>instruction</th></tr>'
+    yield "</thead><tbody>"
+    for pc, text, where, live, depth in listing:
+        for loop in ends.pop(pc, []):
+            yield f'<tr class="loop"><td colspan="4">end of loop (depth {loop.depth})</td></tr>'
+        if pc in labels:
+            yield f'<tr class="label"><td colspan="4">{_e(labels[pc])}:</td></tr>'
+        if pc in starts:
+            loop = starts[pc]
+            head = f"loop (depth {loop.depth}): [{loop.start_pc:06x}, {loop.end_pc:06x}), back to {loop.header_pc:06x}"
+            yield f'<tr class="loop"><td colspan="4">{_e(head)}</td></tr>'
+        cls = ' class="in-loop"' if depth else ""
+        shown = "" if live is None else str(live)
+        yield f'<tr{cls} data-line="{_e(where)}"><td class="n pc">{pc:06x}</td><td class="n">{_e(where)}</td>'
+        yield f'<td class="n">{shown}</td><td>{_e(text)}</td></tr>'
+    for loops in ends.values():
+        for loop in loops:
+            yield f'<tr class="loop"><td colspan="4">end of loop (depth {loop.depth})</td></tr>'
+    yield "</tbody></table></details>"
 
 
 def lines_html(report: Report, changes: dict[Any, str] | None = None) -> str:

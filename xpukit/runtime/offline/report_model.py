@@ -275,6 +275,7 @@ class Row(Record):
     live: RowLive | None = None  # with --lines: the register pressure peak
     stalls: dict[str, int] | None = None  # with --lines: static stall sources by kind, the lines' sum
     loops: list[LoopSpan] = dataclasses.field(default_factory=list)  # with --lines
+    labels: list[tuple[int, str]] = dataclasses.field(default_factory=list)  # with --lines: (pc, ISA label)
     flow_info: str = ""  # why a --lines row has no live registers, loops or stalls
     baseline: Baseline | None = None  # with --baseline-*: what the deltas are against
 
