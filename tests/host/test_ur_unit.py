@@ -179,10 +179,13 @@ def test_force_load_naming_a_missing_file_is_dropped(tmp_path, monkeypatch, capl
     assert "gone.so" in caplog.text and "ONEAPI_DEVICE_SELECTOR" in caplog.text
 
 
-def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, caplog):
+def test_a_users_ocl_icd_filenames_is_kept_and_named_only_where_it_leaves_the_runtime_out(
+    tmp_path, monkeypatch, caplog
+):
     """The kit points OCL_ICD_FILENAMES at Intel's CPU runtime only when it is unset; a value of the
-    user's that leaves that runtime out is kept, with one warning saying so."""
-    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+    user's is kept without a word (it may reach the CPU device another way), and named by the CPU
+    device's error when it leaves the runtime out (icd_filenames_without)."""
+    from xpukit.runtime.ur.loader import LoaderLocation, icd_filenames_without, setup_cpu_icd
 
     rt = tmp_path / "libintelocl.so"
     rt.write_bytes(b"")
@@ -191,19 +194,22 @@ def test_a_users_ocl_icd_filenames_is_kept_and_named(tmp_path, monkeypatch, capl
     monkeypatch.delenv("OCL_ICD_FILENAMES", raising=False)
     monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
     assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == str(rt.resolve())
-    assert not caplog.text
+    assert icd_filenames_without(rt.resolve()) == ""
     monkeypatch.setenv("OCL_ICD_FILENAMES", "/opt/vendor/libother.so")
     setup_cpu_icd(loc)
-    assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so"
-    assert "is yours and kept" in caplog.text and str(rt.resolve()) in caplog.text
+    assert os.environ["OCL_ICD_FILENAMES"] == "/opt/vendor/libother.so" and not caplog.text
+    assert icd_filenames_without(rt.resolve()) == "/opt/vendor/libother.so"
+    assert icd_filenames_without(None) == ""
 
 
-@pytest.mark.parametrize("named", ["a versioned symlink to it", "the symlink to its versioned file", "a hard link"])
-def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_not_warned_about(tmp_path, monkeypatch, caplog, named):
+@pytest.mark.parametrize(
+    "named", ["a versioned symlink to it", "the symlink to its versioned file", "a hard link", "a byte-identical copy"]
+)
+def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_the_runtime(tmp_path, monkeypatch, caplog, named):
     """An OCL_ICD_FILENAMES entry that is Intel's CPU runtime under another name (a symlink, the
-    versioned libintelocl.so.<version>; in the wheel the two names are hard links to one file) is
-    that runtime: no warning. A different file, even a copy under the same name, still warns."""
-    from xpukit.runtime.ur.loader import LoaderLocation, setup_cpu_icd
+    versioned libintelocl.so.<version>: a hard link in the kit's image, a second file with the same
+    bytes where pip installed the wheel) is that runtime. A different file under the same name is not."""
+    from xpukit.runtime.ur.loader import LoaderLocation, icd_filenames_without, setup_cpu_icd
 
     lib = tmp_path / "lib"
     lib.mkdir()
@@ -216,9 +222,13 @@ def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_not_warned_abou
         versioned.write_bytes(b"runtime")
         rt.symlink_to(versioned.name)
         entry = rt
-    else:
+    elif named == "a hard link":
         rt.write_bytes(b"runtime")
         os.link(rt, versioned)
+        entry = versioned
+    else:
+        rt.write_bytes(b"runtime")
+        versioned.write_bytes(b"runtime")
         entry = versioned
     monkeypatch.setenv("XPUKIT_OPENCL_RT", str(rt))
     monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
@@ -226,13 +236,12 @@ def test_ocl_icd_filenames_naming_the_runtime_by_another_name_is_not_warned_abou
     users = f"/opt/vendor/libother.so:{entry}"
     monkeypatch.setenv("OCL_ICD_FILENAMES", users)
     assert setup_cpu_icd(loc) == rt.resolve() and os.environ["OCL_ICD_FILENAMES"] == users
-    assert not caplog.text
-    copy = tmp_path / "copy" / entry.name
-    copy.parent.mkdir()
-    copy.write_bytes(b"runtime")
-    monkeypatch.setenv("OCL_ICD_FILENAMES", f"/opt/vendor/libother.so:{copy}")
-    setup_cpu_icd(loc)
-    assert "is not in it" in caplog.text and str(rt.resolve()) in caplog.text
+    assert icd_filenames_without(rt.resolve()) == "" and not caplog.text
+    other = tmp_path / "other" / entry.name
+    other.parent.mkdir()
+    other.write_bytes(b"runtimE")  # the same size, other bytes
+    monkeypatch.setenv("OCL_ICD_FILENAMES", f"/opt/vendor/libother.so:{other}")
+    assert icd_filenames_without(rt.resolve()) == f"/opt/vendor/libother.so:{other}"
 
 
 def test_a_library_that_is_not_a_ur_loader_is_refused_before_it_loads(tmp_path, monkeypatch):

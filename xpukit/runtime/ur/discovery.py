@@ -14,7 +14,7 @@ from typing import Any
 from xpukit.runtime.ur import _api
 from xpukit.runtime.ur.errors import BadDeviceRequest, DeviceNotFound, UrError, error_class
 from xpukit.runtime.ur.interop.sycl import NativeHandles, release_opencl
-from xpukit.runtime.ur.loader import UrLibrary
+from xpukit.runtime.ur.loader import UrLibrary, icd_filenames_without
 
 DEVICE_CHOICES = ("auto", "gpu", "cpu")
 
@@ -186,11 +186,13 @@ def open_device(lib: UrLibrary, request: str, adapter_handles: list[int]) -> Ope
     if chosen is None:
         chosen = _first(lib, plats, _api.DEVICE_TYPE_CPU)
         if chosen is None:
-            raise DeviceNotFound(
-                f"no CPU device found through UR (platforms: {_listed(plats)})",
+            fix = (
                 "pip install intel-opencl-rt (Intel's CPU OpenCL runtime) and set "
-                "OCL_ICD_FILENAMES=<prefix>/lib/libintelocl.so",
+                "OCL_ICD_FILENAMES=<prefix>/lib/libintelocl.so"
             )
+            if icd_filenames_without(lib.cpu_runtime):  # the user's value, which the kit kept
+                fix = f"your OCL_ICD_FILENAMES leaves out Intel's CPU runtime: add {lib.cpu_runtime} to it, or unset it"
+            raise DeviceNotFound(f"no CPU device found through UR (platforms: {_listed(plats)})", fix)
         if request == "auto":
             note = "no GPU found through Level Zero; using the CPU device"
     dev, backend, pname = chosen

@@ -312,22 +312,45 @@ def find_cpu_opencl_runtime(loader: Path | None = None) -> Path | None:
     return None
 
 
-def _same_file(entry: str, runtime: Path) -> bool:
+def _same_runtime(entry: str, runtime: Path) -> bool:
     """Whether an ``OCL_ICD_FILENAMES`` entry is ``runtime``: by resolved path (a symlink, a
-    versioned name pointing at it) or as the same file (the wheel's ``libintelocl.so`` and
-    ``libintelocl.so.<version>`` are hard links to one inode)."""
+    versioned name pointing at it), as the same file (the kit's image hard-links the wheel's
+    ``libintelocl.so`` and ``libintelocl.so.<version>``), or as a byte-identical copy (pip writes
+    them as two files)."""
     if os.path.realpath(entry) == os.path.realpath(runtime):
         return True
     try:
-        return os.path.samefile(entry, runtime)
-    except OSError:  # an entry that does not exist is not the runtime
+        if os.path.samefile(entry, runtime):
+            return True
+        if os.path.getsize(entry) != os.path.getsize(runtime):
+            return False
+        with open(entry, "rb") as a, open(runtime, "rb") as b:
+            while True:
+                chunk = a.read(1 << 20)
+                if chunk != b.read(1 << 20):
+                    return False
+                if not chunk:
+                    return True
+    except OSError:  # an entry that does not exist (or cannot be read) is not the runtime
         return False
+
+
+def icd_filenames_without(runtime: Path | None) -> str:
+    """The user's ``OCL_ICD_FILENAMES`` when none of its entries is Intel's CPU runtime ``runtime``;
+    "" when it names the runtime (under any name, :func:`_same_runtime`), is unset, or there is no
+    runtime. Asked only once the CPU device turned out missing: a value that leaves the runtime out
+    may still reach it (another copy, a vendor's ICD), so it is no reason to warn by itself."""
+    current = os.environ.get("OCL_ICD_FILENAMES", "")
+    if runtime is None or not current:
+        return ""
+    return "" if any(_same_runtime(e, runtime) for e in current.split(":") if e) else current
 
 
 def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
     """Point the OpenCL ICD loader at Intel's CPU runtime (pip runtime only; must precede loading).
     Left alone when ``OCL_ICD_FILENAMES`` or ``OCL_ICD_VENDORS`` is already set (setting the first
-    beside the second lists the platform twice).
+    beside the second lists the platform twice); should the CPU device then be missing, its error
+    names a value that leaves the runtime out (:func:`icd_filenames_without`).
 
     Returns the runtime used, or None when the environment already chose (or it is absent).
     """
@@ -343,13 +366,6 @@ def setup_cpu_icd(loader: LoaderLocation) -> Path | None:
         return rt
     if not current:
         os.environ["OCL_ICD_FILENAMES"] = str(rt)
-    elif not any(_same_file(entry, rt) for entry in current.split(":") if entry):
-        log.warning(
-            "xpukit.runtime.ur: OCL_ICD_FILENAMES=%s is yours and kept; Intel's CPU OpenCL runtime %s is not "
-            "in it (add it there to see the CPU device)",
-            current,
-            rt,
-        )
     return rt
 
 
