@@ -15,7 +15,7 @@ from pathlib import Path
 
 from xpukit.errors import XpukitError
 from xpukit.host.versions import pins as pins_mod
-from xpukit.targets import FAMILIES, LIMITS, UNKNOWN
+from xpukit.targets import CALCULATOR_URL, FAMILIES, MAX_WORK_GROUP_SIZE, UNKNOWN, Family
 
 # A marker counts only on a line of its own, so prose can mention one in backticks.
 REGION_RE = re.compile(r"^(<!-- generated:([a-z0-9-]+) -->\n)(.*?)^(<!-- end -->)$", re.DOTALL | re.MULTILINE)
@@ -166,24 +166,86 @@ def targets_table(_pins: pins_mod.Pins) -> str:
     """The targets table (xpukit/targets.py): `invoke compile --target` names and what each family has."""
     rows = []
     for f in FAMILIES:
-        limits = LIMITS.get(f.name)
+        caps = f.occupancy
         rows.append(
             [
                 _code(f.name),
                 ", ".join(_code(a) for a in f.aliases) or "-",
                 _code(f.ocloc_device),
+                f.generation,
                 str(f.product_family),
                 f"0x{f.architecture:010X}" if f.architecture is not None else UNKNOWN,
-                ", ".join(str(s) for s in f.sub_group_sizes),
-                "yes" if f.dpas else "no",
-                "yes" if f.block_io_2d else "no",
-                "yes" if f.fp64 else "no",
-                f"{limits.slm_per_work_group // 1024} KiB" if limits else UNKNOWN,
-                "/".join(map(str, limits.grf_counts)) if limits else UNKNOWN,
+                _code(f.iga_platform),
+                _triton_from(f),
+                ", ".join(str(s) for s in f.triton.sub_group_sizes),
+                "yes" if f.triton.dpas else "no",
+                "yes" if f.triton.block_io_2d else "no",
+                "yes" if f.triton.fp64 else "no",
+                f"{caps.slm_per_work_group // 1024} KiB" if caps else UNKNOWN,
+                "/".join(map(str, f.limits.grf_counts)) if f.limits else "not checked",
             ]
         )
-    header = ["--target", "aliases", "ocloc -device", "product family", "SYCL architecture", "SIMD widths",
-              "DPAS", "2D block IO", "fp64", "SLM/WG", "GRF"]  # fmt: skip
+    header = ["--target", "aliases", "ocloc -device", "generation", "product family", "SYCL architecture",
+              "IGA platform", "Triton 3.3 properties", "SIMD widths", "DPAS", "2D block IO", "fp64", "SLM/WG",
+              "GRF"]  # fmt: skip
+    return _table(header, rows)
+
+
+def _triton_from(f: Family) -> str:
+    return f"{_code(f.triton_from)}'s (nearest known)" if f.triton_from else "its own (ocloc query)"
+
+
+# What the status table says, per stage (tests/image/test_families.py compiles examples/' kernels for
+# every family; the CPU device runs the `cpu` target's SPIR-V in tests/image/test_launch_kernels.py).
+COMPILES = "yes: examples/' kernels, `tests/image/test_families.py`"
+NOT_ON_CPU = "n/a: a zebin runs on its GPU only"
+NO_GPU = "not run: no Intel GPU on this machine (`tests/gpu/` skip)"
+
+
+def families_table(_pins: pins_mod.Pins) -> str:
+    """Per family, what has been done with it here, stage by stage (ROCm TheRock's support matrix)."""
+    rows = [[_code(f.name), f.generation, _code(f.iga_platform), _triton_from(f), COMPILES, NOT_ON_CPU,
+             f.ran_on_gpu or NO_GPU] for f in FAMILIES]  # fmt: skip
+    rows.append(["`cpu`", "Intel CPU (OpenCL)", "-", "the `cpu` preset: no DPAS, no 2D block IO",
+                 "n/a: SPIR-V only", "yes: `tests/image/test_launch_kernels.py`, `invoke demo-ur`", "n/a"])  # fmt: skip
+    header = ["target", "generation", "IGA platform", "Triton 3.3 properties", "compiles a zebin (ocloc 26.27)",
+              "ran on the CPU device", "ran on that GPU"]  # fmt: skip
+    return _table(header, rows)
+
+
+def _steps(kb: tuple[int, ...]) -> str:
+    """SLM steps with a run of four or more consecutive sizes written as a range: 0-16, 24, 32."""
+    runs: list[list[int]] = []
+    for step in kb:
+        if runs and runs[-1][-1] == step - 1:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    parts = [[f"{r[0]}-{r[-1]}"] if len(r) >= 4 else [str(x) for x in r] for r in runs]
+    return ", ".join(p for part in parts for p in part)
+
+
+def occupancy_table(_pins: pins_mod.Pins) -> str:
+    """The occupancy figures per family (xpukit/targets.py ``OccupancyLimits``) and where the
+    Occupancy Calculator has it."""
+    rows = []
+    for f in FAMILIES:
+        o = f.occupancy
+        if o is None:
+            rows.append([_code(f.name), *[UNKNOWN] * 8])
+            continue
+        threads = ", ".join(f"{t} @{g}" for g, t in o.threads_by_grf)
+        cap = f"{MAX_WORK_GROUP_SIZE}; 512 below SIMD32 at 256 GRF" + "".join(
+            f"; {t} threads at {g} GRF" for g, t in o.wg_threads_by_grf
+        )
+        calculator = (
+            f.calculator or "not listed: rows link it pre-filled" if o.xve_per_xe_core else f.calculator or "not listed"
+        )
+        rows.append([_code(f.name), threads, str(o.xve_per_xe_core or UNKNOWN), f"{o.slm_per_xe_core // 1024} KB",
+                     f"{o.slm_per_work_group // 1024} KB", _steps(o.slm_steps_kb), cap,
+                     str(o.max_work_groups or UNKNOWN), str(o.barriers or UNKNOWN), calculator])  # fmt: skip
+    header = ["family", "threads/XVE by GRF", "XVE/Xe core", "SLM pool", "SLM/WG", "SLM steps (KB)", "work-group cap",
+              "max WGs", "barriers", f"[Occupancy Calculator]({CALCULATOR_URL})"]  # fmt: skip
     return _table(header, rows)
 
 
@@ -192,6 +254,8 @@ GENERATORS: dict[str, Callable[[pins_mod.Pins], str]] = {
     "ur-matrix": ur_matrix_table,
     "packages": packages_table,
     "targets": targets_table,
+    "families": families_table,
+    "occupancy": occupancy_table,
 }
 
 

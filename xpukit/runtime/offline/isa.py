@@ -30,12 +30,13 @@ from elftools.elf.elffile import ELFFile
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
-from xpukit.targets import DEFAULT_TARGET, FAMILY, PRODUCT_FAMILY, canonical
+from xpukit.targets import DEFAULT_TARGET, FAMILY, canonical, zebin_family
 
 TEMP_PREFIX = "xpukit-isa-"  # distinct from ocloc.py's xpukit-ocloc-* work folders
 _TIMEOUT_S = 300
 
 _NOTE_PRODUCT_FAMILY = 1
+_NOTE_IP_VERSION = 6  # the graphics IP version: wcl's zebins say ptl's product family
 
 
 class IsaError(XpukitError):
@@ -50,7 +51,7 @@ _IGA_FIX = "use the kit's image (its ocloc 26.27 carries IGC's libiga64.so.2), o
 
 
 def zebin_device(zebin: bytes) -> str | None:
-    """The device a zebin was built for, from its ``.note.intelgt.compat`` product family."""
+    """The device a zebin was built for, from its ``.note.intelgt.compat`` product family and IP version."""
     try:
         elf = ELFFile(io.BytesIO(zebin))
         section = elf.get_section_by_name(".note.intelgt.compat")
@@ -58,16 +59,19 @@ def zebin_device(zebin: bytes) -> str | None:
     except Exception:
         return None
     offset = 0
+    notes: dict[int, int] = {}
     # ELF notes: namesz, descsz, type, then name and desc, each padded to 4 bytes. pyelftools
     # cannot decode these notes' binary descriptors, so they are read here.
     while offset + 12 <= len(data):
         namesz, descsz, note_type = struct.unpack_from("<III", data, offset)
         desc_at = offset + 12 + (namesz + 3) // 4 * 4
-        if note_type == _NOTE_PRODUCT_FAMILY and descsz >= 4 and desc_at + 4 <= len(data):
-            (family,) = struct.unpack_from("<I", data, desc_at)
-            return PRODUCT_FAMILY.get(family, f"product family {family}")
+        if note_type in (_NOTE_PRODUCT_FAMILY, _NOTE_IP_VERSION) and descsz >= 4 and desc_at + 4 <= len(data):
+            (notes[note_type],) = struct.unpack_from("<I", data, desc_at)
         offset = desc_at + (descsz + 3) // 4 * 4
-    return None
+    family = notes.get(_NOTE_PRODUCT_FAMILY)
+    if family is None:
+        return None
+    return zebin_family(family, notes.get(_NOTE_IP_VERSION)) or f"product family {family}"
 
 
 def _family_of(device: str) -> str | None:
