@@ -21,10 +21,11 @@ exactly:
 
 How: IGA follows one live path per use; paths whose predicate state is the same evolve byte by byte
 alike, so they are merged (a path with no pending predicated kills merges exactly into any path of
-its predicate state). At a block boundary every path is unpredicated, so a block passes
-``live_out & survive`` and adds ``gen``, and the fixed point over the CFG costs a few bitwise
-operations per block; one last pass per block gives every instruction's count. Linear in the number
-of instructions (``benchmarks/bench_flow.py``).
+its predicate state). At a block boundary every path is unpredicated, so a block's effect is
+``live_in = (live_out & survive) | gen``, monotone: a worklist from the last block up reaches IGA's
+fixed point, walking a block again only when the bytes live at its end grow (a loop's blocks two or
+three times, the rest once), and the last walk of each block gives its instructions' counts. Linear
+in the number of instructions (``benchmarks/bench_flow.py``).
 
 IGA keeps one quirk this does not model: when a use's own path comes back to it around a loop, IGA
 restarts the path but keeps the predicated kills it collected below the use. ``Liveness.exact`` is
@@ -93,6 +94,18 @@ class _Path:
 def _step(paths: list[_Path], ins: IgaInstruction) -> list[_Path]:
     """Extend every path backwards past ``ins`` (IGA's extendLivePathBackwards), then start its own."""
     kills, kill_flags, pred = ins.grf_defs, ins.flag_defs, ins.flag_pred
+    if not pred and len(paths) < 2 and not (paths and (paths[0].pred or paths[0].records)):
+        # the common case, one unpredicated path with no pending kills: textbook liveness
+        if not paths:
+            return [_Path(ins.grf_uses)] if ins.grf_uses else []
+        only, uses = paths[0], ins.grf_uses
+        live = only.live
+        if live & kills:  # (each operation copies the whole set: skip the ones that change nothing)
+            live &= ~kills
+        if uses and live & uses != uses:
+            live |= uses
+        only.live = live
+        return paths if live else []
     inv = ins.predicate.startswith("~")
     rekeyed = False
     out = []
@@ -166,29 +179,31 @@ def _run_block(listing: Listing, index: int, live_out: int, totals: dict[int, in
     """Live bytes at the block's top given those live at its end; fills ``totals`` when given."""
     block = listing.blocks[index]
     paths = [_Path(live_out)] if live_out else []
+    last, count = -1, 0
     for ins in reversed(listing.instructions[block.start : block.end]):
         paths = _step(paths, ins)
         if totals is not None:
-            live = 0
-            for path in paths:
-                live |= path.live
-            totals[ins.pc] = live.bit_count()
+            live = paths[0].live if len(paths) == 1 else 0
+            if len(paths) > 1:
+                for path in paths:
+                    live |= path.live
+            if live is not last:  # an unchanged set keeps its count
+                last, count = live, live.bit_count()
+            totals[ins.pc] = count
     live = 0
     for path in paths:
         live |= path.live
     return live
 
 
-def block_live_in(listing: Listing) -> tuple[list[int], list[int]]:
-    """Live bytes at each block's top and end: the fixed point of ``in = (out & survive) | gen``."""
+def block_live_in(listing: Listing, totals: dict[int, int] | None = None) -> tuple[list[int], list[int]]:
+    """Live bytes at each block's top and end (the least fixed point over the CFG, from the last block
+    up). A block is walked again only when the bytes live at its end change, so its last walk had
+    the final ones: with ``totals``, every instruction's count is filled on the way."""
     blocks = listing.blocks
-    everything = 0  # every byte any instruction touches: all a path can hold
-    for ins in listing.instructions:
-        everything |= ins.grf_uses | ins.grf_defs
-    survive = [_run_block(listing, b.index, everything) for b in blocks]
-    gen = [_run_block(listing, b.index, 0) for b in blocks]
-    live_in = list(gen)
+    live_in = [0] * len(blocks)
     live_out = [0] * len(blocks)
+    walked = [False] * len(blocks)
     work = deque(range(len(blocks) - 1, -1, -1))  # last block first: liveness flows backwards
     queued = set(work)
     while work:
@@ -197,8 +212,11 @@ def block_live_in(listing: Listing) -> tuple[list[int], list[int]]:
         out = 0
         for s in blocks[b].succs:
             out |= live_in[s]
+        if walked[b] and out == live_out[b]:
+            continue
+        walked[b] = True
         live_out[b] = out
-        new = (out & survive[b]) | gen[b]
+        new = _run_block(listing, b, out, totals)
         if new != live_in[b]:
             live_in[b] = new
             for p in blocks[b].preds:
@@ -211,10 +229,8 @@ def block_live_in(listing: Listing) -> tuple[list[int], list[int]]:
 def analyze_liveness(listing: Listing, loops: Loops | None = None) -> Liveness:
     """Live GRF bytes before every instruction (IGA's ``liveTotals.r``), the peak and what feeds it.
     ``loops``: the listing's ``flow.find_loops``, when the caller has it already."""
-    _, live_out = block_live_in(listing)
     totals: dict[int, int] = {}
-    for block in listing.blocks:
-        _run_block(listing, block.index, live_out[block.index], totals)
+    _, live_out = block_live_in(listing, totals)
     instructions = listing.instructions
     peak_index = max(range(len(instructions)), key=lambda i: (totals[instructions[i].pc], -i))
     peak_pc = instructions[peak_index].pc

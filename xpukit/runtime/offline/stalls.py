@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import deque
 
 from xpukit.runtime.offline.flow import IgaInstruction, Listing
 from xpukit.runtime.offline.isa import SEND_OPCODES
@@ -42,7 +43,7 @@ _TOKEN_MASK = re.compile(r"\b0x([0-9A-Fa-f]+)\b")
 _ALL_TOKENS = -1  # a sync.allrd/allwr with no list waits on every token
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class Wait:
     """The waits one instruction's annotation and opcode carry."""
 
@@ -97,11 +98,6 @@ def _awaited(wait: Wait) -> list[int]:
 _State = dict[int, frozenset[int]]  # token -> PCs of the instructions whose setting of it may reach here
 
 
-def _transfer(state: _State, ins: IgaInstruction, wait: Wait) -> None:
-    if wait.sets is not None:
-        state[wait.sets] = frozenset((ins.pc,))
-
-
 def _reaching(state: _State, token: int) -> frozenset[int]:
     if token == _ALL_TOKENS:
         return frozenset().union(*state.values())
@@ -125,38 +121,35 @@ def analyze_stalls(listing: Listing) -> Stalls:
     blocks = listing.blocks
     waits = [parse_wait(ins) for ins in instructions]
     is_send = [ins.op.partition(".")[0] in SEND_OPCODES for ins in instructions]
+    send_pcs = {ins.pc for ins, send in zip(instructions, is_send, strict=True) if send}
+    by_pc: dict[int, dict[str, int]] = {}
+    waits_on: dict[int, tuple[int, ...]] = {}
+    # Forward over the CFG: which token settings reach each block's top. A block is walked again only
+    # when more settings reach it, so its last walk (whose counts stay) had the final ones.
     block_in: list[_State] = [{} for _ in blocks]
-    work = list(range(len(blocks)))
+    work = deque(range(len(blocks)))
     queued = set(work)
-    while work:  # forward: which token settings reach each block's top
-        b = work.pop(0)
+    while work:
+        b = work.popleft()
         queued.discard(b)
         state = dict(block_in[b])
         for i in range(blocks[b].start, blocks[b].end):
-            _transfer(state, instructions[i], waits[i])
+            ins, wait = instructions[i], waits[i]
+            counts = {"sbid": len(wait.tokens), "send": 0, "dist": len(wait.distances), "sync": int(wait.sync)}
+            if wait.tokens or wait.sync_tokens:
+                setters: set[int] = set()
+                for token in _awaited(wait):
+                    reaching = _reaching(state, token)
+                    setters |= reaching
+                    counts["send"] += bool(reaching & send_pcs)
+                if setters:
+                    waits_on[ins.pc] = tuple(sorted(setters))
+            by_pc[ins.pc] = counts
+            if wait.sets is not None:
+                state[wait.sets] = frozenset((ins.pc,))
         for s in blocks[b].succs:
             if _join(block_in[s], state) and s not in queued:
                 queued.add(s)
                 work.append(s)
-    by_pc: dict[int, dict[str, int]] = {}
-    waits_on: dict[int, tuple[int, ...]] = {}
-    send_pcs = {ins.pc for ins, send in zip(instructions, is_send, strict=True) if send}
-    for block in blocks:
-        state = dict(block_in[block.index])
-        for i in range(block.start, block.end):
-            ins, wait = instructions[i], waits[i]
-            counts = dict.fromkeys(STALL_KINDS, 0)
-            counts["sbid"] = len(wait.tokens)
-            counts["dist"] = len(wait.distances)
-            counts["sync"] = int(wait.sync)
-            setters: set[int] = set()
-            for token in _awaited(wait):
-                reaching = _reaching(state, token)
-                setters |= reaching
-                counts["send"] += bool(reaching & send_pcs)
-            if setters:
-                waits_on[ins.pc] = tuple(sorted(setters))
-            by_pc[ins.pc] = counts
-            _transfer(state, ins, wait)
     totals = {kind: sum(c[kind] for c in by_pc.values()) for kind in STALL_KINDS}
     return Stalls(by_pc, totals, waits_on, {ins.pc: w for ins, w in zip(instructions, waits, strict=True)})
