@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from xpukit.errors import EXIT_INTERRUPTED, XpukitError, error_line
 from xpukit.host import podman as podman_mod
 from xpukit.host import ui
 
@@ -51,15 +52,58 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def stream_process(cmd: Sequence[str], env: Mapping[str, str] | None = None) -> int:
-    """Run a command with its output going straight to ours; Ctrl-C stops it cleanly."""
+    """Run a command with its output going straight to ours; Ctrl-C stops it cleanly. A command
+    killed by a signal (the OOM killer, `kill -9`) is one line and exit 128 + its number."""
     record(printable(cmd, env))
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.Popen(cmd, env=full_env)
     try:
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
         _stop(proc)
         raise
+    if code < 0:  # killed by signal -code: what a shell (and a container engine) reports as 128 + it
+        code = 128 - code
+        say_killed(code, f"`{' '.join([os.path.basename(cmd[0]), *cmd[1:3]])}`")
+    return code
+
+
+_CRASHES = (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT)
+
+
+def killed_by_signal(code: int, what: str = "the container", oom: bool = False) -> XpukitError | None:
+    """What an exit code of 128 + N says when a signal ended ``what`` (None for any other code, and
+    for 130: Ctrl-C, which the kit's own line has said already). ``oom``: the engine says its
+    kernel's OOM killer did it (``docker inspect``'s State.OOMKilled)."""
+    number = code - 128
+    if not 0 < number < signal.NSIG or code == EXIT_INTERRUPTED:
+        return None
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    how = f"signal {number} ({name}, exit {code})"
+    if oom:
+        return XpukitError(
+            f"{what} ran out of memory: the OOM killer ended it ({name}, exit {code})",
+            "give the engine more memory, or run less beside it",
+        )
+    if number == signal.SIGKILL:
+        return XpukitError(
+            f"{what} was killed by {how}: docker kill, or out of memory",
+            "rerun; if memory ran out, give the engine more",
+        )
+    if number in _CRASHES:
+        return XpukitError(f"{what} crashed with {how}", "rerun with --debug; if it happens again, report it")
+    if number == signal.SIGTERM:
+        return XpukitError(f"{what} was stopped by {how} from outside (docker stop, a shutdown)", "rerun")
+    return XpukitError(f"{what} was ended by {how}", "rerun; if it happens again, rerun with --debug and report it")
+
+
+def say_killed(code: int, what: str = "the container", oom: bool = False) -> None:
+    """One error line for a container or command that a signal ended (nothing for any other code)."""
+    if (killed := killed_by_signal(code, what, oom)) is not None:
+        print(error_line(killed), file=sys.stderr, flush=True)
 
 
 def stream_keeping_tail(
@@ -101,7 +145,10 @@ def run_container(sdk: DockerClient, image: str, command: list[str], **options: 
         for chunk in container.logs(stream=True, follow=True):
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
-        return int(container.wait().get("StatusCode", 1))
+        code = int(container.wait().get("StatusCode", 1))
+        if killed_by_signal(code) is not None:  # killed from outside: say so, and whether memory ran out
+            say_killed(code, oom=_oom_killed(container))
+        return code
     finally:
         # A second Ctrl-C during the clean-up must not leave the container behind either.
         for _ in range(3):
@@ -112,6 +159,15 @@ def run_container(sdk: DockerClient, image: str, command: list[str], **options: 
                 continue
             except Exception:
                 break
+
+
+def _oom_killed(container: Any) -> bool:
+    """Whether the engine's kernel OOM-killed the container (``docker inspect``'s State.OOMKilled)."""
+    try:
+        container.reload()
+        return bool(container.attrs.get("State", {}).get("OOMKilled"))
+    except Exception:  # the engine no longer answers for it: not known, so not said
+        return False
 
 
 def format_run_cli(cli: str, image: str, command: list[str], options: Mapping[str, Any]) -> list[str]:
