@@ -99,3 +99,31 @@ def test_the_cache_key_has_what_changes_the_report():
     }  # fmt: skip
     assert ReportOptions("k.py:k", lines=False).key_fields() != ReportOptions("k.py:k", lines=True).key_fields()
     assert ReportOptions("k.py:k").key_fields() != ReportOptions("k.py:k", baseline_target="bmg").key_fields()
+
+
+def test_occupancy_what_if_n_regs_and_calculator_are_read_and_said():
+    """targets.occupancy's what-if table, n_regs note and calculator link come through the records
+    (nothing dropped on the way to a stored report) and every format says them."""
+    from xpukit.runtime.offline.report_format import format_html, format_markdown, next_steps, what_if_html
+    from xpukit.targets import occupancy
+
+    occ = occupancy("ptl", 16, 256, 64, 20 * 1024, barriers=1)
+    assert occ is not None and occ["what_if"] is not None
+    row = {"target": "ptl", "config": "c", "simd": 16, "grf": 256, "counts": counts(9), "occupancy": occ}
+    report = Report.from_dict(json.loads(json.dumps(as_report({"rows": [row]}).to_dict())))
+    read = report.rows[0].occupancy
+    assert read is not None and read.what_if is not None and read.n_regs is not None and read.calculator is not None
+    assert read.to_dict() == occ | {"what_if": occ["what_if"]}  # the same JSON back
+    assert read.n_regs.grf_count == 256 and read.n_regs.upstream_n_regs == 128 and read.n_regs.differs
+    steps = next_steps(read.what_if)
+    assert steps and all(f"{s.work_groups_per_xe_core} WG/Xe core" in steps for s in read.what_if.next)
+    text = format_markdown(report)
+    assert f"ptl c: occupancy's next steps: {steps}" in text and "n_regs 128 for this build" in text
+    assert read.calculator.prefilled and read.calculator.url in text
+    grid = what_if_html(report.rows[0])
+    own = read.what_if.row
+    assert own is not None and grid.count('class="own"') == 1
+    i, j = read.what_if.num_warps.index(own["num_warps"]), read.what_if.slm_bytes.index(own["slm_bytes"])
+    cell = f"{read.what_if.work_groups_per_xe_core[i][j]} ({read.what_if.occupancy_pct[i][j]:g}%)"
+    assert f'class="own" title="{read.what_if.limited_by[i][j]}">{cell}</td>' in grid
+    assert grid in format_html(report)

@@ -314,7 +314,10 @@ def _report_cell(
             rule=RETRY_RULE,
         )
         if row.grf and row.work_group:
-            occ = occupancy(build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count)
+            mode = cfg.options.get("grf_mode") if isinstance(cfg.options.get("grf_mode"), str) else None
+            occ = occupancy(
+                build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count, mode
+            )
             row.occupancy = Occupancy.from_dict(occ) if occ is not None else None
     if build.isa is not None:
         instructions = parse_isa(build.isa)

@@ -433,8 +433,8 @@ def _program_order(report: Report, row: Row) -> Iterator[str]:
         shown = "" if live is None else str(live)
         yield f'<tr{cls} data-line="{_e(where)}"><td class="n pc">{pc:06x}</td><td class="n">{_e(where)}</td>'
         yield f'<td class="n">{shown}</td><td>{_e(text)}</td></tr>'
-    for loops in ends.values():
-        for loop in loops:
+    for remaining in ends.values():
+        for loop in remaining:
             yield f'<tr class="loop"><td colspan="4">end of loop (depth {loop.depth})</td></tr>'
     yield "</tbody></table></details>"
 

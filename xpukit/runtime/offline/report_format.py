@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xpukit.runtime.offline.isa import IsaCounts
-from xpukit.runtime.offline.report_model import Report, Row
+from xpukit.runtime.offline.report_model import Report, Row, WhatIf
 
 
 def _pair(a: Any, b: Any) -> str:
@@ -136,7 +136,30 @@ def row_notes(report: Report) -> list[str]:
             seen.add(row.config)
             notes.append(f"{row.config}: specialization {row.specialization.describe()}")
     notes += [f"{row.target} {row.config}: warning: {w}" for row in report.rows for w in row.warnings]
-    return notes
+    for row in report.rows:
+        occ = row.occupancy
+        if occ is None:
+            continue
+        if occ.what_if is not None and occ.what_if.next:
+            notes.append(f"{row.target} {row.config}: occupancy's next steps: {next_steps(occ.what_if)}")
+        if occ.n_regs is not None and occ.n_regs.differs:
+            notes.append(
+                f"{row.target} {row.config}: GRF {occ.n_regs.grf_count} chosen by IGC; upstream's launcher reports "
+                f"n_regs {occ.n_regs.upstream_n_regs} for this build (intel-xpu-backend-for-triton #7416)"
+            )
+        if occ.calculator is not None and occ.calculator.prefilled:
+            notes.append(f"{row.target}: Intel's occupancy calculator has no entry; pre-filled: {occ.calculator.url}")
+    return list(dict.fromkeys(notes))
+
+
+def next_steps(what_if: WhatIf) -> str:
+    """``SLM 24 KB: 5 WG/Xe core (62.5%); num_warps 2: 16 WG/Xe core (100%)``: the nearest change each
+    way that changes the row's occupancy."""
+    parts = []
+    for step in what_if.next:
+        what = f"SLM {step.to // 1024} KB" if step.change == "slm_bytes" else f"num_warps {step.to}"
+        parts.append(f"{what}: {step.work_groups_per_xe_core} WG/Xe core ({step.occupancy_pct:g}%, {step.limited_by})")
+    return "; ".join(parts)
 
 
 # What --diff compares, by name: what a kernel author changes a tile size or a loop for.
@@ -220,7 +243,7 @@ td.cell.over { outline: 3px solid #c00; outline-offset: -3px; }
 td.cell.error { background: #eee; color: #600; }
 .tag { display: inline-block; margin-right: .4em; padding: 0 .3em; border-radius: 3px; font-size: 12px; }
 .tag.dpas { background: #d6e6ff; } .tag.fma { background: #fff1c2; } .tag.spill { background: #f7b7ae; }
-ul.notes li.warning { color: #900; }
+ul.notes li.warning { color: #900; } table.what-if td.own { font-weight: bold; background: #e8f0ff; }
 .legend { margin-top: 1em; color: #555; max-width: 60em; }
 __LINES_CSS__
 </style>
@@ -325,12 +348,39 @@ def format_html(report: Report, changes: dict[Any, str] | None = None, head: str
 def _notes_html(report: Report) -> str:
     """What each config compiled and each row's warnings, as the Markdown's notes say them."""
     notes = row_notes(report)
+    tables = "".join(what_if_html(row) for row in report.rows)
     if not notes:
-        return ""
+        return tables
     items = "".join(
         f'<li class="{"warning" if ": warning: " in n else "specialization"}">{html.escape(n)}</li>' for n in notes
     )
-    return f'<ul class="notes" id="notes">{items}</ul>\n'
+    return f'<ul class="notes" id="notes">{items}</ul>\n{tables}'
+
+
+def what_if_html(row: Row) -> str:
+    """The row's occupancy what-if (work-groups per Xe core and occupancy, num_warps by SLM), its own
+    cell marked: the table Intel's calculator draws."""
+    table = row.occupancy.what_if if row.occupancy else None
+    if table is None:
+        return ""
+    own = table.row or {}
+    head = "".join(f"<th>{b // 1024} KB</th>" for b in table.slm_bytes)
+    body = []
+    for i, warps in enumerate(table.num_warps):
+        cells = []
+        for j, slm in enumerate(table.slm_bytes):
+            text = f"{table.work_groups_per_xe_core[i][j]} ({table.occupancy_pct[i][j]:g}%)"
+            mine = own.get("num_warps") == warps and own.get("slm_bytes") == slm
+            cells.append(
+                f'<td class="{"own" if mine else "n"}" title="{html.escape(table.limited_by[i][j])}">{text}</td>'
+            )
+        body.append(f"<tr><th>{warps}</th>{''.join(cells)}</tr>")
+    summary = html.escape(f"{row.target} {row.config}: occupancy what-if (WG/Xe core, occupancy) by num_warps x SLM")
+    return (
+        f'<details class="what-if"><summary>{summary}</summary><table class="what-if">'
+        f"<thead><tr><th>warps \\ SLM</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"<p>{html.escape(table.assumes)}</p></details>\n"
+    )
 
 
 def script_json(value: Any) -> str:

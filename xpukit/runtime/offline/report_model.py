@@ -156,6 +156,54 @@ class Spills(Record):
 
 
 @dataclasses.dataclass
+class WhatIfStep(Record):
+    """The nearest change along one axis that changes the row's occupancy."""
+
+    change: str  # "slm_bytes" or "num_warps"
+    to: int
+    work_groups_per_xe_core: int
+    occupancy_pct: float
+    limited_by: str
+
+
+@dataclasses.dataclass
+class WhatIf(Record):
+    """Work-groups per Xe core across num_warps (rows) and SLM per work-group (columns), the row's
+    SIMD, GRF and barriers held (``xpukit.targets.occupancy_what_if``): Intel's calculator's table."""
+
+    simd: int
+    grf: int
+    barriers: int
+    num_warps: list[int]
+    slm_bytes: list[int]
+    work_groups_per_xe_core: list[list[int]]
+    occupancy_pct: list[list[float]]
+    limited_by: list[list[str]]
+    row: dict[str, int] | None = None  # the row's own cell: num_warps, slm_bytes
+    next: list[WhatIfStep] = dataclasses.field(default_factory=list)
+    assumes: str = ""
+
+
+@dataclasses.dataclass
+class Calculator(Record):
+    """Where Intel's GPU Occupancy Calculator shows the family: its entry, or its page pre-filled."""
+
+    url: str
+    entry: str | None = None
+    prefilled: bool = False
+
+
+@dataclasses.dataclass
+class NRegs(Record):
+    """Xe3/Xe3P: the zebin's GRF count beside the n_regs upstream's launcher reports (IXB #7416)."""
+
+    grf_count: int
+    upstream_n_regs: int | None
+    differs: bool
+    why: str = ""
+
+
+@dataclasses.dataclass
 class Occupancy(Record):
     """Static occupancy on one Xe core (``xpukit.targets.occupancy``)."""
 
@@ -165,6 +213,10 @@ class Occupancy(Record):
     limited_by: str
     cannot_launch: str | None = None  # why 0 work-groups fit
     figures: list[str] = dataclasses.field(default_factory=list)  # the figures used where sources disagree
+    occupancy_pct: float | None = None  # resident threads of the Xe core's thread slots
+    what_if: WhatIf | None = None
+    calculator: Calculator | None = None
+    n_regs: NRegs | None = None
 
 
 @dataclasses.dataclass
