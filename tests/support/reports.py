@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xpukit.runtime.offline.isa import SEND_KINDS
+from xpukit.runtime.offline.counts import SEND_KINDS
 from xpukit.runtime.offline.report_model import SCHEMA, Report
 
 

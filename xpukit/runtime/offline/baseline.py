@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from xpukit.runtime.offline.isa import SEND_KINDS, IsaCounts
+from xpukit.runtime.offline.counts import SEND_KINDS, IsaCounts
 from xpukit.runtime.offline.report_model import Baseline, KernelSource, Row
 
 LineKey = tuple[str | None, int | None]

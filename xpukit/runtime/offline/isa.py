@@ -28,6 +28,7 @@ from pathlib import Path
 from elftools.elf.elffile import ELFFile
 
 from xpukit.errors import XpukitError
+from xpukit.runtime.offline.counts import SEND_KINDS, IsaCounts
 from xpukit.runtime.offline.ocloc import Ocloc, find_ocloc
 from xpukit.runtime.offline.zebin import read_zebin
 from xpukit.targets import DEFAULT_TARGET, FAMILY, canonical, zebin_family
@@ -146,21 +147,6 @@ def disassemble(
 
 # --------------------------------------------------------------------------- counting
 
-SEND_KINDS = (
-    "global_load",
-    "global_store",
-    "slm_load",
-    "slm_store",
-    "block2d_load",
-    "block2d_store",
-    "atomic",
-    "scratch_fill",
-    "scratch_spill",
-    "barrier",
-    "fence",
-    "eot",
-    "other",
-)
 CONTROL_FLOW = frozenset(
     ("jmpi", "goto", "join", "if", "else", "endif", "while", "break", "cont", "call", "calla", "ret", "brd", "brc")
 )
@@ -182,29 +168,6 @@ _DATA_BYTES = {"d8": 1, "d16": 2, "d32": 4, "d64": 8, "d8u32": 4, "d16u32": 4}
 # One instruction: an optional predicate in parentheses, then the opcode with its modifiers.
 _INSTRUCTION = re.compile(r"^\s*(?:\([^)]*\)\s+)?(?P<op>[a-z][a-z0-9_]*(?:\.[\w]+)*)\s*(?P<rest>.*)$")
 _LABEL = re.compile(r"^\s*[A-Za-z_][\w]*:\s*$")
-
-
-@dataclasses.dataclass(frozen=True)
-class IsaCounts:
-    instructions: int  # the work: no labels, no "illegal" tail, no padding (``padding``)
-    sends: dict[str, int]  # by kind (SEND_KINDS)
-    dpas: int
-    math: int
-    moves: int
-    control_flow: int
-    barriers: int  # barrier waits (sync.bar / wait)
-    fma: int = 0  # mad/mac/madm/dp4a
-    alu: int = 0  # other arithmetic and logic (ALU)
-    scratch_fill_bytes: int = 0  # bytes per thread the scratch reads move (register fills)
-    scratch_spill_bytes: int = 0  # bytes per thread the scratch writes move (register spills)
-    padding: int = 0  # ``mov`` to null, sync.nop/allrd/allwr and nop: scheduling, not work
-
-    @property
-    def send_total(self) -> int:
-        return sum(self.sends.values())
-
-    def to_dict(self) -> dict[str, object]:
-        return {**dataclasses.asdict(self), "send_total": self.send_total}
 
 
 def send_kind(sfid: str, message: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.runtime.offline.baseline import describe_delta, match_lines, totals_delta
-from xpukit.runtime.offline.isa import IsaCounts
+from xpukit.runtime.offline.counts import IsaCounts
 from xpukit.runtime.offline.report_model import Line, Report, Row
 
 SOURCE_CHANGED = "source changed since compile"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from xpukit.runtime.offline.isa import IsaCounts
+from xpukit.runtime.offline.counts import IsaCounts
 from xpukit.runtime.offline.report_model import Report, Row, WhatIf
 
 

@@ -25,7 +25,7 @@ import typing
 from typing import Any, TypeVar
 
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline.isa import IsaCounts
+from xpukit.runtime.offline.counts import IsaCounts
 from xpukit.runtime.offline.specialization import Specialization
 
 SCHEMA = 1  # kernel-report JSON: bump when a field changes meaning or a required one is added
