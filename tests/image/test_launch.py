@@ -63,10 +63,21 @@ def test_grid_callable_and_nd_range(session, kernels):
         np.testing.assert_array_equal(dy.to_numpy(np.float32, n), x * 2)
 
 
-def test_zero_grid_launches_nothing(session, kernels):
-    with session.alloc(64) as buf:
-        kernels["typed"][(0,)](buf, buf, 1.0, 0, session=session)
+@pytest.mark.parametrize("grid", [(0,), (4, 0), (4, 1, 0)])
+def test_zero_grid_launches_nothing(session, kernels, grid):
+    """A grid with an empty axis enqueues nothing: no event, and the output stays as it was even
+    though n asks for work; the same call over one program does enqueue and write."""
+    n = 64
+    x = np.ones(n, np.float32)
+    bound = kernels["typed"].bind(session)
+    with session.from_numpy(x) as dx, session.from_numpy(np.full(n, 7.0, np.float32)) as dy:
+        assert bound.launch(grid, dx, dy, 2.0, n, event=True) is None
+        kernels["typed"][grid](dx, dy, 2.0, n, session=session)
         session.finish()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), np.float32(7.0))
+        with bound.launch((1,), dx, dy, 2.0, n, event=True) as ev:
+            ev.wait()
+        np.testing.assert_array_equal(dy.to_numpy(np.float32, n), np.float32(2.0))
 
 
 # --- argument errors: raised before anything is enqueued -------------------------------------
