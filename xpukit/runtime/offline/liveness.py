@@ -179,16 +179,33 @@ def _run_block(listing: Listing, index: int, live_out: int, totals: dict[int, in
     """Live bytes at the block's top given those live at its end; fills ``totals`` when given."""
     block = listing.blocks[index]
     paths = [_Path(live_out)] if live_out else []
-    last, count = -1, 0
+    count = live_out.bit_count()
     for ins in reversed(listing.instructions[block.start : block.end]):
-        paths = _step(paths, ins)
+        if not ins.flag_pred and not (paths and (len(paths) > 1 or paths[0].pred or paths[0].records)):
+            # One unpredicated path with no pending kills (or none): textbook liveness, counted by
+            # what changes (each operation on the set copies all of it: only the needed ones).
+            if not paths:
+                paths = [_Path(0)]
+            live, uses = paths[0].live, ins.grf_uses
+            gone = live & ins.grf_defs
+            if gone:
+                live ^= gone
+                count -= gone.bit_count()
+            if uses:
+                have = live & uses
+                if have != uses:
+                    live |= uses
+                    count += uses.bit_count() - have.bit_count()
+            paths[0].live = live
+            if not live:
+                paths = []
+        else:
+            paths = _step(paths, ins)
+            live = 0
+            for path in paths:
+                live |= path.live
+            count = live.bit_count()
         if totals is not None:
-            live = paths[0].live if len(paths) == 1 else 0
-            if len(paths) > 1:
-                for path in paths:
-                    live |= path.live
-            if live is not last:  # an unchanged set keeps its count
-                last, count = live, live.bit_count()
             totals[ins.pc] = count
     live = 0
     for path in paths:

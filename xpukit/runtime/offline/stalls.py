@@ -29,6 +29,7 @@ may have set the awaited tokens (a wait on a load names the load).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import deque
 
@@ -62,13 +63,13 @@ class Stalls:
     waits: dict[int, Wait]  # PC -> its annotation, parsed
 
 
-def parse_wait(ins: IgaInstruction) -> Wait:
-    """One instruction's waits and token, from its ``{...}`` options and, for sync.allrd/allwr, its
-    token operand (``sync.allwr ($3,$5)``)."""
+@functools.lru_cache(maxsize=1024)
+def _annotation(swsb: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
+    """(token waits, distance waits, the token set) of one ``{...}`` option list."""
     tokens: list[str] = []
     distances: list[str] = []
     sets = None
-    for item in ins.swsb:
+    for item in swsb:
         if (token := _TOKEN.match(item)) is not None:
             if token.group(2):
                 tokens.append(item)
@@ -76,6 +77,13 @@ def parse_wait(ins: IgaInstruction) -> Wait:
                 sets = int(token.group(1))
         elif _DISTANCE.match(item):
             distances.append(item)
+    return tuple(tokens), tuple(distances), sets
+
+
+def parse_wait(ins: IgaInstruction) -> Wait:
+    """One instruction's waits and token, from its ``{...}`` options and, for sync.allrd/allwr, its
+    token operand (``sync.allwr ($3,$5)``)."""
+    tokens, distances, sets = _annotation(ins.swsb)
     sync_tokens: tuple[int, ...] = ()
     sync = (ins.op.startswith("sync.") and ins.op != "sync.nop") or ins.op == "wait"
     if ins.op in ("sync.allrd", "sync.allwr"):
@@ -87,7 +95,7 @@ def parse_wait(ins: IgaInstruction) -> Wait:
             sync_tokens = tuple(t for t in range(bits.bit_length()) if bits >> t & 1)
         else:
             sync_tokens = (_ALL_TOKENS,)
-    return Wait(tuple(tokens), tuple(distances), sets, sync_tokens, sync)
+    return Wait(tokens, distances, sets, sync_tokens, sync)
 
 
 def _awaited(wait: Wait) -> list[int]:
