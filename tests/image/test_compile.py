@@ -175,7 +175,7 @@ def test_ocloc_failure_carries_log_and_repro(env, monkeypatch):
 def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
     """`--target all`: exactly the GPU presets the installed ocloc lists, each with a zebin."""
     from xpukit.runtime.offline.ocloc import find_ocloc
-    from xpukit.runtime.triton.tritonc import PRESETS
+    from xpukit.targets import PRESETS
 
     tool = find_ocloc()
     expected = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]

@@ -49,7 +49,7 @@ def test_real_ocloc_version_and_devices():
 @needs_ocloc
 def test_real_ocloc_builds_every_supported_preset(scale_spirv):
     from xpukit.runtime.offline.zebin import read_zebin
-    from xpukit.runtime.triton.tritonc import PRESETS
+    from xpukit.targets import PRESETS
 
     tool = find_ocloc()
     supported = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]

@@ -35,7 +35,6 @@ from xpukit.runtime.offline.ocloc import (
     CompileResult,
     Ocloc,
     builds_may_run,
-    check_grf_mode,
     find_ocloc,
     stop_builds,
 )
@@ -403,8 +402,6 @@ def run_compile(
     signature: str | None,
     constexprs: list[str],
     num_warps: int | None = None,
-    grf_mode: str | None = None,
-    ocloc: str | None = None,
     asm: bool = False,
 ) -> int:
     """Compile ``kernel`` for every target; print a table. Returns 0, or 1 if a payload layout
@@ -421,7 +418,7 @@ def run_compile(
     for name in list(cex):
         sig.pop(name, None)  # a constexpr given on the command line overrides a declared type
     full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
-    tool = find_ocloc(ocloc)
+    tool = find_ocloc()
     presets = resolve_targets(tool, split_targets(targets))  # fail before compiling anything
     options: dict[str, Any] = {}
     if num_warps is not None:
@@ -430,8 +427,6 @@ def run_compile(
             options["num_warps"] = int(num_warps)
         except ValueError:
             raise XpukitError(f"num_warps {num_warps!r} is not an integer", "pass e.g. --num-warps 4") from None
-    if grf_mode is not None:
-        options["grf_mode"] = check_grf_mode(grf_mode)
 
     out_dir = writable_out_dir(out_dir)
     divisible = [n for n in special.divisibility if n not in cex]

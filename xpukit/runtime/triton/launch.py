@@ -30,7 +30,7 @@ from xpukit.runtime.offline import spirv as spv
 from xpukit.runtime.triton import dispatch as compiled_dispatch
 from xpukit.runtime.triton import kernel_cache
 from xpukit.runtime.triton.program_cache import ProgramCache, default_cache_dir
-from xpukit.runtime.triton.tritonc import PRESETS, SYCL_ARCH, compile_kernel, parse_signature
+from xpukit.runtime.triton.tritonc import compile_kernel, parse_signature
 from xpukit.runtime.ur import launcher as launcher_mod
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import ClosedError, KernelArgumentError
@@ -45,10 +45,9 @@ from xpukit.runtime.ur.launcher import (
     kind_of,
 )
 from xpukit.runtime.ur.objects import Event, Kernel, Program, Queue, USMAllocation
+from xpukit.targets import PRESETS, preset_for_architecture
 
 # --- targets ----------------------------------------------------------------------------------
-
-_PRESET_BY_ARCH = {arch: name for name, arch in SYCL_ARCH.items()}
 
 
 def target_for_device(device: Any) -> dict[str, Any]:
@@ -58,7 +57,7 @@ def target_for_device(device: Any) -> dict[str, Any]:
     # SYCL's architecture enum for Intel GPUs is the device IP version shifted left by 8 bits.
     arch = int(device.ip_version) << 8
     exts = set(device.extensions)
-    known = PRESETS.get(_PRESET_BY_ARCH.get(arch, ""))
+    known = preset_for_architecture(arch)
     props = {
         "name": device.name,
         "architecture": arch,

@@ -18,9 +18,7 @@ from typing import Any
 from xpukit.errors import XpukitError
 from xpukit.runtime.offline.specialization import split_hints
 from xpukit.runtime.triton import debug_locations, kernel_cache, zebin_stage
-
-# The presets live in xpukit.targets; re-exported because launch.py and tests read them from here.
-from xpukit.targets import DEFAULT_TARGET, PRESETS, SYCL_ARCH, TRITON_ARCH_NAME, TargetPreset, preset  # noqa: F401
+from xpukit.targets import DEFAULT_TARGET, TRITON_ARCH_NAME, preset
 
 # Triton's compiler is not safe to enter from several threads at once (CPython 3.11's sysconfig
 # initialisation, reached through it, races): every compile in this process takes this lock.
