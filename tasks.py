@@ -19,10 +19,6 @@ from xpukit.host.commands import kit as commands
 from xpukit.host.commands import share
 from xpukit.host.commands import zebin as zebin_commands
 
-# invoke reads this file next, and would answer a broken one with a traceback
-if guard(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)):
-    sys.exit(EXIT_USAGE)
-
 COMMON_HELP = {
     "with": "add an optional layer to the image: dpnp (Intel's SYCL arrays; its own stage and tag)",
     "profile": f"{'|'.join(settings.PROFILE_CHOICES)} "
@@ -71,15 +67,24 @@ def _finish(code: int) -> None:
         raise Exit(code=code)
 
 
+def _boundary(call, debug=False) -> None:
+    """The kit's one error boundary (xpukit.errors.guard) around everything tasks.py runs: a kit error
+    (settings, flags, engine calls) is one line and its exit code, Ctrl-C one line and exit 130."""
+    _finish(guard(call, debug=debug))
+
+
 def bounded(func):
-    """Every task's body goes through the kit's one error boundary (xpukit.errors.guard): a kit error
-    anywhere in it (settings, flags, engine calls) is one line, Ctrl-C one line and exit 130."""
+    """A task's body inside the boundary."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        _finish(guard(lambda: func(*args, **kwargs), debug=bool(kwargs.get("debug"))))
+        _boundary(lambda: func(*args, **kwargs), debug=bool(kwargs.get("debug")))
 
     return wrapper
+
+
+# invoke reads invoke.yaml after this file, and would answer a broken one with a traceback
+_boundary(lambda: _bad_input(lambda: settings.check_project_yaml(Path(__file__).resolve().parent)))
 
 
 @task(
@@ -530,9 +535,8 @@ def docs(c, check=False):
     _finish(commands.docs(check))
 
 
-TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, doctor, docs, push, pull, export)
-TASKS += (verify,)
-TASKS += (devcontainer, kernel_report, matrix)
+TASKS = (build, demo_ur, test, shell, base, pins, clean, compile, zebin_info, kernel_report, doctor, verify, docs, push,
+         pull, export, devcontainer, matrix)  # fmt: skip
 for each in TASKS:
     each.body = bounded(each.body)
 ns = Collection(*TASKS)
