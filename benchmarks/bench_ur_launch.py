@@ -142,13 +142,13 @@ def _one_size(args, s, bound, cl, ctx, q, knl, n: int) -> dict:
 def bench_program_load(args, s, spirv: bytes, tmp: Path) -> dict:
     cold, warm = [], []
     cache = ProgramCache(tmp / "programs")
-    cache.load(s, spirv).close()  # populate
+    cache.load(s, spirv).program.close()  # populate
     for _ in range(args.rounds):
         t = time.perf_counter()
         s.program_from_spirv(spirv).close()
         cold.append(time.perf_counter() - t)
         t = time.perf_counter()
-        p = cache.load(s, spirv)
+        p = cache.load(s, spirv).program
         warm.append(time.perf_counter() - t)
         assert p.source_kind == "binary"
         p.close()

@@ -33,7 +33,8 @@ class URFunction:
     """What ``load_binary`` returns as Triton's module/function: one kernel's SPIR-V, loaded lazily
     on each session it runs on (a compiled kernel is shared by every session on the same device)."""
 
-    __slots__ = ("addresses", "bound", "form", "lock", "name", "options", "parameters", "programs", "sha256", "spirv")
+    __slots__ = ("addresses", "artifact", "bound", "form", "lock", "name", "options", "parameters", "programs",
+                 "sha256", "spirv")  # fmt: skip
 
     def __init__(self, name: str, spirv: bytes, options: str, form: str = "spirv") -> None:
         self.name = name
@@ -47,6 +48,7 @@ class URFunction:
         self.parameters = spv.parameter_count(spirv, name) if form == "spirv" else None
         self.programs: dict[int, Any] = {}  # id(session) -> Program built by load_binary
         self.bound: dict[int, BoundKernel] = {}  # id(session) -> loaded kernel with its launcher
+        self.artifact: CompiledArtifact | None = None  # made once, on the first session it runs on
         self.lock = threading.Lock()
 
 
@@ -112,19 +114,20 @@ class TritonRun:
             program = function.programs.pop(sid, None)
             if program is None or program.closed or program.session is not session:
                 program = self.driver.load_program(function, session)
-            abi = LaunchABI.from_metadata(
-                self.fn, self.signature, self.metadata, function.addresses, function.parameters
-            )
-            art = CompiledArtifact(
-                name=function.name,
-                spirv=function.spirv,
-                spirv_sha256=function.sha256,
-                metadata=self.metadata,
-                signature=self.signature,
-                constexprs=self.constexprs,
-                abi=abi,
-            )
-            bound = BoundKernel(session, art, program)
+            if function.artifact is None:  # the same for every session: made once
+                abi = LaunchABI.from_metadata(
+                    self.fn, self.signature, self.metadata, function.addresses, function.parameters
+                )
+                function.artifact = CompiledArtifact(
+                    name=function.name,
+                    spirv=function.spirv,
+                    spirv_sha256=function.sha256,
+                    metadata=self.metadata,
+                    signature=self.signature,
+                    constexprs=self.constexprs,
+                    abi=abi,
+                )
+            bound = BoundKernel(session, function.artifact, program)
             function.bound[sid] = bound
             return bound
 
@@ -344,10 +347,9 @@ class URDriver:
             self.stats.last_load = "zebin"
             return session.program_from_binary(function.spirv, function.options)
         if self.cache is not None:
-            program = self.cache.load(session, function.spirv, options=function.options, spirv_sha256=function.sha256)
-            hit = bool(self.cache.events) and self.cache.events[-1][0] == "hit"
-            self.stats.last_load = "program-cache" if hit else "spirv"
-            return program
+            loaded = self.cache.load(session, function.spirv, options=function.options, spirv_sha256=function.sha256)
+            self.stats.last_load = "program-cache" if loaded.hit else "spirv"
+            return loaded.program
         self.stats.last_load = "spirv"
         return session.program_from_spirv(function.spirv, function.options)
 

@@ -438,7 +438,7 @@ class TritonKernel:
     def _load(self, session: Session) -> BoundKernel:
         art = self.compile(session.device)
         if self.cache is not None:
-            program = self.cache.load(session, art.spirv, spirv_sha256=art.spirv_sha256)
+            program = self.cache.load(session, art.spirv, spirv_sha256=art.spirv_sha256).program
         else:
             program = session.program_from_spirv(art.spirv)
         bound = BoundKernel(session, art, program)

@@ -19,7 +19,7 @@ import tempfile
 import threading
 from hmac import compare_digest as hmac_equal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from xpukit import layout
 from xpukit.runtime import cache_auth
@@ -37,6 +37,14 @@ CACHE_FORMAT = 2
 MAC_DOMAIN = "program-cache"
 _key_warned: set[str] = set()
 _key_lock = threading.Lock()
+
+
+class Loaded(NamedTuple):
+    """What :meth:`ProgramCache.load` loaded: the built program, and whether it came from a cached
+    native binary (``hit``) or was built from SPIR-V (a miss or a dropped corrupt entry)."""
+
+    program: Program
+    hit: bool
 
 
 def default_cache_dir() -> Path:
@@ -193,7 +201,7 @@ class ProgramCache:
             with contextlib.suppress(OSError):
                 p.unlink()
 
-    def load(self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None) -> Program:
+    def load(self, session: Session, spirv: bytes, options: str = "", spirv_sha256: str | None = None) -> Loaded:
         """A built program: from the cached native binary if valid, else from SPIR-V (then cached)."""
         sha = spirv_sha256 or hashlib.sha256(spirv).hexdigest()
         dev = session.device
@@ -209,7 +217,7 @@ class ProgramCache:
                         "it is rebuilt",
                     ) from None
                 self.events.append(("hit", key))
-                return prog
+                return Loaded(prog, hit=True)
             self.events.append(("miss", key))
         except ProgramCacheCorrupt as exc:
             log.warning("xpukit: %s", exc)
@@ -220,4 +228,4 @@ class ProgramCache:
             self.write(key, dev, sha, prog.binary())
         except UrError as exc:  # an adapter without binaries: still run, just uncached
             log.warning("xpukit: cannot read the program binary (%s); not caching", exc.result_name)
-        return prog
+        return Loaded(prog, hit=False)
