@@ -12,6 +12,7 @@ zebin_stage, compile, launch) and the host kit share one definition.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -111,11 +112,10 @@ _EXT = "ocloc 26.27 `ocloc query CL_DEVICE_EXTENSIONS` (DPAS, 2D block IO, tf32,
 _ZEBIN = "ocloc 26.27's zebins (.note.intelgt.compat: product family, IP version; IGC picks the GRF count)"
 _SYCL = "SYCL architecture: intel/llvm sycl/include/sycl/ext/oneapi/experimental/architectures.def"
 _NO_SYCL = "SYCL architecture: not readable in any source at hand (unknown: Triton gets the properties as they are)"
-# compute-runtime, per figure: maxProgrammableSlmSize (shared/source/<core>/hw_info_<product>.cpp); threads per
-# XVE by GRF (gfx_core_helper; Xe3/Xe3P: calculateAvailableThreadCount, then the release helper's
-# adjustMaxThreadsPerEuCount); the work-group cap (calculateMaxWorkGroupSize, halved for SIMD != 32 at 256
-# GRF; Xe3/Xe3P: calculateNumThreadsPerThreadGroup); the SLM pool (the release helper's preferred-SLM
-# table, its largest entry) and steps (alignSlmSizePerThreadGroup).
+# compute-runtime, per figure: maxProgrammableSlmSize (shared/source/<core>/hw_info_<product>.cpp); threads per XVE
+# by GRF (gfx_core_helper; Xe3/Xe3P: calculateAvailableThreadCount, then adjustMaxThreadsPerEuCount); the work-group
+# cap (calculateMaxWorkGroupSize; Xe3/Xe3P: calculateNumThreadsPerThreadGroup); the SLM pool (the release helper's
+# preferred-SLM table, its largest entry) and steps (alignSlmSizePerThreadGroup). IGC's .ze_info may disagree.
 _XE3_LPG = (
     f"{_CR}: hw_info_ptl.cpp / hw_info_nvls.cpp (maxProgrammableSlmSize 128), release_helper_common_xe3_lpg.inl "
     "(SLM pool 192 KB), gfx_core_helper_xe3_and_later.inl (threads by GRF), gfx_core_helper_xe3_core.cpp "
@@ -139,9 +139,13 @@ def _pool_figure(kb: int, calculator_kb: int) -> tuple[str, str]:
     return ("slm", f"SLM pool {kb} KB (compute-runtime; calculator {calculator_kb} KB)")
 
 
-# Without large GRF mode a thread has 128 GRFs. The calculator also lists BMG, LNL and MTL, each with
-# Large_GRF_Mode false, while compute-runtime runs 256 GRF there (4 threads per XVE): their GRF and
-# sub-group sizes are left unchecked rather than flag every 256-GRF retry on one source's word.
+def _igc_figures(ours: int, igc: dict[int, int]) -> tuple[tuple[str, str], ...]:  # IGC: .ze_info's eu_thread_count
+    notes = {g: f"threads per XVE at {g} GRF: {ours} (compute-runtime; IGC {n})" for g, n in igc.items()}
+    return tuple((f"threads@{g}", note) for g, note in notes.items())
+
+
+# The calculator lists BMG, LNL and MTL with Large_GRF_Mode false, while compute-runtime runs 256 GRF there (4
+# threads per XVE): their GRF and sub-group sizes are unchecked rather than flag every 256-GRF retry on its word.
 _PVC_LIMITS = TargetLimits(128 * _KB, (128, 256), (16, 32), 1024, _CALCULATOR)
 _DG2_LIMITS = TargetLimits(64 * _KB, (128,), (8, 16, 32), 1024, _CALCULATOR)
 _XE2_PROPS = TritonProps(True, True, True, True, True, (16, 32))  # pvc, bmg, lnl, ptl: all five extensions
@@ -216,7 +220,7 @@ FAMILIES: tuple[Family, ...] = (
         "nvl-p", (), "nvl-p", "Xe3P-LPG", 1360, 0x08C28004, "3pxpc", None, "", _XE2_PROPS, "ptl",
         OccupancyLimits(
             None, (*_XE3_THREADS, (320, 3), (448, 2), (512, 1)), 192 * _KB, _XE3P_STEPS, None, None, _DRIVER,
-            192 * _KB, wg_threads_by_grf=(*_XE3_WG, (512, 16)),
+            192 * _KB, (*_XE3_WG, (512, 16)), _igc_figures(1, {512: 2}),
         ),
         None, None, True,
         (_NO_SYCL, _EXT, _ZEBIN,
@@ -229,7 +233,7 @@ FAMILIES: tuple[Family, ...] = (
         "cri", (), "cri", "Xe3P-XPC", 1380, 0x08C2C000, "3pxpc", None, "", _XE2_PROPS, "ptl",
         OccupancyLimits(
             8, ((256, 8), (512, 4)), 384 * _KB, (*_XE3P_STEPS, 256, 320, 384), None, None, _DRIVER, 384 * _KB,
-            wg_threads_by_grf=((512, 32),),
+            ((512, 32),), _igc_figures(8, {160: 6, 192: 5, 256: 4}),
         ),
         None, None, True,
         (_NO_SYCL, _EXT, _ZEBIN,
@@ -455,7 +459,7 @@ def _occupancy(
     if limits.max_work_groups is not None:
         slots = min(slots, limits.max_work_groups)  # the scheduler's cap counts as thread slots
     bounds["grf" if per_xve < limits.threads_by_grf[0][1] else "threads"] = slots
-    used = set()
+    used = {f"threads@{grf}"}  # a threads-per-XVE figure in dispute at this GRF count
     if slm > 0:
         bounds["slm"] = limits.slm_per_xe_core // _slm_footprint(slm, limits.slm_steps_kb)
         used.add("slm")
@@ -548,14 +552,10 @@ def calculator_link(target: str, simd: int, grf: int) -> dict[str, Any] | None:
     sizes = [simd, *(s for s in sorted(family.sub_group_sizes, reverse=True) if s != simd)]
     steps = [kb for kb in limits.slm_steps_kb if kb * _KB <= limits.slm_per_work_group]
     wg_cap = max_work_group_size(name, simd, grf) or MAX_WORK_GROUP_SIZE
-    values = [xve, per_xve, xve, slots, "", _json_list(sizes), limits.slm_per_xe_core // _KB,
-              limits.slm_per_work_group // _KB, _json_list(steps), wg_cap, groups, barriers,
+    values = [xve, per_xve, xve, slots, "", json.dumps(sizes, separators=(",", ":")), limits.slm_per_xe_core // _KB,
+              limits.slm_per_work_group // _KB, json.dumps(steps, separators=(",", ":")), wg_cap, groups, barriers,
               f"xpukit_{name}_one_Xe-core_GRF{grf}_SIMD{simd}"]  # fmt: skip
     return {"url": f"{CALCULATOR_URL}?gpu={';'.join(map(str, values))}", "entry": None, "prefilled": True}
-
-
-def _json_list(items: Iterable[int]) -> str:
-    return "[" + ",".join(map(str, items)) + "]"
 
 
 UPSTREAM_N_REGS = {"default": 128, "small": 128, "large": 256}  # IXB #7416: 128 when no grf_mode is given

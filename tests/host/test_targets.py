@@ -193,7 +193,25 @@ def test_the_newest_families_follow_compute_runtime(family, wg, simd, grf, slm_k
     if slm_kb:
         groups = min(groups, pool_kb // driver_slm_kb(family, slm_kb))
     assert occ["work_groups_per_xe_core"] == groups
-    assert occ["figures"] == []
+    igc = IGC_THREADS.get(family, {}).get(grf)
+    ours = driver_threads_per_xve(family, grf)
+    assert occ["figures"] == ([f"threads per XVE at {grf} GRF: {ours} (compute-runtime; IGC {igc})"] if igc else [])
+
+
+# IGC's eu_thread_count in .ze_info where it differs from compute-runtime's (read off ocloc 26.27 zebins built
+# with -ze-exp-register-file-size N): cri 6, 5, 4 at 160, 192, 256 GRF (the driver: 8 below 512); nvl-p 2 at
+# 512 (the driver: 1). The kit counts the driver's and names IGC's.
+IGC_THREADS = {"cri": {160: 6, 192: 5, 256: 4}, "nvl-p": {512: 2}}
+
+
+def test_where_igc_counts_other_threads_the_row_names_both():
+    occ = occupancy("cri", 16, 256, 128)
+    assert occ is not None and occ["threads_per_xve_max"] == 8
+    assert occ["figures"] == ["threads per XVE at 256 GRF: 8 (compute-runtime; IGC 4)"]
+    assert occupancy("cri", 16, 64, 128)["figures"] == []  # type: ignore[index]  # IGC says 8 there too
+    assert dict(FAMILY["nvl-p"].occupancy.figures) == {
+        "threads@512": "threads per XVE at 512 GRF: 1 (compute-runtime; IGC 2)"
+    }
 
 
 # --------------------------------------------------------------------------- what-ifs
