@@ -179,7 +179,8 @@ def test_target_all_builds_every_preset_the_ocloc_supports(env, capsys):
 
     tool = find_ocloc()
     expected = [n for n, p in PRESETS.items() if p.ocloc_device and tool.supports(p.ocloc_device)]
-    assert expected == ["pvc", "bmg", "acm-g10", "arl-h", "mtl", "lnl", "ptl"]  # ocloc 26.27 builds all seven
+    # ocloc 26.27 builds all eleven
+    assert expected == ["pvc", "bmg", "acm-g10", "arl-h", "mtl", "lnl", "ptl", "wcl", "nvl-s", "nvl-p", "cri"]
     out = env / "all"
     assert run_compile(f"{EXAMPLES}:scale_kernel", ["all"], out, None, []) == 0
     assert sorted(d.name for d in out.iterdir()) == sorted(expected)

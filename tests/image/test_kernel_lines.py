@@ -1,4 +1,6 @@
-"""`kernel-report --lines` on real zebins of every kernel examples/ declares, for the seven families:
+"""`kernel-report --lines` on real zebins of every kernel examples/ declares, for the seven families and
+cri (the quick set: one family per IGA platform; wcl and nvl-s decode as ptl, nvl-p as cri, and
+tests/image/test_families.py compiles every example for all eleven):
 per-line counts that add up to the totals, PCs that agree with IGA's own, the inlined Triton lines
 under their call site, occupancy beside IGC's own thread count, a stripped zebin, and the GRF rule
 read off the pinned Triton backend.
@@ -21,9 +23,9 @@ import pytest
 from tests.support import ROOT
 from tests.support.families import current_ocloc_or_skip
 
-SEVEN = "pvc,bmg,acm-g10,arl-h,mtl,lnl,ptl"
+FAMILIES = "pvc,bmg,acm-g10,arl-h,mtl,lnl,ptl,cri"  # the seven and cri: one family per IGA platform
 # Every kernel examples/ declares (XPUKIT_KERNELS); matmul at a tile that does not spill, so the
-# seven families compile in seconds (the declared 128x128 tile's spills are test_kernel_report's).
+# families compile in seconds (the declared 128x128 tile's spills are test_kernel_report's).
 KERNELS = [
     ("kernels.py:scale_kernel", []),
     ("kernels.py:add_kernel", []),
@@ -42,7 +44,9 @@ def reports(tmp_path_factory):
     current_ocloc_or_skip()
     from tests.support.reports import report_of as build_report
 
-    out = {name: build_report(str(ROOT / "examples" / name), [SEVEN], configs, lines=True) for name, configs in KERNELS}
+    out = {
+        name: build_report(str(ROOT / "examples" / name), [FAMILIES], configs, lines=True) for name, configs in KERNELS
+    }
     yield out
     mp.undo()
 
@@ -68,7 +72,7 @@ def test_per_line_counts_add_up_to_the_totals(reports):
                 _add(total, line["counts"])
             assert total == row["counts"], (name, row["target"])
             checked += 1
-    assert checked == len(KERNELS) * 7
+    assert checked == len(KERNELS) * len(FAMILIES.split(","))
 
 
 @pytest.mark.container
@@ -132,7 +136,7 @@ def test_pcs_agree_with_iga_for_every_family(reports, tmp_path):
         spec.fn,
         {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_cols": "i32", "row_stride": "i32"},
         spec.constexprs,
-        resolve_targets(tool, split_targets(SEVEN)),
+        resolve_targets(tool, split_targets(FAMILIES)),
         {"generate_native_code": True},
         tool,
         asm=True,
@@ -154,7 +158,8 @@ def test_pcs_agree_with_iga_for_every_family(reports, tmp_path):
 
 @pytest.mark.container
 def test_occupancy_agrees_with_igc_thread_count(reports):
-    """threads_per_xve_max is the eu_thread_count IGC writes into .ze_info where it writes one."""
+    """threads_per_xve_max is the eu_thread_count IGC writes into .ze_info where it writes one, except
+    where compute-runtime's figure differs and the row names both (cri at 256 GRF: the driver 8, IGC 4)."""
     import yaml
 
     from xpukit.runtime.kernels.compile import build_targets, load_kernel, resolve_targets
@@ -167,7 +172,7 @@ def test_occupancy_agrees_with_igc_thread_count(reports):
     }
     tool = find_ocloc()
     builds = build_targets(
-        spec.fn, sig, spec.constexprs, resolve_targets(tool, split_targets(SEVEN)),
+        spec.fn, sig, spec.constexprs, resolve_targets(tool, split_targets(FAMILIES)),
         {"generate_native_code": True}, tool, asm=False,
     )  # fmt: skip
     rows = {r["target"]: r for r in reports["matmul.py:matmul_kernel"]["rows"]}
@@ -182,7 +187,11 @@ def test_occupancy_agrees_with_igc_thread_count(reports):
         occ = occupancy(build.target, env["simd_size"], env["grf_count"], 16 * 8, 0)
         assert occ is not None and rows[build.target]["occupancy"] is not None
         if "eu_thread_count" in env:
-            assert occ["threads_per_xve_max"] == env["eu_thread_count"], build.target
+            igc = env["eu_thread_count"]
+            if occ["threads_per_xve_max"] != igc:  # only where the kit names IGC's figure beside the driver's
+                ours, grf = occ["threads_per_xve_max"], env["grf_count"]
+                named = f"threads per XVE at {grf} GRF: {ours} (compute-runtime; IGC {igc})"
+                assert named in occ["figures"], (build.target, occ["figures"])
             compared += 1
     assert compared >= 1
 
