@@ -308,6 +308,10 @@ def test_xpu_image_on_pvc_host_all_ok(tmp_path):
     assert "(2025.2, launch: setarg+launch(9))" in lines_for(lines, "ur")[0]
     assert "ocloc 25.18.33578: 9 targets (pvc, bmg, acm-g10, arl-h, mtl, lnl, ptl)" in lines_for(lines, "ocloc")[0]
     assert not [line for line in lines_for(lines, "ocloc") if line.startswith("WARN")]
+    # Without the newest families (ocloc 26.27 builds them) the line says so, without a warning.
+    assert (
+        "OK    ocloc        not wcl/nvl-s/nvl-p/cri (ocloc 26.27 or later builds them" in lines_for(lines, "ocloc")[1]
+    )
     assert "1.21.9" in lines_for(lines, "level-zero")[0]
     assert "oneAPI 2025.2" in lines_for(lines, "oneapi")[0]
     assert lines_for(lines, "manifest")[0].startswith("OK")
