@@ -6,10 +6,10 @@ without ``TritonKernel``):
 * :func:`target_for_device` - Triton target properties for a session's device (a preset for the
   CPU device; for GPUs the UR device info, architecture = ip_version << 8 as SYCL defines it).
 * :func:`compile_for_device` - Triton SPIR-V for the device; the CPU compatibility patch applied.
-* :class:`LaunchABI` - Triton's launch ABI from the compiled kernel's metadata: user arguments,
-  the scratch pointers newer Triton appends, a local-memory argument where the line binds one
-  (``shared > 0`` up to release/3.8; on main only for dynamic shared memory, #7606); grid ->
-  ND-range; argument checking and packing (errors before anything is enqueued).
+* :class:`LaunchABI` - Triton's launch ABI from the compiled kernel's metadata: the user arguments
+  and the launcher's kind letter for each, the scratch pointers Triton 3.4 and later append, the
+  local-memory argument when the kernel takes one (:func:`takes_local_argument`); grid -> ND-range;
+  the error a refused argument raises, naming it (the kernel's launcher checks and converts).
 * :class:`ProgramCache` - the device's native binary keyed by device, driver, build options and
   SPIR-V hash; a stale or corrupt entry is rebuilt from SPIR-V, never trusted.
 * :class:`TritonKernel` / :class:`BoundKernel` - ``kernel[grid](*args)`` on a session.

@@ -1,4 +1,6 @@
-"""Unified Runtime from Python: a thin 1:1 ctypes binding (``load``) and a small Pythonic layer.
+"""Unified Runtime from Python: the ctypes binding (``load``, ``UrLibrary``), the session and the
+objects it owns (``Session``, ``USMAllocation``, ``Queue``, ``Program``, ``Kernel``) and each
+kernel's checked launcher (:mod:`xpukit.runtime.ur.launcher`).
 
 from xpukit.runtime import ur
 with ur.Session("auto") as s:
