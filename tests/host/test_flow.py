@@ -235,6 +235,7 @@ def test_platforms_and_errors(tmp_path):
     assert flow.resolve_platform("pvc") == "xehpc"
     assert flow.resolve_platform("acm-g10") == "xehpg" and flow.GRF_BYTES["xehpg"] == 32
     assert flow.resolve_platform("cri") == "3pxpc" and flow.resolve_platform("XE2") == "xe2"
+    assert flow.resolve_platform("lnl") == "xe2" and flow.resolve_platform("12p72") == "12p72"
     with pytest.raises(flow.FlowError, match="no IGA platform known for 'gen9'"):
         flow.resolve_platform("gen9")
     text = tmp_path / "k.text"

@@ -21,7 +21,7 @@ from tests.support import ROOT
 from tests.support.families import current_ocloc_or_skip
 
 MAIN = ("pvc", "bmg", "ptl")  # every kernel, every instruction compared with IGA
-OTHERS = ("acm-g10", "arl-h", "mtl", "lnl")  # the kit's other families
+OTHERS = ("acm-g10", "arl-h", "mtl", "lnl", "wcl", "nvl-s")  # the kit's other families
 XE3P = ("cri", "nvl-p")  # IGA platform 3pxpc: sendg
 SMALL = ("vector_add", "row_sum", "softmax")  # compared with IGA on every family (IGA is quick on them)
 # name: (file:kernel, signature (None: the one XPUKIT_KERNELS declares), constexprs, options, targets)
@@ -151,7 +151,7 @@ def test_live_bytes_equal_igas_live_totals_on_every_example_kernel(compiled, flo
 
 @pytest.mark.container
 def test_every_other_family_and_xe3p(compiled, flows, tmp_path):
-    """acm-g10, arl-h, mtl, lnl, cri and nvl-p (Xe3P: sendg, IGA's JSON malformed): the small kernels
+    """acm-g10, arl-h, mtl, lnl, wcl, nvl-s, cri and nvl-p (Xe3P: sendg, IGA's JSON malformed): the small kernels
     equal IGA's liveTotals; the matmul (8,700 instructions of FMAs on acm-g10, where IGA's own analysis
     takes minutes) is analyzed with its K loop."""
     for target in OTHERS + XE3P:

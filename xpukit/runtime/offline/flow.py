@@ -54,9 +54,6 @@ GRF_BYTES = {
     "3": 64, "xe3": 64, "ptl": 64,
     "3pxpc": 64, "xe3pxpc": 64,
 }  # fmt: skip
-# Families the kit compiles for whose IGA platform is not in xpukit.targets.IGA_PLATFORM (Xe3P: its
-# sends are ``sendg``; nvl-s and wcl are Xe3).
-EXTRA_FAMILY_PLATFORM = {"cri": "3pxpc", "nvl-p": "3pxpc", "nvl-s": "xe3", "wcl": "xe3"}
 _FLAG_BYTES = 4  # f0..fN are 32-bit registers
 # The opcodes whose operands may be labels (IGA's branches); only they have successors other than
 # the next block.
@@ -122,13 +119,9 @@ class Listing:
 
 
 def resolve_platform(target: str) -> str:
-    """IGA's platform for a kit family (``pvc``), an ocloc device the kit knows (``cri``) or an IGA
+    """IGA's platform for a kit family (``pvc``, ``cri``: ``xpukit.targets.IGA_PLATFORM``) or an IGA
     platform name itself (``xehpc``, ``3pxpc``); a one-line error otherwise."""
     name = target.strip().lower()
-    if name in GRF_BYTES:
-        return name
-    if name in EXTRA_FAMILY_PLATFORM:
-        return EXTRA_FAMILY_PLATFORM[name]
     if canonical(name) in FAMILY:
         try:
             plat = iga_platform(name).lower()
@@ -136,9 +129,11 @@ def resolve_platform(target: str) -> str:
             plat = ""
         if plat in GRF_BYTES:
             return plat
+    if name in GRF_BYTES:
+        return name
     raise FlowError(
         f"no IGA platform known for {target!r}",
-        f"pass a family ({', '.join(FAMILY)}, {', '.join(EXTRA_FAMILY_PLATFORM)}) or an IGA platform "
+        f"pass a family ({', '.join(FAMILY)}) or an IGA platform "
         f"({', '.join(sorted(k for k in GRF_BYTES if not k[0].isdigit()))})",
     )
 
