@@ -18,6 +18,9 @@ exactly:
   predicate (``~f0.0``) of the same byte is met further up in the same block; a write of the
   predicate's flag forgets both. Across a block boundary a predicated write never kills.
 - ``sel``'s flag is a source, not a predicate: a ``sel`` write kills.
+- The byte sets are IGA's, including where they fall short: a 2D block load's destination is 2
+  bytes (``d:{r3[0-1]}`` for 31 registers), so the registers it fills count as live from the
+  kernel's start (``peak_inputs`` holds them; docs/isa.md).
 
 How: IGA follows one live path per use; paths whose predicate state is the same evolve byte by byte
 alike, so they are merged (a path with no pending predicated kills merges exactly into any path of
@@ -59,7 +62,7 @@ class Liveness:
     peak_bytes: int
     peak_pc: int
     peak_defs: tuple[PeakDef, ...]  # most bytes first, then by PC
-    peak_inputs: int  # bytes live at the peak that no instruction writes before it
+    peak_inputs: int  # bytes live at the peak no instruction writes before it (payload, 2D block loads' rest)
     exact: bool  # False: IGA's restarted-path quirk may differ here (see the module docstring)
 
 
