@@ -59,21 +59,21 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def cpu_floor() -> None:
-    """One seven-family build after an edit (new SPIR-V, nothing reused): wall time against the CPU
+def cpu_floor(targets: str = SEVEN) -> None:
+    """One build of ``targets`` after an edit (new SPIR-V, nothing reused): wall time against the CPU
     seconds it needs (this process and its ocloc children); CPU / cores is the floor any schedule
     has on this machine."""
     from tests.support.reports import report_of as build_report
     from xpukit.runtime.kernels import compile as compile_module
 
     kernel = str(ROOT / "examples" / "matmul.py:matmul_kernel")
-    build_report(kernel, [SEVEN], [SMALL], lines=True)  # Triton imported, history learnt
+    build_report(kernel, [targets], [SMALL], lines=True)  # Triton imported, history learnt
     compile_module.NATIVE_MEMORY.results.clear()  # as after an edit: every family built again
     wall, cpu = time.perf_counter(), _cpu_seconds()
-    build_report(kernel, [SEVEN], [SMALL], lines=True, fresh=True)
+    build_report(kernel, [targets], [SMALL], lines=True, fresh=True)
     wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
     cores = os.cpu_count() or 1
-    print(f"seven families {SMALL}: wall {wall:.2f} s, CPU {cpu:.2f} s; floor on {cores} cores {cpu / cores:.2f} s")
+    print(f"{targets} {SMALL}: wall {wall:.2f} s, CPU {cpu:.2f} s; floor on {cores} cores {cpu / cores:.2f} s")
 
 
 def multi_device() -> None:
@@ -237,18 +237,29 @@ def main() -> int:
     )
     parser.add_argument("--watch-only", action="store_true", help="skip the --lines / plain ratio")
     parser.add_argument("--speculation", action="store_true", help="only the ocloc retry against both builds at once")
-    parser.add_argument("--case", action="append", choices=["pvc-declared", "pvc-small", "seven"], help="watch cases")
+    parser.add_argument(
+        "--case", action="append", choices=["pvc-declared", "pvc-small", "seven", "all"], help="watch cases"
+    )
+    parser.add_argument("--floor", action="store_true", help="the CPU floor of one rebuild of seven and all families")
     args = parser.parse_args()
     if args.speculation:
         speculation(args.repeat)
         return 0
+    if args.floor:
+        cpu_floor(SEVEN)
+        cpu_floor("all")
     if not args.watch_only:
         warm_ratio(args.repeat)
         multi_device()
         cpu_floor()
         speculation(args.repeat)
     codes = {"before": args.before.resolve(), "after": ROOT} if args.before else {"this": ROOT}
-    cases = {"pvc-declared": ("pvc", []), "pvc-small": ("pvc", [SMALL]), "seven": (SEVEN, [SMALL])}
+    cases = {
+        "pvc-declared": ("pvc", []),
+        "pvc-small": ("pvc", [SMALL]),
+        "seven": (SEVEN, [SMALL]),
+        "all": ("all", [SMALL]),  # the eleven families
+    }
     for name in args.case or list(cases):
         watch_latency(*cases[name], args.saves, codes)
     return 0
