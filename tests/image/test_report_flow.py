@@ -99,3 +99,16 @@ def test_a_baseline_config_and_family_give_each_lines_delta(matmul):
     assert pvc_row["baseline"]["target"] == bmg_row["baseline"]["target"] == "pvc"
     assert all(e["delta"]["instructions"] == 0 for e in pvc_row["lines"])  # itself
     assert bmg_row["baseline"]["counts"] == pvc_row["counts"]
+
+
+@pytest.mark.container
+def test_n_regs_is_set_beside_the_grf_igc_chose_not_one_triton_asked_for(matmul):
+    """On ptl (Xe3: IGC picks the GRF count when none is asked) the row shows the zebin's GRF beside
+    upstream's n_regs: 128 when nothing was asked, 256 when Triton asked for 256 (the spill retry)."""
+    for row in matmul["rows"]:
+        note = row["occupancy"]["n_regs"]
+        if row["target"] != "ptl":
+            assert note is None
+            continue
+        asked = "-cl-intel-256-GRF-per-thread" in row["build_flags"]
+        assert note["grf_count"] == row["grf"] and note["upstream_n_regs"] == (256 if asked else 128)

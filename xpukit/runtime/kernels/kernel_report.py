@@ -315,6 +315,8 @@ def _report_cell(
         )
         if row.grf and row.work_group:
             mode = cfg.options.get("grf_mode") if isinstance(cfg.options.get("grf_mode"), str) else None
+            if LARGE_GRF_FLAG in row.build_flags:
+                mode = "large"  # Triton asked for 256 GRF (grf_mode large, or the spill retry): not IGC's choice
             occ = occupancy(
                 build.target, row.simd, row.grf, row.work_group, row.slm_bytes or 0, info.barrier_count, mode
             )
