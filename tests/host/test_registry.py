@@ -81,13 +81,11 @@ def test_lock_round_trip_and_strict_reading(tmp_path):
 @pytest.mark.unit
 def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
     """locked_image/record_image are the only ways into env/lock/images.toml: no other module reads or
-    writes it, and a broken lock is the same error through a reader that once ignored it (the plan's
-    shared base) as through locked_image itself."""
+    writes it, a broken lock is an error through locked_image, and the image plan reads it once (its
+    ``locked`` field, which the shared base, the base check and the dry run's build line take)."""
     import ast
 
-    from xpukit.host.image import plan as plan_mod
     from xpukit.host.versions.pins import REPO_ROOT
-    from xpukit.host.versions.pins import load as load_pins
 
     direct = []
     for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):
@@ -103,8 +101,9 @@ def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
     assert reg.record_image("cpu", entry, lock) == lock
     assert reg.locked_image("cpu", lock) == entry and reg.locked_image("xpu", lock) is None
     monkeypatch.setattr(reg, "LOCK_PATH", lock)
-    assert plan_mod._shared_base(load_pins().profile("cpu")) == "b:1"
+    assert reg.locked_image("cpu") == entry
+    plan_source = (REPO_ROOT / "xpukit" / "host" / "image" / "plan.py").read_text(encoding="utf-8")
+    assert plan_source.count("locked_image(") == 1, "the image plan reads the lock once, into ImagePlan.locked"
     lock.write_text("[cpu\n")
-    for read in (lambda: reg.locked_image("cpu"), lambda: plan_mod._shared_base(load_pins().profile("cpu"))):
-        with pytest.raises(reg.RegistryError, match=r"images.toml is not readable TOML .*restore it from git"):
-            read()
+    with pytest.raises(reg.RegistryError, match=r"images.toml is not readable TOML .*restore it from git"):
+        reg.locked_image("cpu")

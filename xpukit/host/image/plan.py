@@ -32,6 +32,8 @@ class ImagePlan:
     build: build_mod.BuildPlan
     ca_description: str
     base_missing: str = ""  # why the base is not on the engine (only a build needs it)
+    # env/lock/images.toml's entry for the profile, read once when the plan is made (None: none shared)
+    locked: registry.LockedImage | None = None
 
     @property
     def tag(self) -> str:
@@ -46,11 +48,14 @@ def load_profile(name: str) -> pins_mod.Profile:
     return profile
 
 
-def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tuple[str, str]:
+def _base(
+    ctx: Context, profile: pins_mod.Profile, locked: registry.LockedImage | None, required: bool = True
+) -> tuple[str, str]:
     """(the base a build uses, why it is missing or ""): asking the engine (pulling only in a real
     run that needs it), or as configured where none is present (a dry run without an engine).
     ``required`` False: a run that only needs the base's name for the content tag; a missing base
-    is reported when a build is really needed."""
+    is reported when a build is really needed. ``locked``: the lock's image entry (its base names
+    the shared image's)."""
     requested = ctx.settings.base_image
     eng = ctx.engine
     if not eng.present:
@@ -63,7 +68,7 @@ def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tup
     except XpukitError as exc:
         if required and not ctx.dry_run:
             raise
-        shared = "" if requested else _shared_base(profile)
+        shared = "" if requested or locked is None else locked.base
         if shared:
             # The tag hashes the base's name: take the one the shared image was built from,
             # so this engine finds (and pulls) that image instead of building another.
@@ -71,12 +76,6 @@ def _base(ctx: Context, profile: pins_mod.Profile, required: bool = True) -> tup
         elif ctx.dry_run:
             ui.say(f"base: {requested or profile.base_reference} is not present; a real build would try to pull it")
         return requested or shared or profile.base_reference, exc.one_line()
-
-
-def _shared_base(profile: pins_mod.Profile) -> str:
-    """The base env/lock/images.toml records for the profile's shared image ("" when none)."""
-    entry = registry.locked_image(profile.name)
-    return entry.base if entry else ""
 
 
 def make_plan(
@@ -96,11 +95,12 @@ def make_plan(
     profile = load_profile(ctx.profile)
     build_mod.ensure_lock_current(profile, pins_mod.REPO_ROOT)
     profile = build_mod.with_base(profile, (variant or build_mod.Variant()).base)
+    locked = registry.locked_image(profile.name)  # the plan's one reading of the lock's image entry
     if ctx.dry_run:
         ctx.engine.connect_if_present()
     else:
         ctx.engine.client()
-    base, base_missing = _base(ctx, profile, base_required)
+    base, base_missing = _base(ctx, profile, locked, base_required)
     try:
         cli: build_cli.BuildCli | None = ctx.engine.build_cli()
     except XpukitError:
@@ -124,7 +124,7 @@ def make_plan(
         cache=cache,
         ocloc_mirror=ctx.settings.ocloc_mirror,
     )
-    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing)
+    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing, locked)
 
 
 def run_build(plan: ImagePlan) -> str:
@@ -146,7 +146,7 @@ def check_base(plan: ImagePlan, eng: engine.Engine) -> None:
     sdk = eng.client()
     if plan.base == plan.profile.base_reference:
         lock_mod.check_base_not_moved(plan.profile, lambda ref: sdk.images.get_registry_data(ref).id)
-    entry = registry.locked_image(plan.profile.name)
+    entry = plan.locked
     if entry is None or entry.base != plan.base:
         return
     if not entry.base_id:
@@ -164,7 +164,7 @@ def print_build_if_missing(ctx: Context, plan: ImagePlan) -> None:
     eng = ctx.engine
     if not eng.present or plan.base_missing or eng.image_exists(plan.tag):
         return
-    entry = registry.locked_image(plan.profile.name)
+    entry = plan.locked
     if entry is not None and entry.same_content(plan.tag):
         return  # the real run pulls the shared image by its digest
     print(plan.build.printable())
