@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,7 @@ def build_targets(
     asm: bool = False,
     memory: NativeMemory | None = None,
     divisible: Sequence[str] = (),
+    on_built: Callable[[TargetBuild], None] | None = None,
 ) -> list[TargetBuild]:
     """Triton -> SPIR-V once per distinct set of codegen properties (``TargetPreset.codegen_key``),
     then ocloc (and ``ocloc disasm`` with ``asm``) per target, as many at once as there are cores.
@@ -158,7 +159,9 @@ def build_targets(
     whose builds took longest last time go first. A target that failed carries its exception in
     ``error``; the others are still built. The builds are the ones a serial run gives (a test).
     ``memory``: what earlier builds learnt (default: this process's ``NATIVE_MEMORY``); ``divisible``:
-    the arguments compiled with ``tt.divisibility = 16`` (``specialization.Specialization``)."""
+    the arguments compiled with ``tt.divisibility = 16`` (``specialization.Specialization``);
+    ``on_built``: called with each target's build as soon as its ocloc is done, in the worker that
+    built it (what a report does with a zebin overlaps the builds still running)."""
     known = memory if memory is not None else NATIVE_MEMORY
     groups: dict[tuple[Any, ...], list[str]] = {}
     for target, preset in presets.items():
@@ -205,6 +208,11 @@ def build_targets(
         except XpukitError as exc:
             build.error = exc
 
+    def native_then(build: TargetBuild) -> None:
+        native(build)
+        if on_built is not None:
+            on_built(build)
+
     ordered = sorted(groups.values(), key=lambda g: -sum(expected_seconds(t) for t in g))  # stable
     workers = max(1, min(len(presets), os.cpu_count() or 1))
     builds_may_run()  # an earlier run in this process may have been interrupted
@@ -225,9 +233,9 @@ def build_targets(
             builds += ready
             for build in sorted(ready, key=lambda b: -expected_seconds(b.target)):
                 if pool is None:  # in this thread: Ctrl-C stops the build where it runs
-                    native(build)
+                    native_then(build)
                 else:
-                    futures.append(pool.submit(native, build))
+                    futures.append(pool.submit(native_then, build))
         for future in futures:
             future.result()
     except BaseException:

@@ -169,6 +169,14 @@ class _CellCompiler:
         special = cfg.specialization or self.signature_spec
         cfg_types = cfg.signature if cfg.signature is not None else self.types
         consts = {**self.constexprs, **cfg.constexprs, **special.constants()}
+        sources = SourceFiles({str(self.spec.path): self.spec.snapshot})
+        done: dict[str, Row] = {}
+
+        def report_cell(build: TargetBuild) -> None:
+            # In the worker that built it, while other targets still build: the disassembly's join
+            # and --lines' iga64 run overlap the builds (watch latency over eleven families).
+            done[build.target] = _report_cell(build, cfg, sources if self.lines else None, self.spec.path, self.where)
+
         builds = build_targets(
             self.jit,
             {k: v for k, v in cfg_types.items() if k not in consts},
@@ -178,12 +186,14 @@ class _CellCompiler:
             self.tool,
             asm=True,
             divisible=[n for n in special.divisibility if n not in consts],
+            on_built=report_cell,
         )
-        sources = SourceFiles({str(self.spec.path): self.spec.snapshot})
         block_io = _uses_block_io(self.spec.snapshot)
         cells = {}
         for build in builds:
-            row = _report_cell(build, cfg, sources if self.lines else None, self.spec.path, self.where)
+            if build.target not in done:  # its group's SPIR-V failed: no ocloc ran
+                report_cell(build)
+            row = done[build.target]
             row.specialization = special
             if block_io:
                 row.warnings += _gather_warning(row, build, special, cfg_types, list(consts))
