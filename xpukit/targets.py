@@ -341,7 +341,6 @@ PRESETS: dict[str, TargetPreset] = {
     **{f.name: family_preset(f) for f in FAMILIES},
     "cpu": TargetPreset("cpu", "", 0, 8192, 1024, (8, 16, 32, 64), True, False, False, False),
 }
-GPU_PRESETS = tuple(name for name, p in PRESETS.items() if p.ocloc_device)
 
 
 def canonical(name: str) -> str:
