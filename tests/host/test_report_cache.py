@@ -271,9 +271,9 @@ def fake_run(tmp_path, monkeypatch):
     from xpukit.host import settings
     from xpukit.host.commands import zebin
 
-    state = {"runs": 0, "say": "", "report": None, "code": 0}
+    state = {"runs": 0, "plans": 0, "say": "", "report": None, "code": 0}
 
-    def run_kit(ctx, side, args, reads=(), writes=(), what="", host_network=False):
+    def run_kit(ctx, side, args, reads=(), writes=(), what="", host_network=False, plan=None):
         state["runs"] += 1
         print("xpukit: compiling in the fake image")
         if state["say"]:
@@ -285,7 +285,13 @@ def fake_run(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(zebin, "_run_kit", run_kit)
     monkeypatch.setattr(zebin, "_kit_side", lambda ctx, where: zebin.KitSide(False, "fake"))
-    monkeypatch.setattr(zebin, "_toolchain", lambda ctx, side: "fake toolchain")
+
+    def plan_for_run(ctx):
+        state["plans"] += 1
+        return "the task's one plan"
+
+    monkeypatch.setattr(zebin, "plan_for_run", plan_for_run)
+    monkeypatch.setattr(zebin, "_toolchain", lambda ctx, side, plan: f"fake toolchain of {plan}")
     monkeypatch.setattr(zebin, "kit_cache_root", lambda: tmp_path / "cache")
     ctx = settings.Context(settings.resolve({"profile": "cpu"}, {}, {}), {})
     state["report"] = _report(file="/workspace/examples/kernels.py", text=KERNEL_FILE.read_bytes())
@@ -310,6 +316,7 @@ def test_task_rebuilds_a_flipped_entry_in_one_line(fake_run, capfd):
     assert fake_run["kernel_report"]() == 0
     first = capfd.readouterr()
     assert json.loads(first.out)["rows"][0]["counts"]["instructions"] == 200
+    assert fake_run["plans"] == 1  # one image plan per task: the cache key and the run share it
     cache = fake_run["cache"]
     key = _stored_key(cache)
     assert fake_run["kernel_report"]() == 0 and fake_run["runs"] == 1  # a hit: no run

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, processes, ui
@@ -26,61 +24,12 @@ from xpukit.host.image import base as base_mod
 from xpukit.host.image import build as build_mod
 from xpukit.host.image import sharing
 from xpukit.host.image.build import Variant  # the options tasks.py builds for build()
-from xpukit.host.image.plan import (
-    ImagePlan,
-    check_base,
-    ensure_image,
-    load_profile,
-    make_plan,
-    print_build_if_missing,
-    run_build,
-)
+from xpukit.host.image.plan import check_base, load_profile, make_plan, run_build
 from xpukit.host.run import containers, testing
-from xpukit.host.settings import WHERE_CHOICES, Context, check_choice
+from xpukit.host.run.in_image import plan_for_run, require_host_runtime, resolve_where, run_in_image
+from xpukit.host.settings import Context, check_choice
 from xpukit.host.versions import lock as lock_mod
 from xpukit.host.versions import pins as pins_mod
-
-
-def resolve_where(where: str, ctx: Context) -> tuple[str, str]:
-    """auto: container where an engine answers, otherwise host. Returns (where, why)."""
-    check_choice("where", where, WHERE_CHOICES)
-    if where != "auto":
-        return where, "--where " + where
-    ok, why = ctx.engine.answers()
-    return ("container", f"{ctx.engine.kind} answers") if ok else ("host", why)
-
-
-def require_host_runtime() -> None:
-    """The kit's runtime (Triton's Intel backend, numpy) in this interpreter, or a clear error."""
-    missing = [m for m in ("triton", "numpy") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise XpukitError(
-            f"the host has no kit runtime ({', '.join(missing)} not installed for {sys.executable})",
-            "run it in the image (start a Docker engine; --where container), or "
-            "pip install --require-hashes -r env/lock/cpu.txt",
-        )
-
-
-def plan_for_run(ctx: Context) -> ImagePlan:
-    """The image plan; in a real run the image is on the engine afterwards (built when missing)."""
-    if ctx.dry_run:
-        plan = make_plan(ctx)
-        print_build_if_missing(ctx, plan)  # the build a real run would start with
-        return plan
-    plan = make_plan(ctx, base_required=False)
-    ensure_image(plan, ctx.engine, functools.partial(sharing.shared_image, ctx, plan))
-    return plan
-
-
-def run_in_image(ctx: Context, command: list[str], options: dict[str, Any], what: str = "") -> int:
-    plan = plan_for_run(ctx)
-    if ctx.dry_run:
-        print(shlex.join(processes.format_run_cli(ctx.engine.cli_name, plan.tag, command, options)))
-        return 0
-    if what:
-        ui.say(f"{what} in {plan.tag}")
-    return ctx.engine.run(plan.tag, command, options)
-
 
 # ---------------------------------------------------------------- build
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from xpukit.errors import UsageError
 from xpukit.host import ui
 from xpukit.host.commands.boundary import guarded
-from xpukit.host.commands.kit import plan_for_run
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import make_plan
 from xpukit.host.run import containers
+from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.versions import pins as pins_mod

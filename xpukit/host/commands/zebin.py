@@ -23,8 +23,9 @@ from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import processes, ui
 from xpukit.host.commands.boundary import guarded
-from xpukit.host.commands.kit import plan_for_run, require_host_runtime, resolve_where, run_in_image
+from xpukit.host.image.plan import ImagePlan
 from xpukit.host.run import containers
+from xpukit.host.run.in_image import plan_for_run, require_host_runtime, resolve_where, run_in_image
 from xpukit.host.settings import Context
 from xpukit.host.versions import pins as pins_mod
 from xpukit.runtime.kernels.staging import STAGE_PREFIX
@@ -145,13 +146,14 @@ def _run_kit(
     host_network: bool = False,
     env: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
+    plan: ImagePlan | None = None,
 ) -> int:
     """The one path of compile, zebin-info and kernel-report: `python -m xpukit ARGS` on the host,
     or in the image as the calling user (files it writes are theirs) with the host paths it reads
     mounted read-only (the checkout already is), those it writes read-write, and Triton's cache
     kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
     write). A dry run prints the command instead. ``env``: more variables for the command;
-    ``labels``: the container's."""
+    ``labels``: the container's; ``plan``: the task's image plan, when it made one already."""
     from xpukit.host import report_cache
 
     args = (["--debug"] if ctx.debug else []) + args
@@ -183,7 +185,7 @@ def _run_kit(
         options["network_mode"] = "host"
     if what:
         ui.say(f"{what} in the image ({side.why})")
-    return run_in_image(ctx, ["python", "-m", "xpukit", *args], options)
+    return run_in_image(ctx, ["python", "-m", "xpukit", *args], options, plan=plan)
 
 
 @guarded
@@ -353,11 +355,14 @@ def _kernel_report(
         no_cache = True  # what a script launches is not in the cache key: always run it
     args = options.argv()
     cache = report_cache.ReportCache(kit_cache_root())
+    # The task's one image plan (the image built when missing): the cache key and the run share it.
+    plan = None if side.on_host else plan_for_run(ctx)
     if ctx.dry_run:
         save = cache.folder / ".KEY.json"  # the cache folder is mounted at its own path, like --out
         args += ["--format", "none", "--save", str(save)]
-        return _run_kit(ctx, side, args, reads=reads, writes=[cache.folder])
-    key = report_cache.report_key(path, function, options.key_fields(), _toolchain(ctx, side), pins_mod.REPO_ROOT)
+        return _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], plan=plan)
+    toolchain = _toolchain(ctx, side, plan)
+    key = report_cache.report_key(path, function, options.key_fields(), toolchain, pins_mod.REPO_ROOT)
     cache.sweep()
     previous = cache.previous(key) if diff else None
     data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
@@ -390,7 +395,7 @@ def _kernel_report(
         try:
             what = "compiling every target x config"
             with _stdout_to_stderr(data_out):  # the run's lines, its error too, are not the document
-                code = _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], what=what)
+                code = _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], what=what, plan=plan)
             if not save.is_file():
                 return code or 1  # the command failed before any report: its error is on stderr
             try:
@@ -452,13 +457,12 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
         os.close(saved)
 
 
-def _toolchain(ctx: Context, side: KitSide) -> str:
-    """What compiled the report, for its cache key: the image's ID (built when missing), or the host's install."""
+def _toolchain(ctx: Context, side: KitSide, plan: ImagePlan | None) -> str:
+    """What compiled the report, for its cache key: the plan's image's ID, or the host's install."""
     from xpukit.host import report_cache
 
-    if side.on_host:
+    if side.on_host or plan is None:
         return report_cache.host_toolchain()
-    plan = plan_for_run(ctx)
     image = ctx.engine.client().images.get(plan.tag)
     labels = image.labels or {}
     compiler = " ".join(labels.get(f"io.xpukit.pins.{name}", "") for name in ("ocloc", "ocloc-debs"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import functools
 import os
 import shlex
 import shutil
@@ -18,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host import engine, processes, ui
-from xpukit.host.image import sharing
-from xpukit.host.image.plan import ensure_image, make_plan, print_build_if_missing
 from xpukit.host.run import containers
+from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
 from xpukit.host.versions.pins import REPO_ROOT
 
@@ -255,17 +253,14 @@ def run_tests(
     if ctx.dry_run:
         image = ""
         if where == "container" or engine_ok:
-            image_plan = make_plan(ctx)
-            print_build_if_missing(ctx, image_plan)  # the build a real run would start with
-            image = image_plan.tag
+            image = plan_for_run(ctx).tag  # with the build a real run would start with
         for line in plan_tests(ctx, where, pytest_args, phase, image, engine_ok, results_folder(), suite).lines():
             print(line)
         return 0
 
     image = ""
     if where == "container" or engine_ok:
-        image_plan = make_plan(ctx, base_required=False)
-        image = ensure_image(image_plan, ctx.engine, functools.partial(sharing.shared_image, ctx, image_plan))
+        image = plan_for_run(ctx).tag  # on the engine now: found, pulled or built
     results = _Results(results_folder())
     phases: list[Phase] = []
     try:
