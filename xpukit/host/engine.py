@@ -302,6 +302,14 @@ def resolve_engine(
         # The client (and the answer) that told the kind is the task's: one round trip for both.
         why = f"DOCKER_HOST serves {kind}'s API"
         return Engine(kind, docker_host, why, docker_cli, say, _client=sdk, _version=info)
-    if answers_at(DOCKER_DEFAULT_SOCKET) or not which("podman"):
+    try:
+        sdk, info = connect(DOCKER_DEFAULT_SOCKET, timeout=5)
+    except EngineError:
+        pass
+    else:
+        sdk.api.timeout = 600
+        # The client (and the answer) that found Docker's socket is the task's: one round trip, not two.
+        return Engine("docker", "", "Docker's socket", docker_cli, say, _client=sdk, _version=info)
+    if not which("podman"):
         return Engine("docker", "", "Docker's socket", docker_cli, say)
     return Engine("podman", "", "no Docker engine answers and podman is installed", docker_cli, say)
