@@ -66,6 +66,20 @@ def container_options(
     return options
 
 
+def bytecode_cache(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the checkout's bytecode kept on the cache volume (``PYTHONPYCACHEPREFIX``)
+    instead of written nowhere: the checkout is mounted read-only, so without it every run compiles
+    the kit's modules from source again. One folder per checkout (its host path's hash), since
+    Python checks a .pyc against its source's mtime and size, not its content."""
+    import hashlib
+
+    where = hashlib.sha256(str(pins_mod.REPO_ROOT).encode()).hexdigest()[:12]
+    env = options["environment"]
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = f"{layout.KIT_CACHE}/pycache/{where}"
+    return options
+
+
 def kernel_cache_options(ctx: Context) -> shared_cache.Forwarding | None:
     """The host's XPUKIT_KERNEL_CACHE for a container (variables, read-only files, network), or
     None when unset: every task's container and the devcontainer take it from here."""
