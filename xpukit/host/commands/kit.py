@@ -176,7 +176,7 @@ def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur")
         ui.say(f"--example {example} runs in the {layer} layer's image: --with {layer}")
         ctx.settings = dataclasses.replace(ctx.settings, layer=layer)
     command = ["python", f"{containers.WORKSPACE}/{script}", *demo_args]
-    options = containers.bytecode_cache(containers.container_options(ctx))
+    options = containers.without_network(containers.bytecode_cache(containers.container_options(ctx)))
     return run_in_image(ctx, command, options, "running the UR demo")
 
 
