@@ -18,7 +18,11 @@ CACHE = f"{HOME}/.cache"  # the named cache volume's mount point in every contai
 TRITON_CACHE = f"{CACHE}/triton"  # TRITON_CACHE_DIR
 KIT_CACHE = f"{CACHE}/xpukit"  # XPUKIT_CACHE_DIR (program cache, kernel cache)
 
-INSTALL_ROOT = "/opt/xpukit"  # everything the kit installs in the image (the checkout's root is pins.REPO_ROOT)
+# The checkout (or the image's copy of the sources) this module was loaded from: where tasks.py,
+# env/ and the Dockerfile are on the host.
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+INSTALL_ROOT = "/opt/xpukit"  # everything the kit installs in the image (the checkout's root is REPO_ROOT)
 SCRIPTS = f"{INSTALL_ROOT}/scripts"  # scripts/ of the checkout, as the build ran them
 VENV = f"{INSTALL_ROOT}/venv"
 PYTHON = f"{VENV}/bin/python"

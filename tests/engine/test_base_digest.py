@@ -13,7 +13,7 @@ from tests.support.services import registry
 from xpukit.errors import XpukitError
 from xpukit.host.image import build
 from xpukit.host.versions import lock, pins
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.docker
 USERS = {"ci": "pw-for-tests"}

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.devcontainer import CLI, run_cli
 from xpukit.host.run import devcontainer
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 
 @pytest.mark.docker

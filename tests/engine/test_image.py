@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.support.image_checks import needles_in_stream
+from xpukit import layout
 from xpukit.host import build_cli
 from xpukit.host.image import build
 from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.docker
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 def run_in(docker_client, image: str, command: list[str]) -> str:
@@ -59,8 +60,8 @@ def test_labels_equal_the_pins(image_labels, profile):
     # The checkout's origin remote, or no label at all where it has none (never a guessed address).
     # Engine B (.ci/engine_b.py) runs this in a copy without .git, where the image's remote cannot
     # be read back: there the label is checked by the run on engine A that built the image.
-    if (pins.REPO_ROOT / ".git").exists():
-        assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(pins.REPO_ROOT)
+    if (layout.REPO_ROOT / ".git").exists():
+        assert image_labels.get("org.opencontainers.image.source", "") == build.source_url(layout.REPO_ROOT)
 
 
 @pytest.mark.sharing_smoke

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.docker
 

@@ -38,7 +38,7 @@ from tests.support.services import (
     unsealed,
 )
 from xpukit.host.share import shared_cache
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 from xpukit.runtime import cache_auth
 
 if TYPE_CHECKING:

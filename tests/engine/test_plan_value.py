@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
+from xpukit import layout
 from xpukit.host import processes, settings
-from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 def same_lines(executed: Path, printed: list[str]) -> None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.reproducible_base import _layer
+from xpukit import layout
 from xpukit.host.image import base
-from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 @pytest.mark.docker

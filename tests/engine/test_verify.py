@@ -20,13 +20,14 @@ import pytest
 
 from tests.support.podman_kit import unmount_under
 from tests.support.verify import checkout_copy
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host.image import build
 from xpukit.host.share import registry as registry_mod
 from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"

@@ -12,7 +12,7 @@ import pytest
 
 from xpukit.errors import EXIT_USAGE, UsageError
 from xpukit.host import inputs, settings
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 KERNEL = "examples/kernels.py:scale_kernel"

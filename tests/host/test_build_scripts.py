@@ -11,7 +11,7 @@ import pytest
 
 from xpukit.host.image import build
 from xpukit.host.versions import pins
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 SCRIPTS = REPO_ROOT / "scripts"

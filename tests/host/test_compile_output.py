@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from xpukit.host.commands.zebin import remove_made
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 from xpukit.runtime.kernels import staging
 from xpukit.runtime.kernels.staging import STAGE_PREFIX, staged_output
 

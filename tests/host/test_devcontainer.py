@@ -10,7 +10,7 @@ import pytest
 from tests.support.fakehost import Node, make_host
 from xpukit.host import engine, gpu, settings
 from xpukit.host.run import containers, devcontainer
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 COMMITTED = REPO_ROOT / ".devcontainer" / "devcontainer.json"
 

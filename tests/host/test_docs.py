@@ -26,11 +26,12 @@ import yaml
 
 from tests.support import docs as docs_support
 from tests.support.docs import check_reference
+from xpukit import layout
 from xpukit.host import settings as config
 from xpukit.host.versions import docs_tables, pins
 
 pytestmark = pytest.mark.unit
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 DOCS = docs_tables.doc_files(ROOT)
 FENCE_RE = re.compile(r"^(```+|~~~+)")
 INLINE_RE = re.compile(r"(`+)(.+?)\1", re.DOTALL)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from xpukit.errors import EXIT_INTERRUPTED, EXIT_USAGE, XpukitError, guard
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

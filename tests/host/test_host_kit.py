@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import trust, ui
 from xpukit.host.image import build, buildlog, plan
@@ -20,7 +21,7 @@ from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 SUDO_SECURE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's sudoers default
 
 

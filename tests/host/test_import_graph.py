@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 PACKAGE = REPO_ROOT / "xpukit"

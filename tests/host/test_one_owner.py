@@ -1,5 +1,5 @@
 """Facts the kit once wrote in several places, each with one owner now, and a check that keeps it so:
-the checkout's root (xpukit.host.versions.pins.REPO_ROOT), the image's install root
+the checkout's root (xpukit.layout.REPO_ROOT), the image's install root
 (xpukit.layout.INSTALL_ROOT), the environment of a container with no home (layout.NO_HOME_ENV), the
 reading of XPUKIT_CACHE_DIR (layout.kit_cache_dir) and the error line's length
 (xpukit.errors.MAX_ERROR_CHARS). The lock's image entry has its own check in test_registry.py."""
@@ -15,7 +15,7 @@ import pytest
 from tests.support import ROOT as TESTS_ROOT
 from xpukit import errors, layout
 from xpukit.host.matrix import schedule
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 SOURCES = sorted((REPO_ROOT / "xpukit").rglob("*.py"))
@@ -45,12 +45,12 @@ def test_the_checkout_root_is_computed_once():
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
         for number, line in enumerate(text.splitlines(), 1):  # climbing from a module to the checkout
-            if CLIMB.search(line) and path.name != "pins.py":
+            if CLIMB.search(line) and path.relative_to(REPO_ROOT).as_posix() != "xpukit/layout.py":
                 computed.append(f"{path.relative_to(REPO_ROOT)}:{number}")
         for node in tree.body:  # module level: ROOT meant the checkout here and /opt/xpukit in layout
             targets = node.targets if isinstance(node, ast.Assign) else []
             named_root += [_where(path, node) for t in targets if isinstance(t, ast.Name) and t.id == "ROOT"]
-    assert not computed, f"the checkout's root is xpukit.host.versions.pins.REPO_ROOT: {computed}"
+    assert not computed, f"the checkout's root is xpukit.layout.REPO_ROOT: {computed}"
     assert not named_root, f"say REPO_ROOT (the checkout) or layout.INSTALL_ROOT (the image): {named_root}"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from xpukit import layout
 from xpukit.host.versions import lock, pins
 
 pytestmark = pytest.mark.unit
@@ -324,7 +325,7 @@ def test_task_prints_one_line_and_no_traceback(tmp_path, case):
         path.write_text(_strict_edit(case))
     env = {**os.environ, "XPUKIT_PINS_FILE": str(path)}
     result = subprocess.run(
-        [sys.executable, "-m", "invoke", "pins"], cwd=pins.REPO_ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "invoke", "pins"], cwd=layout.REPO_ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode != 0 and "Traceback" not in result.stderr + result.stdout
     lines = result.stderr.strip().splitlines()

@@ -10,11 +10,12 @@ import types
 import pytest
 
 from tests.support.invoke import invoke_unrecorded
+from xpukit import layout
 from xpukit.host import build_cli, engine, settings
 from xpukit.host.image import build
 from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 @pytest.mark.unit

@@ -13,7 +13,7 @@ import pytest
 
 from xpukit.errors import EXIT_USAGE, UsageError
 from xpukit.host import inputs
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 KERNEL = "examples/kernels.py:scale_kernel"

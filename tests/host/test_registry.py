@@ -85,7 +85,7 @@ def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
     ``locked`` field, which the shared base, the base check and the dry run's build line take)."""
     import ast
 
-    from xpukit.host.versions.pins import REPO_ROOT
+    from xpukit.layout import REPO_ROOT
 
     direct = []
     for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):

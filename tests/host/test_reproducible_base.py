@@ -13,11 +13,11 @@ import sys
 import pytest
 
 from tests.support.reproducible_base import _layer
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host.image import base
-from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 @pytest.mark.unit

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.support.invoke import invoke
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host.image import build
 from xpukit.host.versions import pins
@@ -112,7 +113,7 @@ def test_the_task_refuses_it_in_one_line():
 
 @pytest.mark.parametrize("table", ["torch.variants", "triton.llvm_pins"])
 def test_a_pin_for_a_variant_triton_does_not_name_is_refused(table, tmp_path):
-    text = pins.REPO_ROOT.joinpath("env/pins.toml").read_text()
+    text = layout.REPO_ROOT.joinpath("env/pins.toml").read_text()
     header = f"[xpu.{table}]"
     start = text.index(header)
     line_end = text.index("\n", start) + 1

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke
+from xpukit import layout
 from xpukit.host import settings
 from xpukit.host.image import build
 from xpukit.host.run import containers
 from xpukit.host.versions import pins
 
 pytestmark = pytest.mark.unit
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from tests.support.launcher_stub import HIDDEN_TYPES, MODULES, build_on_host, stub_names
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
 

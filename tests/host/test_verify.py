@@ -17,6 +17,7 @@ import tarfile
 import pytest
 
 from tests.support.verify import _git
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import build_cli
 from xpukit.host.image import build
@@ -24,7 +25,7 @@ from xpukit.host.verify import compare as compare_mod
 from xpukit.host.verify import rebuild as verify_mod
 from xpukit.host.versions import pins
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 def _layer(files: dict[str, tuple[bytes, int]]) -> tarfile.TarFile:

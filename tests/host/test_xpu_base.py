@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.invoke import invoke
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host.image import build
 from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 
 pytestmark = pytest.mark.unit
-SCRIPTS = pins.REPO_ROOT / "scripts"
+SCRIPTS = layout.REPO_ROOT / "scripts"
 RUNTIME = "25.35.35096.9-1~24.04"  # a compute-runtime version as Intel's repository writes them (test data)
 IGC = "2.18.5-1~24.04"
 

@@ -13,12 +13,12 @@ import sys
 import pytest
 
 from tests.support.docs import assert_sample_matches, normalise, sample_after
-from xpukit.host.versions import pins
+from xpukit import layout
 
 pytestmark = pytest.mark.unit
 
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 
 
 @pytest.fixture(scope="module")

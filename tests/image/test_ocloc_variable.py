@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.container
 KERNEL = f"{REPO_ROOT}/examples/kernels.py:scale_kernel"

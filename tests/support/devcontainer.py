@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 CLI = REPO_ROOT / "env" / "npm" / "node_modules" / ".bin" / "devcontainer"
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.verify import checkout_copy
-from xpukit.host.versions import pins
+from xpukit import layout
 
-ROOT = pins.REPO_ROOT
+ROOT = layout.REPO_ROOT
 REQUIRED = os.environ.get("XPUKIT_REQUIRE_PODMAN") == "1"
 
 

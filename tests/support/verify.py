@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from xpukit import layout
 from xpukit.host.image import build
-from xpukit.host.versions import pins
 
 # The sharing lock is no content (build.NOT_CONTENT): untracked in a copy, so that a test writing
 # it leaves the copy's commit clean (no "-dirty" revision label, the same image).
@@ -28,7 +28,7 @@ def checkout_copy(dest: Path, dockerfile: str = "", whole: bool = False) -> Path
     untracked); ``dockerfile``: that Dockerfile instead of the kit's; ``whole``: every file git
     lists (tracked and not ignored, as in the working tree), for tasks that read more than the
     build context (`invoke test` mounts the checkout: README.md, docs/, .ci/)."""
-    root = pins.REPO_ROOT
+    root = layout.REPO_ROOT
     if whole:
         listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
         for name in sorted(set(filter(None, listed))):

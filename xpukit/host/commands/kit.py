@@ -17,6 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from xpukit import layout
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine, processes, ui
 from xpukit.host.commands.boundary import guarded
@@ -84,7 +85,7 @@ def base(ctx: Context, reproducible: bool = False, debootstrap: bool = False) ->
         ctx.engine.client()  # no engine, no base: said before debootstrap runs
         cli = ctx.engine.build_cli().path
     s = ctx.settings
-    epoch = "" if debootstrap else build_mod.source_date(pins_mod.REPO_ROOT).epoch
+    epoch = "" if debootstrap else build_mod.source_date(layout.REPO_ROOT).epoch
     use_mmdebstrap, why_not = base_mod.choose_reproducible(reproducible, debootstrap, epoch)
     if why_not:
         ui.say(why_not)
@@ -105,7 +106,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
                 registry = lambda ref: sdk.images.get_registry_data(ref).id  # noqa: E731
             except XpukitError as exc:
                 ui.warn(f"{exc.message}; digests cannot be looked up and stay empty")
-        return lock_mod.lock_all(loaded, pins_mod.REPO_ROOT, registry, ctx.dry_run, ui.say)
+        return lock_mod.lock_all(loaded, layout.REPO_ROOT, registry, ctx.dry_run, ui.say)
     status = 0
     names = (profile,) if profile else pins_mod.PROFILES
     for name in names:
@@ -115,7 +116,7 @@ def pins(ctx: Context, profile: str = "", lock: bool = False, check: bool = Fals
             print(f"  {key}={value}")
         for message in chosen.warnings:
             print(f"  warning: {message}")
-        problems = lock_mod.check_lock_matches(chosen, pins_mod.lock_path(name, pins_mod.REPO_ROOT))
+        problems = lock_mod.check_lock_matches(chosen, pins_mod.lock_path(name, layout.REPO_ROOT))
         for problem in problems:
             print(f"  lock out of date: {problem}")
         if check and problems:
@@ -166,11 +167,11 @@ def demo_ur(ctx: Context, where: str, demo_args: list[str], example: str = "ur")
     if where == "host":
         ui.say(f"running the UR demo on the host ({why})")
         require_host_runtime()
-        cmd = [sys.executable, str(pins_mod.REPO_ROOT / script), *demo_args]
+        cmd = [sys.executable, str(layout.REPO_ROOT / script), *demo_args]
         if ctx.dry_run:
             print(shlex.join(cmd))
             return 0
-        return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+        return processes.stream_process(cmd, {"PYTHONPATH": str(layout.REPO_ROOT)})
     layer = DEMO_LAYERS.get(example, "")
     if layer and not ctx.settings.layer:
         ui.say(f"--example {example} runs in the {layer} layer's image: --with {layer}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from xpukit import layout
 from xpukit.errors import UsageError
 from xpukit.host import ui
 from xpukit.host.commands.boundary import guarded
@@ -14,7 +15,6 @@ from xpukit.host.run import containers
 from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
-from xpukit.host.versions import pins as pins_mod
 
 
 @guarded
@@ -64,7 +64,7 @@ def devcontainer(ctx: Context, out: str = ".devcontainer/devcontainer.json") -> 
     gpu_options = containers.gpu_options(ctx) if ctx.profile == "xpu" else None  # the shell's, exactly
     cache = containers.kernel_cache_options(ctx)  # XPUKIT_KERNEL_CACHE as every task's container gets it
     content = devcontainer_mod.config(image, ctx.profile, ctx.settings.cache_volume, gpu_options, cache)
-    path = Path(out) if Path(out).is_absolute() else pins_mod.REPO_ROOT / out
+    path = Path(out) if Path(out).is_absolute() else layout.REPO_ROOT / out
     if ctx.dry_run:
         print(devcontainer_mod.render(content), end="")
         return 0

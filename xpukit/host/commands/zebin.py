@@ -27,7 +27,6 @@ from xpukit.host.image.plan import ImagePlan
 from xpukit.host.run import containers
 from xpukit.host.run.in_image import plan_for_run, require_host_runtime, resolve_where, run_in_image
 from xpukit.host.settings import Context
-from xpukit.host.versions import pins as pins_mod
 from xpukit.runtime.kernels.staging import STAGE_PREFIX
 from xpukit.runtime.offline.report_model import Report, ReportOptions, ReportSchemaError
 
@@ -86,7 +85,7 @@ def _run_on_host(ctx: Context, module_args: list[str]) -> int:
     if ctx.dry_run:
         print(shlex.join(cmd))
         return 0
-    return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT)})
+    return processes.stream_process(cmd, {"PYTHONPATH": str(layout.REPO_ROOT)})
 
 
 def _kernel_file(kernel: str) -> tuple[Path, str]:
@@ -114,7 +113,7 @@ def kit_cache_root() -> Path:
     .xpukit/, or $XPUKIT_CACHE_DIR."""
     from xpukit.host import report_cache
 
-    return layout.kit_cache_dir(default=report_cache.cache_root(pins_mod.REPO_ROOT)).resolve()
+    return layout.kit_cache_dir(default=report_cache.cache_root(layout.REPO_ROOT)).resolve()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +161,7 @@ def _run_kit(
         if ctx.dry_run:
             print(processes.printable(cmd, env))
             return 0
-        return processes.stream_process(cmd, {"PYTHONPATH": str(pins_mod.REPO_ROOT), **env})
+        return processes.stream_process(cmd, {"PYTHONPATH": str(layout.REPO_ROOT), **env})
     if side.on_host:
         return _run_on_host(ctx, args)
     mounts = {}
@@ -362,7 +361,7 @@ def _kernel_report(
         args += ["--format", "none", "--save", str(save)]
         return _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], plan=plan)
     toolchain = _toolchain(ctx, side, plan)
-    key = report_cache.report_key(path, function, options.key_fields(), toolchain, pins_mod.REPO_ROOT)
+    key = report_cache.report_key(path, function, options.key_fields(), toolchain, layout.REPO_ROOT)
     cache.sweep()
     previous = cache.previous(key) if diff else None
     data_out = output_format in ("json", "html")  # stdout is the document: the diff goes to stderr
@@ -402,7 +401,7 @@ def _kernel_report(
                 data = json.loads(save.read_bytes())
                 if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
                     report_cache.rewrite_paths(
-                        data, lambda p: report_cache.host_path(p, pins_mod.REPO_ROOT, containers.WORKSPACE)
+                        data, lambda p: report_cache.host_path(p, layout.REPO_ROOT, containers.WORKSPACE)
                     )
                 fresh = Report.from_dict(data)
             except (OSError, ValueError, ReportSchemaError) as exc:

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host.image import build as build_mod
@@ -93,7 +94,7 @@ def make_plan(
     the base may be absent (a run that may find the image shared). ``cache``: given the content
     tag, what the build shares through a registry (:func:`xpukit.host.image.sharing.cache_for`)."""
     profile = load_profile(ctx.profile)
-    build_mod.ensure_lock_current(profile, pins_mod.REPO_ROOT)
+    build_mod.ensure_lock_current(profile, layout.REPO_ROOT)
     profile = build_mod.with_base(profile, (variant or build_mod.Variant()).base)
     locked = registry.locked_image(profile.name)  # the plan's one reading of the lock's image entry
     if ctx.dry_run:
@@ -110,7 +111,7 @@ def make_plan(
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
     ca = ctx.ca_bundle
     plan = build_mod.plan(
-        pins_mod.REPO_ROOT,
+        layout.REPO_ROOT,
         profile,
         base,
         ctx.settings.image,

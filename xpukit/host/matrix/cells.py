@@ -21,12 +21,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host.versions import pins as pins_mod
 from xpukit.targets import preset, split_targets
 
-MATRIX_FILE = pins_mod.REPO_ROOT / "env" / "matrix.toml"
-DEFAULT_OUT = pins_mod.REPO_ROOT / ".xpukit" / "matrix"
+MATRIX_FILE = layout.REPO_ROOT / "env" / "matrix.toml"
+DEFAULT_OUT = layout.REPO_ROOT / ".xpukit" / "matrix"
 AXES = ("ur", "target", "triton", "suite")
 PINNED = "pinned"
 DEFAULT_TRITON = "default"

@@ -38,7 +38,7 @@ def container_options(
     """
     options: dict[str, Any] = {
         "volumes": {
-            str(pins_mod.REPO_ROOT): {"bind": WORKSPACE, "mode": "ro"},
+            str(layout.REPO_ROOT): {"bind": WORKSPACE, "mode": "ro"},
             ctx.settings.cache_volume: {"bind": CACHE_MOUNT, "mode": "rw"},
         },
         "working_dir": WORKSPACE,
@@ -109,7 +109,7 @@ def container_path(path: str | os.PathLike[str]) -> str:
     """Where a host path appears in the container: under /workspace when inside the checkout."""
     resolved = os.path.realpath(path)
     try:
-        relative = os.path.relpath(resolved, pins_mod.REPO_ROOT)
+        relative = os.path.relpath(resolved, layout.REPO_ROOT)
     except ValueError:
         return resolved
     return resolved if relative.startswith("..") else f"{WORKSPACE}/{relative}".removesuffix("/.")

@@ -20,7 +20,7 @@ from xpukit.host import engine, processes, ui
 from xpukit.host.run import containers
 from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 PHASES = ("all", "host", "container")
 # What `--suite` selects, by marker. quick (the default, minutes): host logic (unit) and the

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -36,7 +36,7 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _HOST = r"localhost(:\d+)?|[A-Za-z0-9.-]+\.[A-Za-z0-9-]+(:\d+)?|[A-Za-z0-9.-]+:\d+|\[[0-9a-fA-F:]+\]:\d+"
 _REGISTRY_RE = re.compile(rf"^(?P<host>{_HOST})(/(?P<namespace>[a-z0-9]+([._/-][a-z0-9]+)*))?$")
 # Where the kit records what it pushed (profile -> entry), committed so teammates pull by digest.
-LOCK_PATH = pins_mod.REPO_ROOT / "env" / "lock" / "images.toml"
+LOCK_PATH = layout.REPO_ROOT / "env" / "lock" / "images.toml"
 
 
 class RegistryError(XpukitError):

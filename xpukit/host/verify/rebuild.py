@@ -45,7 +45,7 @@ from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
-from xpukit.host.versions.pins import REPO_ROOT
+from xpukit.layout import REPO_ROOT
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host.versions import pins as pins_mod
 from xpukit.targets import CALCULATOR_URL, FAMILIES, MAX_WORK_GROUP_SIZE, UNKNOWN, Family
@@ -22,7 +23,7 @@ REGION_RE = re.compile(r"^(<!-- generated:([a-z0-9-]+) -->\n)(.*?)^(<!-- end -->
 BEGIN_RE = re.compile(r"^<!-- generated:(\S*) -->$", re.MULTILINE)
 
 
-def doc_files(root: Path = pins_mod.REPO_ROOT) -> list[Path]:
+def doc_files(root: Path = layout.REPO_ROOT) -> list[Path]:
     """The files that may hold generated regions: README.md and every doc under docs/ (docs/benchmarks/ too)."""
     return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
 
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     except XpukitError as exc:
         print(f"xpukit: error: {exc.one_line()}", file=sys.stderr)
         return 2
-    root = pins_mod.REPO_ROOT
+    root = layout.REPO_ROOT
     for path in changed:
         verb = "differs from env/pins.toml" if args.check else "updated"
         print(f"xpukit: {path.relative_to(root)}: {verb}")

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from xpukit.errors import MAX_ERROR_CHARS, XpukitError
+from xpukit.layout import REPO_ROOT
 
 PROFILES = ("cpu", "xpu")
-REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_PINS = REPO_ROOT / "env" / "pins.toml"
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
