@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from tests.support.services import MissingTool, registry, second_engine  # noqa: E402
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import engine  # noqa: E402
-from xpukit.host.share import registry as reg  # noqa: E402
+from xpukit.host.image import registry as reg  # noqa: E402
 
 USER, PASSWORD = "ci", "ci-only-password"
 SKIP = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", ".ruff_cache", "*.pyc")

@@ -49,7 +49,7 @@ from tests.support.services import MissingTool, registry, second_engine  # noqa:
 from xpukit.errors import XpukitError  # noqa: E402
 from xpukit.host import build_cli  # noqa: E402
 from xpukit.host.image import build  # noqa: E402
-from xpukit.host.share import registry as reg  # noqa: E402
+from xpukit.host.image import registry as reg  # noqa: E402
 from xpukit.host.versions import pins  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-only-password"

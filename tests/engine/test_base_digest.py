@@ -75,7 +75,7 @@ def test_lock_fills_the_digest_builds_pull_it_and_a_moved_tag_is_refused(docker_
 
 @pytest.mark.unit
 def test_a_base_of_other_content_is_one_line_and_the_lock_keeps_its_id(tmp_path):
-    from xpukit.host.share import registry as reg
+    from xpukit.host.image import registry as reg
 
     assert lock.base_difference(BASE, "sha256:" + "a" * 64, "sha256:" + "a" * 64) == ""
     assert lock.base_difference(BASE, "", "sha256:" + "a" * 64) == ""  # an older lock without base_id

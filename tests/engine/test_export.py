@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.support.services import need, second_engine
-from xpukit.host.share import export
+from xpukit.host.image import export
 
 IMAGE = "xpukit-base:bookworm-slim"  # small, and present wherever `invoke base` ran
 

@@ -1,7 +1,7 @@
 """The shared kernel cache (XPUKIT_KERNEL_CACHE=redis://... or rediss://...) against real
 redis-servers started here on 127.0.0.1 (one with ``requirepass``, one speaking TLS with a CA made
 by openssl): containers of the kit's image, each with empty local caches, stand for machines. They
-get their settings the way every task's container does (``xpukit.host.share.shared_cache.forwarding``:
+get their settings the way every task's container does (``xpukit.host.run.shared_cache.forwarding``:
 the variables, read-only copies of the key and password files, the host's network).
 
 What is proven: the second machine gets every kernel from Redis; entries forged in Redis (content
@@ -37,7 +37,7 @@ from tests.support.services import (
     redis_server,
     unsealed,
 )
-from xpukit.host.share import shared_cache
+from xpukit.host.run import shared_cache
 from xpukit.layout import REPO_ROOT
 from xpukit.runtime import cache_auth
 

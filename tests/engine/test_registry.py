@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from tests.support.services import registry, second_engine
-from xpukit.host.share import registry as reg
+from xpukit.host.image import registry as reg
 
 USERS = {"alice": "correct horse"}
 

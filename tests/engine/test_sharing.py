@@ -11,10 +11,10 @@ import pytest
 
 from tests.support.services import registry, second_engine
 from xpukit.host import settings
+from xpukit.host.image import registry as reg
 from xpukit.host.image import sharing
 from xpukit.host.image.plan import ensure_image, make_plan
 from xpukit.host.run import containers
-from xpukit.host.share import registry as reg
 
 pytestmark = pytest.mark.docker
 USERS = {"ci": "s3cret-for-tests"}

@@ -24,7 +24,7 @@ from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import engine
 from xpukit.host.image import build
-from xpukit.host.share import registry as registry_mod
+from xpukit.host.image import registry as registry_mod
 from xpukit.host.versions import pins
 
 ROOT = layout.REPO_ROOT

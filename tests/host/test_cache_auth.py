@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.invoke import invoke
 from tests.support.services import unsealed
-from xpukit.host.share import shared_cache
+from xpukit.host.run import shared_cache
 from xpukit.runtime import cache_auth
 from xpukit.runtime.cache_auth import AuthFailure, KernelCacheConfigError, MacKey
 

@@ -200,8 +200,8 @@ def test_runtime_never_imports_the_host_kit():
 
 # xpukit.host in layers: the core (modules directly in xpukit/host/), then the subjects, each importing
 # the core and the subjects of a lower rank (never one of its own rank), then the task bodies.
-HOST_CORE = {"engine", "build_cli", "processes", "podman", "settings", "ui", "gpu", "trust", "inputs", "report_cache"}
-HOST_RANKS = {"versions": 1, "share": 2, "image": 3, "run": 4, "doctor": 5, "matrix": 5, "verify": 5, "commands": 6}
+HOST_CORE = {"engine", "build_cli", "processes", "podman", "settings", "ui", "gpu", "trust", "inputs"}
+HOST_RANKS = {"versions": 1, "image": 3, "run": 4, "doctor": 5, "matrix": 5, "verify": 5, "commands": 6}
 
 
 def host_layer(module: str) -> tuple[str, int]:
@@ -242,7 +242,7 @@ def test_the_host_layer_check_catches_an_edge_up_or_sideways():
 
 
 def test_the_host_kit_depends_one_way():
-    """core < versions < share < image < run < doctor, matrix, verify < commands < tasks.py: each imports
+    """core < versions < image < run < doctor, matrix, verify < commands < tasks.py: each imports
     only the layers below it. Every module of xpukit/host/ has a layer here, so a new one is placed."""
     graph = import_graph()
     host = PACKAGE / "host"

@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from xpukit.host.share import registry as reg
+from xpukit.host.image import registry as reg
 
 
 @pytest.mark.unit
@@ -89,7 +89,7 @@ def test_lock_image_entry_has_one_reader_with_one_policy(tmp_path, monkeypatch):
 
     direct = []
     for path in sorted((REPO_ROOT / "xpukit").rglob("*.py")):
-        if path.name == "registry.py" and path.parent.name == "share":
+        if path.name == "registry.py" and path.parent.name == "image":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in ("read_lock", "write_lock"):

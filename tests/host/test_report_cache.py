@@ -1,4 +1,4 @@
-"""The kernel report's cache key and store (xpukit.host.report_cache): a key that changes with
+"""The kernel report's cache key and store (xpukit.host.run.report_cache): a key that changes with
 everything a report depends on, and no other thing. Real files, no Triton needed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
-from xpukit.host import report_cache
+from xpukit.host.run import report_cache
 from xpukit.runtime.offline.isa import SEND_KINDS
 from xpukit.runtime.offline.report_model import SCHEMA, Report
 

@@ -68,7 +68,7 @@ DOC_FILES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 # What a repository path in a doc starts with: the checkout's own top-level entries.
 TOP_LEVEL = tuple(sorted(p.name for p in ROOT.iterdir() if not p.name.startswith(".git")))
 # Paths a doc may name before they exist: files the kit writes (and where it says so).
-WRITTEN_BY_THE_KIT = {"env/lock/images.toml": "xpukit/host/share/registry.py"}
+WRITTEN_BY_THE_KIT = {"env/lock/images.toml": "xpukit/host/image/registry.py"}
 FENCE = re.compile(r"^\s*(```+|~~~+)")
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")

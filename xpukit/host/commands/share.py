@@ -9,12 +9,11 @@ from xpukit import layout
 from xpukit.errors import UsageError
 from xpukit.host import ui
 from xpukit.host.commands.boundary import guarded
-from xpukit.host.image import sharing
+from xpukit.host.image import registry, sharing
 from xpukit.host.image.plan import make_plan
 from xpukit.host.run import containers
 from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
-from xpukit.host.share import registry
 
 
 @guarded
@@ -41,7 +40,7 @@ def pull(ctx: Context) -> int:
 @guarded
 def export(ctx: Context, fmt: str, out: str) -> int:
     """The profile's image as an oci-archive or docker-archive file, with its manifest alongside."""
-    from xpukit.host.share import export as export_mod
+    from xpukit.host.image import export as export_mod
 
     if fmt not in export_mod.FORMATS:
         raise UsageError(f"unknown --format {fmt!r}", f"use one of: {', '.join(export_mod.FORMATS)}")

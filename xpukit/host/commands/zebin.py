@@ -111,7 +111,7 @@ def _make_cache_folder(folder: Path) -> None:
 def kit_cache_root() -> Path:
     """Where compile and kernel-report keep Triton's cache and the stored reports: the checkout's
     .xpukit/, or $XPUKIT_CACHE_DIR."""
-    from xpukit.host import report_cache
+    from xpukit.host.run import report_cache
 
     return layout.kit_cache_dir(default=report_cache.cache_root(layout.REPO_ROOT)).resolve()
 
@@ -153,7 +153,7 @@ def _run_kit(
     kept in the kit's cache folder (not the image user's cache volume, which the caller cannot
     write). A dry run prints the command instead. ``env``: more variables for the command;
     ``labels``: the container's; ``plan``: the task's image plan, when it made one already."""
-    from xpukit.host import report_cache
+    from xpukit.host.run import report_cache
 
     args = (["--debug"] if ctx.debug else []) + args
     if side.on_host and env:
@@ -336,7 +336,7 @@ def _kernel_report(
     script_args: str = "",
     against: dict[str, str | None] | None = None,
 ) -> int:
-    from xpukit.host import report_cache
+    from xpukit.host.run import report_cache
     from xpukit.runtime.offline import report_format
 
     if output_format not in ("md", "json", "html"):
@@ -458,7 +458,7 @@ def _stdout_to_stderr(enabled: bool) -> Iterator[None]:
 
 def _toolchain(ctx: Context, side: KitSide, plan: ImagePlan | None) -> str:
     """What compiled the report, for its cache key: the plan's image's ID, or the host's install."""
-    from xpukit.host import report_cache
+    from xpukit.host.run import report_cache
 
     if side.on_host or plan is None:
         return report_cache.host_toolchain()

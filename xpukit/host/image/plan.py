@@ -19,9 +19,8 @@ from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host.image import build as build_mod
-from xpukit.host.image import buildlog
+from xpukit.host.image import buildlog, registry
 from xpukit.host.settings import Context
-from xpukit.host.share import registry
 from xpukit.host.versions import lock as lock_mod
 from xpukit.host.versions import pins as pins_mod
 

@@ -1,4 +1,4 @@
-"""Build once, share by digest: the tasks' side of :mod:`xpukit.host.share.registry`.
+"""Build once, share by digest: the tasks' side of :mod:`xpukit.host.image.registry`.
 
 An image is found, in this order: on the engine by its content tag; by the digest
 ``env/lock/images.toml`` records for that content tag; in the configured registry
@@ -14,10 +14,10 @@ from pathlib import Path
 from xpukit.errors import XpukitError
 from xpukit.host import ui
 from xpukit.host.engine import Engine
+from xpukit.host.image import registry
 from xpukit.host.image.build import CacheSource
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
-from xpukit.host.share import registry
 from xpukit.host.versions import lock as lock_mod
 
 

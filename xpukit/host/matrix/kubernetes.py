@@ -25,7 +25,7 @@ def k8s_image(ctx: Context, explicit: str) -> str:
     """The image by digest: --image, else env/lock/images.toml's entry for the profile (invoke push)."""
     if explicit:
         return check_digest(explicit)
-    from xpukit.host.share import registry
+    from xpukit.host.image import registry
 
     entry = registry.locked_image(ctx.profile)
     if not entry:

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from xpukit import layout
 from xpukit.host import gpu, ui
+from xpukit.host.run import shared_cache
 from xpukit.host.settings import Context
-from xpukit.host.share import shared_cache
-from xpukit.host.versions import pins as pins_mod
 
 if TYPE_CHECKING:  # the SDK is imported where it is used: `invoke --list` must not need it
     from docker import DockerClient
@@ -73,7 +72,7 @@ def bytecode_cache(options: dict[str, Any]) -> dict[str, Any]:
     Python checks a .pyc against its source's mtime and size, not its content."""
     import hashlib
 
-    where = hashlib.sha256(str(pins_mod.REPO_ROOT).encode()).hexdigest()[:12]
+    where = hashlib.sha256(str(layout.REPO_ROOT).encode()).hexdigest()[:12]
     env = options["environment"]
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = f"{layout.KIT_CACHE}/pycache/{where}"

@@ -5,7 +5,7 @@ digest when ``env/lock/images.toml`` records one), the checkout at /workspace, T
 kit's caches in the named volume, the image's non-root user, and on an Intel GPU host the same GPU
 options (``GpuRunOptions.cli_flags``: devices, by-path links, render group, shm), and where
 ``XPUKIT_KERNEL_CACHE`` is set when it is generated, the shared kernel cache the tasks' containers
-get (``xpukit.host.share.shared_cache``). The committed file is the cpu profile's default; a test keeps
+get (``xpukit.host.run.shared_cache``). The committed file is the cpu profile's default; a test keeps
 it equal to what this module generates.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from xpukit import layout
 from xpukit.host.gpu import GpuRunOptions
-from xpukit.host.share.shared_cache import Forwarding
+from xpukit.host.run.shared_cache import Forwarding
 
 WORKSPACE = layout.WORKSPACE
 USER = str(layout.UID)  # the image's user by number, as the image's USER names it

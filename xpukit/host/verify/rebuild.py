@@ -41,9 +41,9 @@ from xpukit.errors import UsageError, XpukitError
 from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.image import build as build_mod
+from xpukit.host.image import registry
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
-from xpukit.host.share import registry
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
 from xpukit.layout import REPO_ROOT
 
