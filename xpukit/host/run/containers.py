@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from xpukit import layout
 from xpukit.host import gpu, ui
+from xpukit.host.run import shared_cache
 from xpukit.host.settings import Context
-from xpukit.host.share import shared_cache
 
 if TYPE_CHECKING:  # the SDK is imported where it is used: `invoke --list` must not need it
     from docker import DockerClient
