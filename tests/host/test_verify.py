@@ -204,7 +204,12 @@ def test_auto_compares_with_the_local_image_when_podman_built_it_cold_at_this_co
     local = {"cold": [1800000000] * 4 + base, "warm": [1800000000, 1790000000, *base]}
     histories = {"xpukit-base:bookworm-slim": base, **({"xpukit:cpu-test": local[image]} if image else {})}
     sdk = SimpleNamespace(images=_FakeImages(histories))
-    plan = SimpleNamespace(tag="xpukit:cpu-test", base="xpukit-base:bookworm-slim", profile=pins.load().profile("cpu"))
+    plan = SimpleNamespace(
+        tag="xpukit:cpu-test",
+        base="xpukit-base:bookworm-slim",
+        profile=pins.load().profile("cpu"),
+        locked=None,
+    )
     said: list[str] = []
     ctx = SimpleNamespace(engine=SimpleNamespace(kind=kind))
     described, export = verify_mod._reference("auto", ctx, plan, sdk, tmp_path, said.append)

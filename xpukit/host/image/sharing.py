@@ -34,9 +34,10 @@ def _pull_as(eng: Engine, entry: registry.LockedImage, plan: ImagePlan, auth: di
 
 
 def shared_image(ctx: Context, plan: ImagePlan, lock_path: Path | None = None) -> str | None:
-    """The plan's image from the lock's digest or the configured registry, pulled; None if nobody has it."""
+    """The plan's image from the lock's digest or the configured registry, pulled; None if nobody has it.
+    The lock's entry is the one the plan read (``lock_path``: another lock file, read here)."""
     tag = _tag_part(plan)
-    entry = registry.locked_image(plan.profile.name, lock_path)
+    entry = plan.locked if lock_path is None else registry.locked_image(plan.profile.name, lock_path)
     try:
         auth = registry.credentials()
         if entry is not None and entry.same_content(tag):

@@ -222,7 +222,7 @@ def _reference(
     against: str, ctx: Context, image_plan: ImagePlan, sdk: DockerClient, work: Path, say: Callable[[str], None]
 ) -> tuple[str, Callable[[], Image] | None]:
     """(what the rebuild is compared with, a function that exports it; None = a second rebuild)."""
-    entry = registry.locked_image(image_plan.profile.name)
+    entry = image_plan.locked  # the lock's entry, as the plan read it
     tag_part = image_plan.tag.rsplit(":", 1)[1]
     if against == "auto":
         if ctx.engine.kind == "podman" and engine.image_exists(sdk, image_plan.tag):
