@@ -15,8 +15,8 @@ import pytest
 
 from xpukit import layout
 from xpukit.errors import XpukitError
-from xpukit.host import trust, ui
-from xpukit.host.image import build, buildlog, plan
+from xpukit.host import ui
+from xpukit.host.image import build, buildlog, plan, trust
 from xpukit.host.versions import pins
 from xpukit.runtime.image import manifest
 

@@ -116,7 +116,7 @@ def test_rebuild_command_uses_its_own_store_and_no_cache(tmp_path):
     image_plan = SimpleNamespace(profile=profile, base="xpukit-base:bookworm-slim")
     ctx = SimpleNamespace(
         settings=SimpleNamespace(image="xpukit", build_network="host", ocloc_mirror=SNAPSHOT),
-        ca_bundle=SimpleNamespace(path=""),
+        once=lambda _key, _make: SimpleNamespace(path=""),
     )
     store = verify_mod.Store(podman.path, tmp_path / "store")
     cmd = store.wrap(verify_mod.rebuild_command(image_plan, podman.path, tmp_path / "ctx", "xpukit-verify:t", ctx))

@@ -22,7 +22,7 @@ import yaml
 
 from xpukit.errors import UsageError, XpukitError
 from xpukit.host import engine as engine_mod
-from xpukit.host import gpu, trust, ui
+from xpukit.host import gpu, ui
 
 PROFILE_CHOICES = ("auto", "cpu", "xpu")
 WHERE_CHOICES = ("auto", "container", "host")
@@ -182,6 +182,7 @@ class Context:
     environ: Mapping[str, str] = dataclasses.field(default_factory=lambda: os.environ)
     detect_gpu: Callable[[], tuple[bool, str]] = gpu.has_intel_gpu
     say: Callable[[str], None] = ui.say
+    _once: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def dry_run(self) -> bool:
@@ -220,12 +221,12 @@ class Context:
         if "engine" in self.__dict__:
             self.engine.close()
 
-    @functools.cached_property
-    def ca_bundle(self) -> trust.CaBundle:
-        """The CA bundle the build (and the tests that fetch) trust, said in one line."""
-        bundle = trust.resolve_ca_bundle(self.settings.ca_bundle, self.environ)
-        self.say(bundle.describe())
-        return bundle
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """What a subject resolves once per task and keeps with the task's context, made on first use
+        (the CA bundle the build trusts: :func:`xpukit.host.image.trust.ca_bundle`)."""
+        if key not in self._once:
+            self._once[key] = make()
+        return self._once[key]
 
 
 def make_context(

@@ -19,7 +19,7 @@ from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host.image import build as build_mod
-from xpukit.host.image import buildlog, registry
+from xpukit.host.image import buildlog, registry, trust
 from xpukit.host.settings import Context
 from xpukit.host.versions import lock as lock_mod
 from xpukit.host.versions import pins as pins_mod
@@ -108,7 +108,7 @@ def make_plan(
             raise
         cli = None  # a dry run still prints the plan, with a plain `docker`
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
-    ca = ctx.ca_bundle
+    ca = trust.ca_bundle(ctx)
     plan = build_mod.plan(
         layout.REPO_ROOT,
         profile,

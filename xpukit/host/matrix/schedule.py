@@ -23,7 +23,7 @@ from typing import Any
 from xpukit import layout
 from xpukit.errors import XpukitError
 from xpukit.host import inputs, processes, ui
-from xpukit.host.image import sharing
+from xpukit.host.image import sharing, trust
 from xpukit.host.image.build import Variant
 from xpukit.host.image.plan import ensure_image, make_plan
 from xpukit.host.matrix import cells as mx
@@ -118,8 +118,9 @@ def cell_options(ctx: Context, folder: Path) -> dict[str, Any]:
     env = {name: os.environ[name] for name in testing.PASS_THROUGH if os.environ.get(name)}
     options = containers.container_options(ctx, env)
     options["volumes"][str(folder)] = {"bind": mx.RESULTS, "mode": "rw"}
-    if ctx.ca_bundle.path:
-        options["volumes"][ctx.ca_bundle.path] = {"bind": testing.CA_IN_CONTAINER, "mode": "ro"}
+    ca = trust.ca_bundle(ctx)
+    if ca.path:
+        options["volumes"][ca.path] = {"bind": testing.CA_IN_CONTAINER, "mode": "ro"}
         options["environment"].update({"PIP_CERT": testing.CA_IN_CONTAINER, "SSL_CERT_FILE": testing.CA_IN_CONTAINER})
     return options
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.host import engine, processes, ui
+from xpukit.host.image import trust
 from xpukit.host.run import containers
 from xpukit.host.run.in_image import plan_for_run
 from xpukit.host.settings import Context
@@ -215,7 +216,7 @@ def plan_tests(
         if ctx.engine.api and ctx.engine.kind == "docker":
             env["DOCKER_HOST"] = ctx.engine.api
     # The image tests check that the bundle the build trusted left no trace in it.
-    env["XPUKIT_TEST_CA_BUNDLE"] = ctx.ca_bundle.path
+    env["XPUKIT_TEST_CA_BUNDLE"] = trust.ca_bundle(ctx).path
     host: tuple[str, ...] = ()
     markers = _host_markers(where, engine_ok, ctx.engine.kind, suite)
     if phase != "container" and markers:
@@ -315,9 +316,10 @@ def _container_options(ctx: Context, results: Path) -> dict:
     env = {name: os.environ[name] for name in PASS_THROUGH if os.environ.get(name)}
     options = containers.container_options(ctx, env)
     options["volumes"][str(results)] = {"bind": "/results", "mode": "rw"}
-    if ctx.ca_bundle.path:
+    ca = trust.ca_bundle(ctx)
+    if ca.path:
         # Tests that fetch (the UR release matrix) trust the same CA as the build; mounted, never baked.
-        options["volumes"][ctx.ca_bundle.path] = {"bind": CA_IN_CONTAINER, "mode": "ro"}
+        options["volumes"][ca.path] = {"bind": CA_IN_CONTAINER, "mode": "ro"}
         options["environment"].update({"PIP_CERT": CA_IN_CONTAINER, "SSL_CERT_FILE": CA_IN_CONTAINER})
     return options
 

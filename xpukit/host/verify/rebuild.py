@@ -41,7 +41,7 @@ from xpukit.errors import UsageError, XpukitError
 from xpukit.host import build_cli, engine, processes, ui
 from xpukit.host import podman as podman_mod
 from xpukit.host.image import build as build_mod
-from xpukit.host.image import registry
+from xpukit.host.image import registry, trust
 from xpukit.host.image.plan import ImagePlan
 from xpukit.host.settings import Context
 from xpukit.host.verify.compare import Image, compare, config_bytes, read_archive
@@ -158,7 +158,7 @@ def rebuild_command(image_plan: ImagePlan, podman: str, context: Path, tag: str,
         base_image=image_plan.base,
         image=ctx.settings.image,
         cli=cli,
-        ca_bundle=ctx.ca_bundle.path,
+        ca_bundle=trust.ca_bundle(ctx).path,
         progress="plain",
         network=ctx.settings.build_network,
         context=context,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from xpukit.errors import XpukitError
+from xpukit.host.settings import Context
 
 # The OS trust stores, Debian/Ubuntu first, then Fedora/RHEL, then Alpine/macOS-style.
 OS_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
@@ -101,3 +102,15 @@ def resolve_ca_bundle(
         if source != "the OS trust store":
             skipped.append(f"{source} {value} (missing)")
     return CaBundle("", "auto: the host has no CA bundle file; the build trusts only the base image's CAs")
+
+
+def ca_bundle(ctx: Context) -> CaBundle:
+    """The CA bundle the build (and the tests that fetch) trust: resolved once per task, said in one line."""
+
+    def resolve() -> CaBundle:
+        bundle = resolve_ca_bundle(ctx.settings.ca_bundle, ctx.environ)
+        ctx.say(bundle.describe())
+        return bundle
+
+    found: CaBundle = ctx.once("ca_bundle", resolve)
+    return found
