@@ -8,7 +8,9 @@ outside the timing), per-call medians:
   own_finish   the same, then the session queue's finish (enqueue + completion)
   dpnp         kernel[grid](x, y, out, n) with dpnp arrays on the session's SYCL queue: the kit's
                foreign launch (each array checked and lent on its first launch, in the warm-up;
-               every measured call submitted to SYCL from the compiled dispatch, docs/ur.md)
+               every measured call resolved by the session's adapter, ForeignState.run: held
+               leases, the queues asked whether they are empty, the kit's own launch of typed
+               pointers, a SYCL barrier after; docs/ur.md)
 Ratio (median of per-round ratios): dpnp / own, the issue's "enqueue" ratio.
 
 ``--instructions``: instructions per call on the launching thread (callgrind, deterministic on a

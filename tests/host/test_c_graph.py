@@ -100,10 +100,9 @@ def test_the_readers_find_what_the_sources_hold():
     assert "gridcall_call" not in grid  # static
     assert {"usm_type", "device_array_type", "launcher_names"} <= definitions(code(RUNTIME / "ur" / "_launcher_args.c"))
     assert {"launch_prepare", "arg_error", "convert"} <= definitions(code(RUNTIME / "ur" / "_launcher_args.c"))
-    parts = {"triton/_dispatch_foreign.c", "triton/_dispatch_key.c", "triton/_dispatch_shared.c"}
+    parts = {"triton/_dispatch_key.c", "triton/_dispatch_shared.c"}
     assert uses["triton/_dispatch_grid.c"] >= parts
-    assert "ur/_launcher_sycl.c" in uses["ur/_launcher.c"]
-    assert "ur/_launcher_args.c" in uses["ur/_launcher_sycl.c"]
+    assert "ur/_launcher_args.c" in uses["ur/_launcher.c"]
     assert "ur/_launcher_args.c" in uses["triton/_dispatch_key.c"]  # ur->own_address: through the capsule
 
 

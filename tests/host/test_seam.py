@@ -164,6 +164,23 @@ def test_every_role_the_c_reads_is_declared():
         assert sorted(re.findall(r"X\((\w+)\)", body.group(1))) == sorted(r.role for r in reads), macro
 
 
+# What the compiled launch path must not know: foreign memory is resolved to the kit's own before it
+# (xpukit/runtime/ur/interop/state.py, ForeignState.run), so no C source, header or stub names it.
+FOREIGN_WORDS = re.compile(r"dpnp|dpctl|usm_ndarray|foreign|sycl|dlpack|kDLOneAPI", re.I)
+
+
+def test_the_compiled_launch_path_knows_only_the_kits_memory():
+    """``triton/*.c``, ``ur/_launcher*.c``, their headers and the modules' stubs name no dpnp,
+    dpctl, usm_ndarray, foreign array or SYCL object, in code or in comments."""
+    stubs = sorted((ROOT / "xpukit" / "runtime").glob("*/stubs/_xpukit_*.pyi"))
+    files = _c_sources() + stubs
+    assert len(stubs) == 2 and any(p.name == "_dispatch_grid.c" for p in files)
+    assert FOREIGN_WORDS.search("a dpnp array's USM") and FOREIGN_WORDS.search("SyclQueue")  # the check can fail
+    for path in files:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not FOREIGN_WORDS.search(line), f"{path.relative_to(ROOT)}:{n} names foreign memory: {line.strip()}"
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Both modules compiled here from their C (scripts/build-launcher.sh, as the image builds them)."""
@@ -185,15 +202,14 @@ def test_bind_refuses_a_table_that_does_not_name_what_the_c_reads(built):
     code = """
 import _xpukit_launcher as L
 from xpukit.runtime.ur import seam
-from xpukit.runtime.ur.interop.arrays import ForeignPointer
 from xpukit.runtime.ur.objects import DeviceArray, USMAllocation
 t = seam.table(seam.LAUNCHER_READS)
 for bad in ({k: v for k, v in t.items() if k != "ADDRESS"}, {**t, "NO_SUCH_ROLE": "x"}):
     try:
-        L.bind(bad, USMAllocation, DeviceArray, ForeignPointer)
+        L.bind(bad, USMAllocation, DeviceArray)
     except ValueError as e:
         print("refused:", e)
-L.bind(t, USMAllocation, DeviceArray, ForeignPointer)
+L.bind(t, USMAllocation, DeviceArray)
 import _xpukit_dispatch as D
 from xpukit.runtime.triton import seam as ts
 t = ts.table()

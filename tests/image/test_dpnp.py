@@ -36,7 +36,6 @@ except ImportError as exc:  # the default image has no dpnp
 
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
-from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
 from xpukit.runtime.ur.interop import sycl as sycl_interop  # noqa: E402
 from xpukit.runtime.ur.interop.arrays import KDL_ONEAPI  # noqa: E402
 
@@ -287,7 +286,7 @@ def test_an_out_of_order_queue_never_races_the_kit():
     for on, r in zip(ons, results, strict=True):
         wrong = (on, r.returncode, r.stdout, r.stderr[-2000:])
         assert r.returncode == 0 and r.stdout.strip().startswith("exact 16"), wrong
-        # "other": every launch ordered by the Python door; "session": the arrays kept, so after the
-        # first launch (which leases them) SYCL orders every launch itself (the compiled dispatch's path)
-        door = "door 1 of 16" if on == "session" and COMPILED else "door 16 of 16"
-        assert door in r.stdout, (on, r.stdout)
+        # every launch ordered by the adapter; "session": the kept arrays checked once and held after
+        assert "16 launches ordered" in r.stdout, (on, r.stdout)
+        if on == "session":
+            assert "2 arrays held" in r.stdout, r.stdout

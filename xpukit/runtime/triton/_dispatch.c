@@ -8,8 +8,9 @@
  * it reads from Python objects is named by xpukit/runtime/triton/seam.py and handed over by bind()
  * (below), once, when xpukit.runtime.triton.dispatch loads the module.
  * Parts (_dispatch.h): this file (the module, bind(), Direct), _dispatch_grid.c (Dispatch and
- * GridCall), _dispatch_foreign.c (kernel[grid] on dpnp arrays), _dispatch_key.c (fast_key and key
- * matching), _dispatch_shared.c (what they all use). Each calls only the ones after it.
+ * GridCall), _dispatch_key.c (fast_key and key matching), _dispatch_shared.c (what they all use).
+ * Each calls only the ones after it. It knows only the kit's memory: an argument whose address it
+ * cannot read gives no key, and the call goes to the Python door.
  */
 #include "_dispatch.h"
 
@@ -195,7 +196,7 @@ PyMODINIT_FUNC PyInit__xpukit_dispatch(void) {
     Py_INCREF(&DispatchType);
     Py_INCREF(&DirectType);
     if (PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0 ||
-        PyModule_AddObject(m, "Direct", (PyObject *)&DirectType) < 0 || PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+        PyModule_AddObject(m, "Direct", (PyObject *)&DirectType) < 0 || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,9 +1,8 @@
 /* _dispatch.h: what the parts of _xpukit_dispatch share among themselves, top floor first (each
  * calls only the parts below it; tests/host/test_c_graph.py checks it): _dispatch.c: the module,
- * bind() and Direct; _dispatch_grid.c: Dispatch and GridCall (kernel[grid]); _dispatch_foreign.c:
- * kernel[grid] on dpnp arrays; _dispatch_key.c: fast_key and matching a call against a recorded
- * key; _dispatch_shared.c: bind()'s names, the launcher's API, the grid's padding, attribute
- * helpers. Built together with -flto, so calls between the parts are inlined as if they were one
+ * bind() and Direct; _dispatch_grid.c: Dispatch and GridCall (kernel[grid]); _dispatch_key.c:
+ * fast_key and matching a call against a recorded key; _dispatch_shared.c: bind()'s names, the
+ * launcher's API, the grid's padding, attribute helpers. Built together with -flto, so calls between the parts are inlined as if they were one
  * file. The launcher's C (argument checks, the allocation table, the enqueue) comes from its
  * capsule (_launcher.h), never copied here.
  */
@@ -19,8 +18,7 @@
     X(ACTIVE_SESSION) X(ACTIVE_STREAM) X(ACTIVE_TABLE_KEY) X(ACTIVE_DRIVER) X(DRIVER_STATS) X(STATS_LAUNCHES) \
     X(SESSION_ALLOCATIONS) X(SESSION_CLOSED) X(STREAM_EVENTS) X(STREAM_QUEUE) X(QUEUE_HANDLE) X(QUEUE_CLOSED)  \
     X(JIT_PRE_RUN_HOOKS) X(JIT_USED_GLOBALS) X(JIT_RUN) X(RUN_GRID) X(RUN_WARMUP) X(HOOK_ENTER) X(HOOK_EXIT)   \
-    X(ENTRY_META) X(ENTRY_SYCL_ATTACH) X(SESSION_FOREIGN) X(FOREIGN_FAST) X(FOREIGN_KINDS) X(FOREIGN_HELD)      \
-    X(FOREIGN_HELD_VERSION) X(FOREIGN_INFLIGHT) X(FOREIGN_SETTLE) X(LEASE_SYCL_POINTER) X(WRAPPED_ARRAY)
+    X(ENTRY_META)
 #define XPUKIT_HIT_FIELDS(X) X(HIT_SESSION) X(HIT_SUBMIT) X(HIT_POSITIONS) X(HIT_KERNEL) X(HIT_ENTRY)
 
 #define XPUKIT_ROLE_ENUM(r) READ_##r,
@@ -41,27 +39,6 @@ extern const xpukit_ur_api *ur;
 extern PyObject *small_ints[128]; /* CPython's cached ints 0..127: what PyLong_FromLong gives for a key code */
 extern PyObject *int_one;
 extern PyTypeObject DispatchType, GridCallType, DirectType;
-
-/* _dispatch_foreign.c */
-/* The pointers a kernel's last launch on held dpnp arrays read from its session's held table, by
- * argument position (the first HELD_MEMO_SLOTS): reused while the foreign state is the same one,
- * its held_version is unchanged and the array is the one the entry's weak reference names, so a
- * repeated launch reads no table. One per Dispatch (what it holds: held_memo_clear, _traverse); it
- * keeps one foreign state, and so its session, alive until another session's launch replaces it,
- * as the Dispatch's last activation and hit do. */
-#define HELD_MEMO_SLOTS 16
-typedef struct {
-    PyObject *state;                     /* the ForeignState the entries came from (held) */
-    long version[HELD_MEMO_SLOTS];       /* its held_version when the entry was read */
-    PyObject *ref[HELD_MEMO_SLOTS];      /* held[id(array)][0]: the array's weak reference (held) */
-    PyObject *ptr[HELD_MEMO_SLOTS];      /* that lease's sycl_pointer (held) */
-} held_memo;
-void held_memo_clear(held_memo *m);
-int held_memo_traverse(held_memo *m, visitproc visit, void *arg);
-PyObject *foreign_state(PyObject *session);
-int foreign_substitute(PyObject *fstate, PyObject *args, held_memo *memo, PyObject **out);
-int foreign_ready(PyObject *session, Launcher *lf, PyObject *entry);
-int foreign_launched(PyObject *fstate, PyObject *args);
 
 /* _dispatch_key.c */
 PyObject *fast_key(PyObject *self, PyObject *const *a, Py_ssize_t nargs);

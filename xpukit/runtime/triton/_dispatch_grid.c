@@ -20,14 +20,12 @@ typedef struct {
     /* the last key that hit, its table key and its entry: a repeated call is matched against it
      * without building a key; forget() (called when the table records) drops it */
     PyObject *last_key, *last_table_key, *last_hit;
-    int last_foreign; /* the last launch matched with dpnp arrays' pointers in their places: try that first */
     PyObject *last_call; /* the GridCall made for the last grid object: reused while the same object comes */
     /* the last hit's argument positions (a tuple of ints) read into C: valid while idx_owner is
      * that same tuple object (held, so never another object at the same address) */
     PyObject *idx_owner;
     Py_ssize_t idx_n;
     Py_ssize_t idx[MAX_PARAMS];
-    held_memo memo; /* the held dpnp arrays' pointers of the last launch on them */
 } Dispatch;
 
 typedef struct {
@@ -49,7 +47,7 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
     Py_VISIT(d->last_key);
     Py_VISIT(d->last_hit);
     Py_VISIT(d->last_call);
-    return held_memo_traverse(&d->memo, visit, arg);
+    return 0;
 }
 
 static int dispatch_clear(Dispatch *d) {
@@ -69,7 +67,6 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->last_hit);
     Py_CLEAR(d->last_call);
     Py_CLEAR(d->idx_owner);
-    held_memo_clear(&d->memo);
     return 0;
 }
 
@@ -180,12 +177,9 @@ enum { STEP_ERROR = -1, STEP_DOOR = 0, STEP_OK = 1, STEP_BY_CALL = 2 };
 typedef struct {
     Dispatch *d;
     GridCall *g;
-    /* dpnp arrays: the call's own arguments (what the Python door gets, what a SYCL launch holds),
-     * and the arguments matched and launched: those, or fargs */
-    PyObject *call_args, *args, *kwargs;
-    /* owned: the activation record, the session's foreign state and the arguments with pointers in
-     * the dpnp arrays' places, the recorded hit, the grid as a tuple, the queue's handle */
-    PyObject *act, *fstate, *fargs, *hit, *gseq, *queue;
+    PyObject *args, *kwargs; /* the call's arguments (borrowed) */
+    /* owned: the activation record, the recorded hit, the grid as a tuple, the queue's handle */
+    PyObject *act, *hit, *gseq, *queue;
     /* borrowed from act, never re-read from d: Python code run below (a .ptr property, a grid
      * function) may let another thread refresh d with its own activation; act keeps them alive */
     PyObject *session, *stream, *table_key, *stats;
@@ -203,8 +197,6 @@ static void call_release(grid_call *c) {
     Py_XDECREF(c->gseq);
     Py_XDECREF(c->hit);
     Py_XDECREF(c->act);
-    Py_XDECREF(c->fstate);
-    Py_XDECREF(c->fargs);
 }
 
 /* The active session's record, read into d when it changed, and the states that send every call
@@ -276,21 +268,10 @@ static int lookup_hit(grid_call *c) {
     return STEP_OK;
 }
 
-/* The recorded entry for this call: the last hit, else (dpnp arrays held by the session: their
- * pointers in their places) the last hit again, else the table's; this session's, or the door. */
+/* The recorded entry for this call: the last hit, else the table's; this session's, or the door
+ * (an argument the key does not cover, any memory that is not the kit's among them, has no key). */
 static int find_hit(grid_call *c) {
-    /* after a dpnp launch the plain match is skipped: it cannot succeed against their pointers' key */
-    int matched = !c->d->last_foreign && match_last(c);
-    if (!matched && (c->fstate = foreign_state(c->session)) != NULL) {
-        int fr = foreign_substitute(c->fstate, c->args, &c->d->memo, &c->fargs);
-        if (fr < 0) return STEP_ERROR;
-        if (fr == 2) return STEP_DOOR;
-        if (fr == 1) c->args = c->fargs;
-        else Py_CLEAR(c->fstate); /* no dpnp array: the ordinary launch */
-    }
-    if (!matched && (c->fargs || c->d->last_foreign)) match_last(c); /* the substituted call, or the skipped match */
-    c->d->last_foreign = c->fargs != NULL;
-    if (!c->hit) {
+    if (!match_last(c)) {
         int rc = lookup_hit(c);
         if (rc != STEP_OK) return rc;
     }
@@ -361,8 +342,7 @@ static int read_positions(Dispatch *d, PyObject *index) {
 
 /* The launch from here, when the hit's submit is the kernel's own checked launcher (which grows
  * any scratch): from the values the match read, without a call, an argument tuple or a second
- * read; dpnp arrays submitted to SYCL on the session's in-order SYCL queue. STEP_OK: *r is the
- * launch's result. */
+ * read. STEP_OK: *r is the launch's result. */
 static int launch_in_c(grid_call *c, PyObject **r) {
     Launcher *lf = launcher_of(HIT(c->hit, SUBMIT));
     if (!lf || !lf->kernel || lf->table != c->alloc || !PyLong_CheckExact(c->queue)) return STEP_BY_CALL;
@@ -391,21 +371,13 @@ static int launch_in_c(grid_call *c, PyObject **r) {
         items = picked_items;
         if (pl) pl = picked_pre;
     }
-    if (!c->fargs) {
-        *r = ur->launch_core(lf, qh, gs, items, m, 0, pl, c->generation);
-        return *r ? STEP_OK : STEP_ERROR;
-    }
-    int ready = foreign_ready(c->session, lf, HIT(c->hit, ENTRY));
-    if (ready <= 0) return ready < 0 ? STEP_ERROR : STEP_DOOR; /* no SYCL kernel: the door orders the UR launch itself */
-    *r = ur->launch_sycl(lf, gs, items, m, pl, c->generation);
-    if (*r && foreign_launched(c->fstate, c->call_args) < 0) Py_CLEAR(*r);
+    *r = ur->launch_core(lf, qh, gs, items, m, 0, pl, c->generation);
     return *r ? STEP_OK : STEP_ERROR;
 }
 
 /* The hit's submit called as submit(queue, gx, gy, gz, picked arguments): what launch_in_c does not
- * cover. dpnp arrays go to SYCL or through the door, never to UR behind SYCL's back. */
+ * cover. */
 static int launch_by_call(grid_call *c, PyObject **r) {
-    if (c->fargs) return STEP_DOOR;
     PyObject *index = HIT(c->hit, POSITIONS), *picked;
     if (index == Py_None) {
         picked = Py_NewRef(c->args);
@@ -448,7 +420,7 @@ static int call_steps(grid_call *c) {
 
 static PyObject *gridcall_call(GridCall *g, PyObject *args, PyObject *kwargs) {
     pre_t pre[MAX_PARAMS];
-    grid_call c = {.d = g->d, .g = g, .call_args = args, .args = args, .kwargs = kwargs, .pre = pre};
+    grid_call c = {.d = g->d, .g = g, .args = args, .kwargs = kwargs, .pre = pre};
     int rc = call_steps(&c);
     PyObject *kernel = rc == STEP_OK ? Py_NewRef(HIT(c.hit, KERNEL)) : NULL;
     call_release(&c);

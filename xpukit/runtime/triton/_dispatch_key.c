@@ -41,7 +41,7 @@ static int memory_key_addr(PyObject *o, uint64_t *addr, pre_t *pre) {
     if (own < 0) return 0; /* closed: Triton's path reports it */
     if (own > 0) {
         PyObject *p = NULL;
-        if (ur->lookup_address(o, &p) <= 0) { /* no .ptr: no exception made (dpnp arrays come this way) */
+        if (ur->lookup_address(o, &p) <= 0) { /* no .ptr: no exception made (no key: the door takes it) */
             PyErr_Clear();
             return 0;
         }

@@ -19,7 +19,7 @@ from xpukit.runtime.triton import seam
 from xpukit.runtime.ur import launcher as ur_launcher
 
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
-ABI = 2
+ABI = 3
 
 
 def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:

@@ -19,72 +19,13 @@ from xpukit.runtime.triton.state import CURRENT
 from xpukit.runtime.triton.tritonc import COMPILE_LOCK
 from xpukit.runtime.ur.core import Session
 from xpukit.runtime.ur.errors import KernelArgumentError
-from xpukit.runtime.ur.interop.memory import ARG_KINDS, WRAPPED, memory_kind
+from xpukit.runtime.ur.interop.memory import ARG_KINDS, memory_kind
 from xpukit.runtime.ur.objects import USMAllocation
 
 # Whose memory each argument is (xpukit.runtime.ur.interop.memory): asked once per argument type,
-# read from its cache on every launch (the compiled dispatch reads the same dict).
+# read from its cache on every launch.
 _ARG_KIND = ARG_KINDS
 _arg_kind = memory_kind
-
-
-def _run_foreign(
-    inner: Callable[..., Any], fn: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool
-) -> Any:
-    """A launch with foreign arrays: each one's lease (checked through UR and lent to the session,
-    once per dpnp/dpctl array object: :meth:`ForeignState.lease`), then the ordinary launch with
-    typed pointers in their place (through the kernel's Dispatch, compiled where the launcher is),
-    ordered: the producers' SYCL queues waited for before, the launch handed back to SYCL after
-    (the producers held until it has run)."""
-    foreign = act.session.foreign
-    held = foreign.held
-    kinds = _ARG_KIND
-    leases: list[Any] = []
-    originals: list[Any] = []
-    queues: dict[int, Any] = {}  # the producers' SYCL queues, once each
-    per_launch = False
-    try:
-        new_args = []
-        for value in args:
-            k = kinds.get(type(value))
-            if k is None:
-                k = _arg_kind(type(value))
-            if k:
-                # the held lease of a usm_ndarray seen before, inline (ForeignState.lease's first lines)
-                u = value._array_obj if k == WRAPPED else value  # reach-in: dpnp's usm_ndarray, read per launch
-                h = held.get(id(u))
-                lease = h[1] if h is not None and h[0]() is u else foreign.lease(value)
-                leases.append(lease)
-                originals.append(value)
-                per_launch = per_launch or lease.per_launch
-                q = lease.queue
-                if q is not None:
-                    queues[id(q)] = q
-                value = lease.pointer
-            new_args.append(value)
-        if kwargs:
-            for name, value in kwargs.items():
-                if _arg_kind(type(value)):
-                    lease = foreign.lease(value)
-                    leases.append(lease)
-                    originals.append(value)
-                    per_launch = per_launch or lease.per_launch
-                    if lease.queue is not None:
-                        queues[id(lease.queue)] = lease.queue
-                    kwargs[name] = lease.pointer
-        producer_queues = list(queues.values())
-        foreign.before(producer_queues)
-        d = None if warmup else fn.__dict__.get("_xpukit_dispatch")
-        if d is not None:  # the compiled dispatch, as for the kit's arrays (its door is run() again)
-            result = d[grid](*new_args, **kwargs)
-        else:
-            result = inner(fn, act, tuple(new_args), kwargs, grid, warmup)
-        if not warmup:
-            foreign.after(producer_queues, (originals, leases))
-    finally:
-        if per_launch:
-            foreign.release(leases)
-    return result
 
 
 class _FastEntry:
@@ -99,15 +40,6 @@ class _FastEntry:
         self.param_names = param_names
         self.defaults = defaults
         self.bound: dict[int, BoundKernel] = {}
-
-    def sycl_attach(self, session: Session, launcher: Any) -> bool:
-        """Called by the compiled dispatch before its first launch of dpnp arrays through
-        ``launcher`` (this entry's on ``session``): the kernel built by SYCL too, so that launch is
-        submitted to SYCL (:meth:`ForeignState.attach`); False for a kernel that is not SPIR-V."""
-        function = getattr(self.kernel, "function", None)
-        if not isinstance(function, URFunction) or function.form != "spirv":
-            return False
-        return session.foreign.attach(launcher, function.name, function.spirv, function.options)
 
     def meta(self, args: tuple, kwargs: dict) -> dict[str, Any]:
         """What Triton hands a grid callable: every parameter by name."""
@@ -328,16 +260,16 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
         act = CURRENT.get()
         if act is not None and not act.session.closed:
             kinds = _ARG_KIND
-            for value in args:
+            for value in (*args, *kwargs.values()):
                 k = kinds.get(type(value))
                 if k or (k is None and _arg_kind(type(value))):
-                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
-            for value in kwargs.values():
-                if _arg_kind(type(value)):
-                    return _run_foreign(inner, self, act, args, kwargs, grid, warmup)
-        return inner(self, act, args, kwargs, grid, warmup)
+                    # foreign memory (dpnp/dpctl arrays, SUAI, DLPack): the session's adapter resolves
+                    # it once (lease, ordering before, hand-back after) around the kit's own launch
+                    launch = functools.partial(inner, self, act, grid, warmup)
+                    return act.session.foreign.run(args, kwargs, warmup, launch)
+        return inner(self, act, grid, warmup, args, kwargs)
 
-    def inner(self: Any, act: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
+    def inner(self: Any, act: Any, grid: Any, warmup: bool, args: tuple, kwargs: dict) -> Any:
         if (
             act is None
             or act.session.closed  # Triton's path raises the kit's error for it

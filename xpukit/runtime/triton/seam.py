@@ -16,8 +16,6 @@ _STATE = "xpukit.runtime.triton.state:Active"
 _DRIVER = "xpukit.runtime.triton.driver"
 _JIT = "triton.runtime.jit:JITFunction"
 _CK = "triton.compiler:CompiledKernel"
-_FOREIGN = "xpukit.runtime.ur.interop.state:ForeignState"
-_LEASE = "xpukit.runtime.ur.interop.state:Lease"
 
 
 class Hit(NamedTuple):
@@ -52,31 +50,6 @@ DISPATCH_READS: tuple[Read, ...] = (
     Read("HOOK_ENTER", _CK, "launch_enter_hook", "a class attribute; not None: Triton's path"),
     Read("HOOK_EXIT", _CK, "launch_exit_hook", "a class attribute; not None: Triton's path"),
     Read("ENTRY_META", "xpukit.runtime.triton.fast_table:_FastEntry", "meta", "what a grid callable is given"),
-    Read(
-        "ENTRY_SYCL_ATTACH",
-        "xpukit.runtime.triton.fast_table:_FastEntry",
-        "sycl_attach",
-        "called (session, launcher) before a launcher's first launch submitted to SYCL",
-    ),
-    Read("SESSION_FOREIGN", "xpukit.runtime.ur.core:Session", "foreign", "the session's foreign memory (dpnp arrays)"),
-    Read("FOREIGN_FAST", _FOREIGN, "fast", "true: held dpnp arrays on the session's SYCL queue are launched in C"),
-    Read("FOREIGN_KINDS", _FOREIGN, "kinds", "argument type -> kind (0 no, 1 usm_ndarray, 2 dpnp array, 3 other)"),
-    Read("FOREIGN_HELD", _FOREIGN, "held", "id(usm_ndarray) -> (weak reference, Lease): the arrays checked and lent"),
-    Read(
-        "FOREIGN_HELD_VERSION",
-        _FOREIGN,
-        "held_version",
-        "an int bumped on every change to held: pointers read from it stay valid while it is unchanged",
-    ),
-    Read("FOREIGN_INFLIGHT", _FOREIGN, "inflight", "a list: a SYCL launch's arguments appended, held until it ran"),
-    Read("FOREIGN_SETTLE", _FOREIGN, "settle", "called (False) when more than 32 launches are held"),
-    Read(
-        "LEASE_SYCL_POINTER",
-        _LEASE,
-        "sycl_pointer",
-        "the pointer put in the array's place (None: not on the session's queue)",
-    ),
-    Read("WRAPPED_ARRAY", "dpnp.dpnp_array:dpnp_array", "_array_obj", "a dpnp array's usm_ndarray (read per launch)"),
 )
 
 # Fields of Hit the C reads, by position (Hit._fields says where).

@@ -17,9 +17,9 @@
  * the tests run both. Function pointers come from the loaded UR loader (ctypes), so this module
  * links against nothing but Python. What it reads from Python objects is named by
  * xpukit/runtime/ur/seam.py and handed over by bind() (below), once, when xpukit's core imports.
- * Parts: this file (the module, bind(), the Launcher and its launch), _launcher_sycl.c (the same
- * launch submitted to SYCL, for launches SYCL must order), _launcher_args.c (the arguments
- * converted and checked, what every launch does first), _launcher_table.c (the AllocTable).
+ * Parts: this file (the module, bind(), the Launcher and its launch), _launcher_args.c (the
+ * arguments converted and checked, what every launch does first), _launcher_table.c (the
+ * AllocTable). Every address it accepts lies in the session's AllocTable.
  */
 #include "_launcher_internal.h" /* the parts' shared declarations; _launcher.h: what the dispatch shares */
 
@@ -30,7 +30,6 @@ static int launcher_traverse(Launcher *l, visitproc visit, void *arg) {
     Py_VISIT(l->on_arg_error);
     Py_VISIT(l->on_ur_error);
     Py_VISIT(l->on_grow);
-    Py_VISIT(l->sycl_keep);
     return 0;
 }
 
@@ -39,8 +38,6 @@ static int launcher_clear(Launcher *l) {
     Py_CLEAR(l->on_arg_error);
     Py_CLEAR(l->on_ur_error);
     Py_CLEAR(l->on_grow);
-    l->sycl_kernel = NULL; /* what it points into goes with sycl_keep */
-    Py_CLEAR(l->sycl_keep);
     return 0;
 }
 
@@ -300,8 +297,6 @@ static PyMethodDef launcher_methods[] = {
     {"grow_with", (PyCFunction)launcher_grow_with, METH_O,
      "grow_with(callback): callback(programs) before a launch of more programs than any before (Triton's scratch)"},
     {"forget", (PyCFunction)launcher_forget, METH_NOARGS, "set every argument again at the next launch"},
-    {"via_sycl", (PyCFunction)launcher_via_sycl, METH_VARARGS,
-     "via_sycl(kernel_ref, queue_ref, submit, event_delete, keep): the same kernel built by SYCL, for launch_sycl"},
     {"hidden", (PyCFunction)launcher_hidden, METH_O,
      "hidden(((kind, value), ...)): arguments after the user's: ('P', address) or ('L', local bytes)"},
     {NULL, NULL, 0, NULL},
@@ -328,12 +323,10 @@ static Py_ssize_t member_offset(PyTypeObject *t, PyObject *name) {
     return (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED)) ? m->offset : 0;
 }
 
-/* bind(reads, allocation_type, array_type, foreign_pointer_type): the seam (xpukit/runtime/ur/seam.py).
- * reads maps each role of XPUKIT_LAUNCHER_READS to the attribute's name, no role missing and none
- * unknown; the first two types are the kit's own memory (USMAllocation, DeviceArray), whose
- * addresses are read from the instance, the third the checked pointer put in a dpnp array's place
- * (its ADDRESS and ARRAY_DTYPE slots read at their offsets). Called once, when
- * xpukit.runtime.ur.core imports; again, it replaces everything. */
+/* bind(reads, allocation_type, array_type): the seam (xpukit/runtime/ur/seam.py). reads maps each
+ * role of XPUKIT_LAUNCHER_READS to the attribute's name, no role missing and none unknown; the two
+ * types are the kit's own memory (USMAllocation, DeviceArray), whose addresses are read from the
+ * instance. Called once, when xpukit.runtime.ur.core imports; again, it replaces everything. */
 static PyObject *bind(PyObject *self, PyObject *args) {
     (void)self;
     static const char *const roles[N_LAUNCHER_READS] = {
@@ -341,8 +334,8 @@ static PyObject *bind(PyObject *self, PyObject *args) {
         XPUKIT_LAUNCHER_READS(XPUKIT_ROLE_TEXT)
 #undef XPUKIT_ROLE_TEXT
     };
-    PyObject *reads, *usm, *arr, *fp;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyDict_Type, &reads, &PyType_Type, &usm, &PyType_Type, &arr, &PyType_Type, &fp))
+    PyObject *reads, *usm, *arr;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyDict_Type, &reads, &PyType_Type, &usm, &PyType_Type, &arr))
         return NULL;
     PyObject *names[N_LAUNCHER_READS];
     for (int i = 0; i < N_LAUNCHER_READS; i++) {
@@ -364,20 +357,16 @@ static PyObject *bind(PyObject *self, PyObject *args) {
     for (int i = 0; i < N_LAUNCHER_READS; i++) Py_XSETREF(launcher_names[i], names[i]);
     Py_INCREF(usm);
     Py_INCREF(arr);
-    Py_INCREF(fp);
     Py_XSETREF(usm_type, (PyTypeObject *)usm);
     Py_XSETREF(device_array_type, (PyTypeObject *)arr);
-    Py_XSETREF(foreign_pointer_type, (PyTypeObject *)fp);
     alloc_offset = member_offset((PyTypeObject *)arr, launcher_names[READ_ARRAY_ALLOC]);
     dtype_offset = member_offset((PyTypeObject *)arr, launcher_names[READ_ARRAY_DTYPE]);
-    foreign_ptr_offset = member_offset((PyTypeObject *)fp, launcher_names[READ_ADDRESS]);
-    foreign_dtype_offset = member_offset((PyTypeObject *)fp, launcher_names[READ_ARRAY_DTYPE]);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"bind", bind, METH_VARARGS,
-     "bind(reads, USMAllocation, DeviceArray, ForeignPointer): the attribute names the C reads (xpukit/runtime/ur/seam.py), "
+     "bind(reads, USMAllocation, DeviceArray): the attribute names the C reads (xpukit/runtime/ur/seam.py), "
      "and the memory types read from the instance"},
     {NULL, NULL, 0, NULL},
 };
@@ -399,7 +388,6 @@ static xpukit_ur_api ur_api = {
     .own_address = own_address,
     .dtype_of = dtype_of,
     .lookup_address = lookup_address,
-    .launch_sycl = launch_sycl,
 };
 
 PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
@@ -415,7 +403,7 @@ PyMODINIT_FUNC PyInit__xpukit_launcher(void) {
         return NULL;
     }
     if (PyModule_AddObject(m, "AllocTable", (PyObject *)&AllocTableType) < 0 ||
-        PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 || PyModule_AddIntConstant(m, "ABI", 5) < 0) {
+        PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0 || PyModule_AddIntConstant(m, "ABI", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -222,28 +222,7 @@ typedef struct {
      * before (Triton's per-program scratch); NULL: none */
     PyObject *on_grow;
     uint64_t grown; /* the most programs on_grow has been called for */
-    /* via_sycl(): the same kernel built by SYCL for the session's in-order SYCL queue, which SYCL
-     * orders itself (a session over dpnp's queue launching dpnp arrays): launches through
-     * launch_sycl go to DPCTLQueue_SubmitNDRange. NULL: none. sycl_keep owns what they point into. */
-    void *sycl_kernel, *sycl_queue;
-    void *sycl_submit, *sycl_event_delete;
-    PyObject *sycl_keep;
 } Launcher;
-
-/* dpctl's C API (libDPCTLSyclInterface, dpctl 0.22: dpctl_sycl_queue_interface.h), its pointers handed
- * over by via_sycl(): DPCTLQueue_SubmitNDRange(kernel, queue, args, arg_types, nargs, global[3],
- * local[3], ndims, deps, ndeps) -> event (NULL when SYCL threw), and DPCTLEvent_Delete(event). */
-typedef void *(*dpctl_submit_fn)(void *, void *, void **, const int *, size_t, const size_t *, const size_t *, size_t,
-                                 void *const *, size_t);
-typedef void (*dpctl_delete_fn)(void *);
-/* DPCTLKernelArgType values the launch uses (dpctl_sycl_enum_types.h; tests/image/test_dpnp.py reads
- * the installed header and checks them) and its MDLocalAccessor for a local-memory argument. */
-enum { DPCTL_UINT8 = 1, DPCTL_UINT16 = 3, DPCTL_UINT32 = 5, DPCTL_UINT64 = 7, DPCTL_VOID_PTR = 10, DPCTL_LOCAL_ACCESSOR = 11 };
-typedef struct {
-    size_t ndim;
-    int type; /* DPCTLKernelArgType of an element */
-    size_t dim0, dim1, dim2;
-} dpctl_local_accessor;
 
 static inline void *fnptr(PyObject *o) {
     unsigned long v = PyLong_AsUnsignedLong(o); /* read_u64's reason */
@@ -261,7 +240,7 @@ enum { PRE_NONE = 0, PRE_INT = 1, PRE_FLOAT = 2, PRE_ADDR = 3 };
 
 /* ------------------------------------------------------------------ the capsule */
 
-#define XPUKIT_UR_API_VERSION 3
+#define XPUKIT_UR_API_VERSION 4
 #define XPUKIT_UR_API_CAPSULE "_xpukit_launcher._C_API"
 
 typedef struct {
@@ -279,10 +258,6 @@ typedef struct {
     /* o's address attribute (.ptr, named by xpukit/runtime/ur/seam.py): 1 and a new reference, 0
      * when o has none (no exception made), -1 with its error */
     int (*lookup_address)(PyObject *o, PyObject **out);
-    /* launch_core's checks, then the launch submitted to SYCL (the Launcher's via_sycl kernel; the
-     * caller has checked it is set) instead of enqueued on a UR queue */
-    PyObject *(*launch_sycl)(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
-                             uint64_t checked_generation);
 } xpukit_ur_api;
 
 #endif

@@ -6,8 +6,8 @@
 #include "_launcher_internal.h"
 #include <math.h>
 
-PyTypeObject *usm_type, *device_array_type, *foreign_pointer_type;
-Py_ssize_t alloc_offset, dtype_offset, foreign_ptr_offset, foreign_dtype_offset;
+PyTypeObject *usm_type, *device_array_type;
+Py_ssize_t alloc_offset, dtype_offset;
 PyObject *launcher_names[N_LAUNCHER_READS];
 
 
@@ -24,20 +24,15 @@ static attr_site site_usm_handle = {.make_dict = 1};
 /* o's ARRAY_DTYPE, or NULL with no error when it has none (looked up without raising). */
 PyObject *dtype_of(PyObject *o) {
     if (dtype_offset && device_array_type && Py_TYPE(o) == device_array_type) return slot_value(o, dtype_offset);
-    if (foreign_dtype_offset && Py_TYPE(o) == foreign_pointer_type) {
-        PyObject *d = slot_value(o, foreign_dtype_offset);
-        if (d) return d;
-    }
     PyObject *v = NULL;
     if (lookup_attr(o, launcher_names[READ_ARRAY_DTYPE], &v) < 0) PyErr_Clear();
     return v;
 }
 
 /* o's ADDRESS attribute (.ptr): 1 and a new reference, 0 (no error) when o has none, -1 with the
- * error its lookup raised. An absent attribute creates no exception (dpnp arrays come this way). */
+ * error its lookup raised. An absent attribute creates no exception (an object that is no memory
+ * of the kit's and carries no address comes this way, and is refused by name). */
 int lookup_address(PyObject *o, PyObject **out) {
-    if (foreign_ptr_offset && Py_TYPE(o) == foreign_pointer_type && (*out = slot_value(o, foreign_ptr_offset)) != NULL)
-        return 1; /* a dpnp array's checked pointer, put in its place by the dispatch: the slot */
     return lookup_attr(o, launcher_names[READ_ADDRESS], out);
 }
 

@@ -1,8 +1,7 @@
 /* _launcher_internal.h: what the parts of _xpukit_launcher share among themselves (not with the
  * dispatch: that is _launcher.h), top floor first (each calls only the parts below it;
  * tests/host/test_c_graph.py checks it): _launcher.c: the module, bind() and the Launcher;
- * _launcher_sycl.c: the launch submitted to SYCL; _launcher_args.c: converting and checking the
- * arguments; _launcher_table.c: the AllocTable. Built together with -flto, so the per-launch calls
+ * _launcher_args.c: converting and checking the arguments; _launcher_table.c: the AllocTable. Built together with -flto, so the per-launch calls
  * between parts are inlined as if they were one file.
  */
 #ifndef XPUKIT_UR_LAUNCHER_INTERNAL_H
@@ -24,16 +23,11 @@ extern PyObject *launcher_names[N_LAUNCHER_READS];
 
 /* xpukit's own memory types (bind()): their address is read from the instance (the allocation's
  * handle, None once closed; the array's allocation) without running a property. */
-extern PyTypeObject *usm_type, *device_array_type, *foreign_pointer_type;
+extern PyTypeObject *usm_type, *device_array_type;
 /* DeviceArray's __slots__ for ARRAY_ALLOC and ARRAY_DTYPE: their offsets in the instance (0: read as attributes) */
-extern Py_ssize_t alloc_offset, dtype_offset, foreign_ptr_offset, foreign_dtype_offset;
+extern Py_ssize_t alloc_offset, dtype_offset;
 
 extern PyTypeObject AllocTableType, LauncherType;
-
-/* _launcher_sycl.c */
-PyObject *launch_sycl(Launcher *l, const size_t *g, PyObject *const *items, Py_ssize_t n, const pre_t *pre,
-                      uint64_t checked_generation);
-PyObject *launcher_via_sycl(Launcher *l, PyObject *args);
 
 /* _launcher_args.c */
 int own_address(PyObject *o, uint64_t *out);

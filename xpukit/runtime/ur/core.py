@@ -24,7 +24,6 @@ from xpukit.runtime.ur.discovery import DEVICE_CHOICES, DeviceInfo
 from xpukit.runtime.ur.errors import BadDeviceRequest, ClosedError, UrError, error_class
 from xpukit.runtime.ur.interop import memory as _memory
 from xpukit.runtime.ur.interop import sycl as _sycl
-from xpukit.runtime.ur.interop.arrays import ForeignPointer
 from xpukit.runtime.ur.interop.state import ForeignState
 from xpukit.runtime.ur.loader import load
 from xpukit.runtime.ur.objects import _EXPORT_LOCK, DeviceArray, Program, Queue, Resource, USMAllocation
@@ -110,13 +109,11 @@ class Session:
         """A session sharing a SYCL queue's context and device (a ``dpctl.SyclQueue``, or a dpnp/dpctl
         array's queue). Launches go to an in-order SYCL queue (``session.sycl_queue``): the queue
         itself when it is in-order, else a new in-order queue on its context and device. A launch
-        of dpnp arrays already seen on that queue is submitted to SYCL, which orders it; any other
-        launch with foreign memory waits for the producers' queues first and is handed back to SYCL
-        after (xpukit.runtime.ur.interop.state), so out-of-order queues and SYCL host tasks never race it."""
+        with foreign memory waits for the producers' queues first and is handed back to SYCL after
+        (xpukit.runtime.ur.interop.state), so out-of-order queues and SYCL host tasks never race it."""
         shared = _sycl.in_order_queue(_sycl.sycl_queue_of(queue))
         session = cls(_sycl.sycl_native_handles(shared), loader)
         session.sycl_queue = shared
-        session.foreign.fast = True  # launches of its held arrays are submitted to SYCL (interop.state)
         return session
 
     # -- ownership -------------------------------------------------------------------------------
@@ -286,9 +283,8 @@ class Session:
 _SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
 
 # The seam: the attribute names the compiled launcher reads (declared in xpukit.runtime.ur.seam), and
-# the memory types whose addresses it reads straight from the instance (the kit's, and the checked
-# pointer the dispatch puts in a dpnp array's place).
-_launcher.bind(seam.table(seam.LAUNCHER_READS), USMAllocation, DeviceArray, ForeignPointer)
+# the kit's memory types, whose addresses it reads straight from the instance.
+_launcher.bind(seam.table(seam.LAUNCHER_READS), USMAllocation, DeviceArray)
 # The classifier's "the kit's own memory" (the interop floor sits below the objects).
 _memory.bind_kit_types(USMAllocation, DeviceArray)
 

@@ -383,7 +383,7 @@ class PyLauncher:
 
 
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
-ABI = 5
+ABI = 6
 
 
 def stale_extension(module: Any, wanted: int) -> bool:
@@ -419,7 +419,7 @@ _EXT = _load_extension()
 COMPILED = _EXT is not None
 AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
 Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
-# The seam (xpukit.runtime.ur.seam): bind(reads, USMAllocation, DeviceArray, ForeignPointer), called once by the core.
+# The seam (xpukit.runtime.ur.seam): bind(reads, USMAllocation, DeviceArray), called once by the core.
 bind: Callable[..., None] = _EXT.bind if _EXT else _bind_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 

@@ -34,14 +34,14 @@ class Read(NamedTuple):
 
 
 # What _xpukit_launcher (ur/_launcher*.c) reads. A type registered with bind() (USMAllocation,
-# DeviceArray, interop ForeignPointer) is recognised by identity, so its slots are read at their offsets.
+# DeviceArray) is recognised by identity, so its slots are read at their offsets.
 LAUNCHER_READS: tuple[Read, ...] = (
     Read(
         "ADDRESS",
         "xpukit.runtime.ur.objects:DeviceArray",
         "ptr",
-        "an argument's device address when it is not the kit's own memory (USMAllocation.ptr too; dpnp arrays "
-        "and any object with an int .ptr); looked up without raising when absent",
+        "an argument's device address when it is not the kit's own memory (USMAllocation.ptr too; a checked "
+        "foreign array's typed pointer and any object with an int .ptr); looked up without raising when absent",
     ),
     Read(
         "ALLOCATION_HANDLE",

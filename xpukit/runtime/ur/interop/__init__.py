@@ -6,7 +6,8 @@ it imports neither (``tests/host/test_import_graph.py``).
 
 * :mod:`.memory`: the one classifier, "whose memory is this", for every argument kind a launch takes.
 * :mod:`.arrays`: foreign arrays' protocols read, UR's answers about their pointers.
-* :mod:`.state`: a session's foreign memory (checks held, ranges lent, launch ordering with SYCL).
-* :mod:`.sycl`: native handles of a SYCL queue, libsycl and dpctl entry points.
+* :mod:`.state`: a session's foreign memory and the adapter a launch with it goes through
+  (:meth:`.state.ForeignState.run`: checks held, ranges lent, ordering with SYCL before and after).
+* :mod:`.sycl`: native handles of a SYCL queue, libsycl entry points.
 * :mod:`.export`: DLPack export of the kit's own memory.
 """

@@ -1,6 +1,6 @@
-"""Whose memory is this: the one classifier every launch path asks about each argument's type
-(``kernel[grid]`` in :mod:`xpukit.runtime.triton.fast_table`, and the compiled dispatch, which reads
-the answers it cached in :data:`ARG_KINDS`).
+"""Whose memory is this: the one classifier the launch door asks about each argument's type
+(``kernel[grid]``'s Python door in :mod:`xpukit.runtime.triton.fast_table`, and the adapter in
+:mod:`.state`, which read the answers cached in :data:`ARG_KINDS`).
 
 * :data:`KIT`: the kit's own memory (``USMAllocation``, ``DeviceArray``), an address (an ``int``),
   ``None``, a scalar, a host array or anything else that speaks no device-array protocol: the kit's
@@ -19,8 +19,7 @@ HELD = 1
 WRAPPED = 2
 PER_LAUNCH = 3
 
-# An argument type's answer, decided once per type. The compiled dispatch reads this dict
-# (ForeignState.kinds, xpukit.runtime.triton.seam: FOREIGN_KINDS), so its values stay plain ints.
+# An argument type's answer, decided once per type (0 is the kit's: a plain truth test says "foreign").
 ARG_KINDS: dict[type, int] = {}
 
 # Types whose objects never change pointer, dtype, extent or queue: checked once per object.

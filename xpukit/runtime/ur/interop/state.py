@@ -1,28 +1,26 @@
 """A session's foreign memory: what ``kernel[grid]`` does with dpnp/dpctl arrays,
 ``__sycl_usm_array_interface__`` objects and DLPack producers (:mod:`.memory` says which an
-argument is, :mod:`.arrays` reads their protocols and asks UR about their pointers).
+argument is, :mod:`.arrays` reads their protocols and asks UR about their pointers). Its one entry
+is :meth:`ForeignState.run`, the adapter the kit's launch door calls with a call's arguments; below
+it the kit launches its own memory only.
 
-* **Checked once per array object.** A dpctl/dpnp ``usm_ndarray`` cannot change its data pointer,
+* **Resolved once per call, before the dispatch.** Each foreign argument is replaced by its checked
+  typed pointer (:class:`~.arrays.ForeignPointer`), lent to the session's allocation table, so the
+  launch that follows is the ordinary one of the kit's own memory: the compiled dispatch and the
+  checked launcher know nothing else. A dpctl/dpnp ``usm_ndarray`` cannot change its data pointer,
   element type, extent or queue, and its allocation lives while it does: its UR check
-  (``urUSMGetMemAllocInfo``), its ``__sycl_usm_array_interface__`` and the lending of its
-  allocation to the session's table are done on its first launch and held until it is collected (a
-  weak reference takes the lending back). A dpnp array is resolved to its ``usm_ndarray`` on every
-  launch (dpnp may swap it). Any other producer (SUAI objects, DLPack) is checked and lent per launch.
-* **Submitted to SYCL when SYCL can order it.** A launch whose dpnp/dpctl arrays all live on the
-  session's own in-order SYCL queue and are held goes, from the compiled dispatch
-  (``triton/_dispatch_foreign.c``), to SYCL itself: the same kernel built by SYCL once per kernel
-  and session (:meth:`ForeignState.attach`), submitted with ``DPCTLQueue_SubmitNDRange`` on that
-  queue, which orders it after every SYCL command before it and before every one after it, host
-  tasks included; nothing is waited for and no barrier is needed. Its arguments are held in
-  ``inflight`` until SYCL reports the queue empty.
-* **Otherwise ordering is the kit's** (docs/ur.md, "dpnp and foreign memory"). Before a launch every
+  (``urUSMGetMemAllocInfo``), its ``__sycl_usm_array_interface__`` and the lending are done on its
+  first launch and held until it is collected (a weak reference takes the lending back). A dpnp
+  array is resolved to its ``usm_ndarray`` on every launch (dpnp may swap it). Any other producer
+  (SUAI objects, DLPack) is checked and lent per launch.
+* **Ordered with SYCL around the launch** (docs/ur.md, "dpnp and foreign memory"). Before it every
   producer's SYCL queue and the session's SYCL queue are waited for unless SYCL reports it empty
   (SYCL runs some commands as host tasks the native queue never sees: oneMKL's CPU gemm under
-  ``dpnp.matmul``). After it, the
-  launch is handed back to SYCL instead of finished: a SYCL barrier on the session's in-order SYCL
-  queue (which shares the session's native queue, so the barrier follows the kernel) becomes that
-  queue's last event, and the producers' other queues get it in their dpctl order manager, which
-  every dpnp operation waits for. The producers stay referenced until that barrier has completed.
+  ``dpnp.matmul``). After it the launch is handed back to SYCL instead of finished: a SYCL barrier
+  on the session's in-order SYCL queue (which shares the session's native queue, so the barrier
+  follows the kernel) becomes that queue's last event, and the producers' other queues get it in
+  their dpctl order manager, which every dpnp operation waits for. The producers stay referenced
+  until the kit knows the launch has run.
 """
 
 from __future__ import annotations
@@ -30,27 +28,27 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from ctypes import c_void_p
 from typing import Any
 
 from xpukit.runtime.ur.interop.arrays import ForeignPointer, alloc_info, bad_argument, view_of
 from xpukit.runtime.ur.interop.memory import ARG_KINDS, HELD, WRAPPED, memory_kind
-from xpukit.runtime.ur.interop.sycl import dpctl_submit_functions, sycl_queue_empty
+from xpukit.runtime.ur.interop.sycl import sycl_queue_empty
 
 
 class Lease:
-    """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue, and whether
-    its allocation was lent for this launch only (returned by :meth:`ForeignState.release`)."""
+    """Foreign memory one launch uses: the checked pointer, the producer's SYCL queue when it is not
+    the session's own (``other_queue``: waited for before a launch and told about it after; None:
+    the session's queue, or unknown), and whether its allocation was lent for this launch only
+    (returned by :meth:`ForeignState.release`)."""
 
-    __slots__ = ("per_launch", "pointer", "queue", "sycl_pointer")
+    __slots__ = ("other_queue", "per_launch", "pointer")
 
-    def __init__(self, pointer: ForeignPointer, queue: Any, per_launch: bool, on_session: bool = False) -> None:
+    def __init__(self, pointer: ForeignPointer, other_queue: Any, per_launch: bool) -> None:
         self.pointer = pointer
-        self.queue = queue
+        self.other_queue = other_queue
         self.per_launch = per_launch
-        # on_session: the producer's queue is the session's SYCL queue, so SYCL can order the launch;
-        # the compiled dispatch puts this pointer in the array's place (one read per array and launch)
-        self.sycl_pointer = pointer if on_session else None
 
 
 class ForeignState:
@@ -59,40 +57,89 @@ class ForeignState:
     handed to SYCL whose producers are still referenced."""
 
     HANDOFF_LIMIT = 256  # launches in flight before the session's queue is finished (their producers held)
-    # slots: the compiled dispatch reads fast, kinds, held_version and inflight on every dpnp launch, at their offsets
+    SETTLE_EVERY = 32  # launches in flight between two questions to SYCL (is the session's queue empty?)
     __slots__ = (
-        "_empty", "after_barrier", "door_launches", "fast", "finished_launches", "handoff", "held", "held_version",
-        "inflight", "kinds", "lent", "lock", "session", "settled_launches", "sycl_kernels",
+        "_empty", "_sq_ref", "after_barrier", "finished_launches", "handoff", "held", "inflight", "lent", "lock",
+        "session", "settled_launches",
     )  # fmt: skip
 
     def __init__(self, session: Any) -> None:
         self.session = session
-        self.kinds = ARG_KINDS  # which argument types are foreign arrays (the classifier's cache)
         self.lock = threading.RLock()  # a collected array's weak reference may release inside a locked region
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
         # id(usm_ndarray) -> (a weak reference whose callback gives the lending back, its lease)
         self.held: dict[int, tuple[weakref.ref, Lease]] = {}
-        # bumped on every change to held: the compiled dispatch reuses the pointers it read from held
-        # for a kernel's last launch while this is unchanged (and each array is still the one it read)
-        self.held_version = 0
         self.inflight: list[Any] = []  # the producers of launches handed to SYCL, not yet known to have run
         self.settled_launches = 0  # launches let go of from inflight (known to have run)
-        self.finished_launches = 0  # launches the door finished before returning (handoff off)
-        self.door_launches = 0  # of those, the ones the Python door ordered (the rest were submitted to SYCL)
+        self.finished_launches = 0  # launches finished before they returned (handoff off, or no SYCL queue)
         self.handoff = True  # False: every launch finished before it returns (the probe's control)
         self.after_barrier = True  # False: no SYCL barrier after a launch (the probe's control, unsafe)
-        self._empty: Any = None  # sycl::queue::ext_oneapi_empty, once libsycl is needed
-        # Launches of held arrays on the session's SYCL queue submitted to SYCL (attach); Session.from_sycl
-        # turns it on, the probe's controls off. sycl_kernels: (name, SPIR-V, options) -> dpctl's
-        # program and kernel, or the reason SYCL could not build it (those launches take the Python door).
-        self.fast = False
-        self.sycl_kernels: dict[tuple[str, bytes, str], Any] = {}
+        self._empty: Any = None  # sycl::queue::ext_oneapi_empty, once libsycl is needed (_bind_sycl)
+        self._sq_ref = 0  # the session's SYCL queue as libsycl takes it (its addressof_ref(); 0: none)
 
     @property
     def launches(self) -> int:
-        """Launches with foreign memory so far: each is in ``inflight`` until it is known to have
-        run (counted, not bumped: the compiled dispatch only appends)."""
+        """Launches with foreign memory so far (each is in ``inflight`` until it is known to have run)."""
         return self.settled_launches + self.finished_launches + len(self.inflight)
+
+    # -- the adapter -----------------------------------------------------------------------------
+    def run(self, args: tuple, kwargs: dict, warmup: bool, launch: Callable[[tuple, dict], Any]) -> Any:
+        """One launch with foreign arguments, the one way such a launch goes: each foreign argument
+        resolved to its lease's typed pointer (checked and lent on an array object's first launch,
+        held after), the producers' queues waited for (:meth:`before`), ``launch(args, kwargs)``
+        called with the pointers in their places (the kit's own launch: its memory only), then the
+        launch handed back to SYCL with its producers held until it has run (:meth:`after`).
+        ``warmup``: Triton compiles only, nothing is ordered. What was lent for this launch only is
+        taken back whatever happens."""
+        held, kinds = self.held, ARG_KINDS
+        new_args = list(args)
+        producers: list[Any] = []  # what owns the memory, held until the launch has run
+        lent: list[Lease] = []  # leases lent for this launch only
+        others: dict[int, Any] = {}  # the producers' SYCL queues other than the session's, once each
+        try:
+            for i, value in enumerate(args):
+                kind = kinds.get(type(value))
+                if kind is None:
+                    kind = memory_kind(type(value))
+                if kind:
+                    u = value._array_obj if kind == WRAPPED else value  # reach-in: dpnp's usm_ndarray, read per launch
+                    h = held.get(id(u))
+                    if h is not None and h[0]() is u and h[1].other_queue is None:
+                        new_args[i] = h[1].pointer  # held, on the session's queue: the usual case, inline
+                        producers.append(u)
+                    else:
+                        new_args[i] = self._resolve(u, lent, others, producers)
+            for name, value in kwargs.items() if kwargs else ():  # keywords: rare, the general path
+                kind = kinds.get(type(value))
+                if kind is None:
+                    kind = memory_kind(type(value))
+                if kind:
+                    u = value.get_array() if kind == WRAPPED else value
+                    kwargs = {**kwargs, name: self._resolve(u, lent, others, producers)}
+            if warmup:
+                return launch(tuple(new_args), kwargs)
+            self.before(others)
+            result = launch(tuple(new_args), kwargs)
+            self.after(others, producers)
+            return result
+        finally:
+            if lent:
+                self.release(lent)
+
+    def _resolve(self, obj: Any, lent: list[Lease], others: dict[int, Any], producers: list[Any]) -> ForeignPointer:
+        """A foreign argument's typed pointer on the adapter's general path: its lease (checked and
+        lent now, or held), noted in ``lent`` (per launch), ``others`` (another queue) and
+        ``producers`` (what the launch holds: the object, and a per-launch lease whose pointer holds
+        a DLPack capsule)."""
+        lease = self.lease(obj)
+        producers.append(obj)
+        if lease.per_launch:
+            lent.append(lease)
+            producers.append(lease)
+        q = lease.other_queue
+        if q is not None:
+            others[id(q)] = q
+        return lease.pointer
 
     # -- checks and lending ------------------------------------------------------------------------
     def check(self, obj: Any) -> Lease:
@@ -127,7 +174,7 @@ class ForeignState:
             )
         queue = view.queue if view.queue is not None and hasattr(view.queue, "wait") else None
         sq = s.sycl_queue
-        on_session = queue is not None and sq is not None and (queue is sq or queue == sq)
+        other = None if queue is None or (sq is not None and (queue is sq or queue == sq)) else queue
         pointer = ForeignPointer(view.data, view.dtype, view.keep, queue, 0, info.size)
         with self.lock:
             if not (s.allocations.find(info.base) is not None and info.base not in self.lent):
@@ -135,15 +182,12 @@ class ForeignState:
                     s.allocations.add(info.base, info.size)
                 self.lent[info.base] = self.lent.get(info.base, 0) + 1
                 pointer.base = info.base  # lent (0: the kit's own allocation, a DLPack round trip)
-        return Lease(pointer, queue, True, on_session)
+        return Lease(pointer, other, True)
 
     def lease(self, obj: Any) -> Lease:
-        """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now."""
-        kind = ARG_KINDS.get(type(obj)) or memory_kind(type(obj))
-        if kind == WRAPPED:
-            obj = obj._array_obj  # reach-in: dpnp's usm_ndarray (its get_array() is a call more per launch)
-            kind = ARG_KINDS.get(type(obj)) or memory_kind(type(obj))
-        if kind != HELD:
+        """``obj``'s lease: held per usm_ndarray object (checked on its first launch), else checked now
+        (``obj``: a usm_ndarray or another producer; a dpnp array is resolved to its usm_ndarray first)."""
+        if (ARG_KINDS.get(type(obj)) or memory_kind(type(obj))) != HELD:
             return self.check(obj)
         held = self.held.get(id(obj))
         if held is not None and held[0]() is obj:
@@ -153,15 +197,17 @@ class ForeignState:
         lease.pointer.producer = None  # the cache must not keep the array alive: each launch holds it
         key = id(obj)
         with self.lock:
+            other = self.held.get(key)
+            if other is not None and other[0]() is obj:  # another thread held it meanwhile: keep one
+                self._give_back(lease.pointer.base)
+                return other[1]
             self.held[key] = (weakref.ref(obj, functools.partial(self._collected, key)), lease)
-            self.held_version += 1
         return lease
 
     def _collected(self, key: int, _ref: Any = None) -> None:
         with self.lock:
             held = self.held.pop(key, None)
             if held is not None:
-                self.held_version += 1
                 self._give_back(held[1].pointer.base)
 
     def _give_back(self, base: int) -> None:
@@ -180,75 +226,47 @@ class ForeignState:
                 if lease.per_launch:
                     self._give_back(lease.pointer.base)
 
-    # -- launches submitted to SYCL ------------------------------------------------------------------
-    def attach(self, launcher: Any, name: str, spirv: bytes, options: str) -> bool:
-        """Give ``launcher`` the same kernel built by SYCL for the session's SYCL queue (once per
-        kernel and session; dpctl's ``create_program_from_spirv``), so launches of held arrays on
-        that queue are submitted to SYCL. False (and the reason kept in ``sycl_kernels``) when SYCL
-        cannot build it: those launches take the Python door, ordered there."""
-        sq = self.session.sycl_queue
-        if not self.fast or sq is None:
-            return False
-        key = (name, spirv, options)
-        built = self.sycl_kernels.get(key)
-        if built is None:
-            try:
-                import dpctl.program
-
-                program = dpctl.program.create_program_from_spirv(sq, spirv, options)
-                built = (program, program.get_sycl_kernel(name))
-            except Exception as e:  # any failure: the door's ordered UR launch instead
-                built = f"{type(e).__name__}: {e}"
-            self.sycl_kernels[key] = built
-        if isinstance(built, str):
-            return False
-        if self._empty is None:
-            self._empty = sycl_queue_empty()
-        submit, delete = dpctl_submit_functions()
-        program, kernel = built
-        launcher.via_sycl(kernel.addressof_ref(), sq.addressof_ref(), submit, delete, (program, kernel, sq))
-        return True
-
-    def wait_sycl(self) -> None:
-        """Wait for the launches submitted to SYCL (a SYCL queue's wait; the native queue's finish
-        does not see a launch SYCL still holds back behind a host task)."""
-        sq = self.session.sycl_queue
-        if self.fast and sq is not None:
-            sq.wait()
-
     # -- ordering -----------------------------------------------------------------------------------
-    def before(self, queues: list[Any]) -> None:
-        """Every producer's queue and the session's SYCL queue waited for (host tasks too), unless
-        SYCL says everything submitted to it has completed (``ext_oneapi_empty``: no wait needed)."""
-        sq = self.session.sycl_queue
+    def before(self, others: dict[int, Any]) -> None:
+        """The producers' other queues and the session's SYCL queue waited for (host tasks too), each
+        unless SYCL says everything submitted to it has completed (``ext_oneapi_empty``)."""
         empty = self._empty
         if empty is None:
-            empty = self._empty = sycl_queue_empty()
-        for q in queues:
-            if q is not sq and not empty(q.addressof_ref()):
-                q.wait()
-        if sq is not None and not empty(sq.addressof_ref()):
-            sq.wait()
+            empty = self._bind_sycl()
+        if others:
+            for q in others.values():
+                if not empty(q.addressof_ref()):
+                    q.wait()
+        if self._sq_ref and not empty(self._sq_ref):
+            self.session.sycl_queue.wait()
 
-    def after(self, queues: list[Any], producers: Any) -> None:
-        """The launch handed back to SYCL (or finished, ``handoff`` off): later SYCL work on the
-        session's queue and the producers' queues follows it; the producers are held until it ran."""
-        self.door_launches += 1
+    def _bind_sycl(self) -> Any:
+        """libsycl's ``ext_oneapi_empty``, and the session's SYCL queue as it takes it (0: none)."""
+        sq = self.session.sycl_queue
+        self._sq_ref = sq.addressof_ref() if sq is not None else 0  # stable while the session holds sq
+        self._empty = sycl_queue_empty()
+        return self._empty
+
+    def after(self, others: dict[int, Any], producers: list[Any]) -> None:
+        """The launch handed back to SYCL (or finished, ``handoff`` off or no SYCL queue): later SYCL
+        work on the session's queue and the producers' other queues follows it; the producers are
+        held until it has run."""
         sq = self.session.sycl_queue
         if not self.handoff or sq is None:
             self.session.queue.finish()
             self.finished_launches += 1
             return
-        inflight = self.inflight
-        inflight.append(producers)
         if self.after_barrier:
             event = sq.submit_barrier()  # on the in-order queue sharing the native one: after the kernel
-            for q in queues:
-                if q is not sq:
-                    from dpctl.utils import SequentialOrderManager
+            if others:
+                from dpctl.utils import SequentialOrderManager
 
+                for q in others.values():
                     SequentialOrderManager[q].add_event_pair(event, event)
-        if len(inflight) % 32 == 0:  # every 32nd held launch (SYCL may not yet say empty)
+        # appended once its barrier is queued: settle() lets go of what it counts when that queue is empty
+        inflight = self.inflight
+        inflight.append(producers)
+        if len(inflight) % self.SETTLE_EVERY == 0:  # not after every launch: SYCL may not yet say empty
             self.settle(finished=False)
 
     def settle(self, finished: bool = True) -> None:
@@ -262,15 +280,11 @@ class ForeignState:
             if not known:
                 return
             if not finished:
-                sq = self.session.sycl_queue
-                if self.after_barrier and sq is not None and self._empty is not None:
-                    finished = self._empty(sq.addressof_ref())
+                if self.after_barrier and self._sq_ref and self._empty is not None:
+                    finished = self._empty(self._sq_ref)
                 if not finished and len(inflight) > self.HANDOFF_LIMIT:
-                    self.session.queue.finish()
-                    self.wait_sycl()
+                    self.session.queue.finish()  # the launches are on the session's native queue
                     finished = True
-            else:
-                self.wait_sycl()  # the native queue was finished; SYCL may still hold a launch back
             if finished:
                 self._let_go(known)
 
@@ -281,13 +295,11 @@ class ForeignState:
 
     def close(self) -> None:
         """The session closes (its queue finished): nothing is held or lent any more."""
-        if self.inflight:
-            self.wait_sycl()
         with self.lock:
             self._let_go(len(self.inflight))
-            self.held.clear()  # a weak reference dropped never calls back; one a kernel's memo holds finds nothing
-            self.held_version += 1
+            self.held.clear()  # a weak reference dropped never calls back
             self.lent.clear()
+            self._sq_ref = 0  # the session lets go of its SYCL queue
 
 
 __all__ = ["ForeignState", "Lease"]

@@ -1,14 +1,13 @@
 """SYCL's side of a session over someone else's device: the native handles of a SYCL queue
 (through libsycl: dpctl exposes only ``sycl::X*``), whether a SYCL queue has run everything
-submitted to it, dpctl's C entry points a launcher submits to SYCL with, and what a session opened
-over native OpenCL handles gives back when no UR object took them over.
+submitted to it, and what a session opened over native OpenCL handles gives back when no UR object
+took them over.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import functools
 import threading
 from ctypes import POINTER, byref, c_int, c_void_p
 from typing import Any
@@ -105,20 +104,6 @@ def sycl_queue_empty() -> Any:
     return _libsycl()._ZNK4sycl3_V15queue16ext_oneapi_emptyEv
 
 
-@functools.cache
-def dpctl_submit_functions() -> tuple[int, int]:
-    """Addresses of dpctl's ``DPCTLQueue_SubmitNDRange`` and ``DPCTLEvent_Delete`` (its C API,
-    libDPCTLSyclInterface, loaded with dpctl): what a launcher submits to SYCL with."""
-    path = loaded_library("libDPCTLSyclInterface")
-    if path is None:
-        raise BadDeviceRequest("dpctl's C library (libDPCTLSyclInterface) is not loaded", "import dpctl")
-    lib = ctypes.CDLL(path)
-    return (
-        ctypes.cast(lib.DPCTLQueue_SubmitNDRange, c_void_p).value or 0,
-        ctypes.cast(lib.DPCTLEvent_Delete, c_void_p).value or 0,
-    )
-
-
 def sycl_native_handles(queue: Any) -> NativeHandles:
     """The native context, device and queue of a ``dpctl.SyclQueue`` (what ``sycl::get_native``
     returns: on OpenCL the context and queue come retained, and the session takes them over)."""
@@ -154,7 +139,6 @@ def release_opencl(handles: NativeHandles, lib_path: str | None = None) -> None:
 
 __all__ = [
     "NativeHandles",
-    "dpctl_submit_functions",
     "in_order_queue",
     "loaded_library",
     "release_opencl",

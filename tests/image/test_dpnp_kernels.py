@@ -1,11 +1,11 @@
-"""Launches of dpnp arrays submitted to SYCL (xpukit/runtime/ur/_launcher_sycl.c,
-xpukit/runtime/triton/_dispatch_foreign.c): once an array on the session's in-order SYCL queue has
-been checked and lent (its first launch, through the Python door), kernel[grid] on it goes from the
-compiled dispatch to ``DPCTLQueue_SubmitNDRange`` with the same kernel built by SYCL, and SYCL orders
-it among its own work. Checked here on the real CPU OpenCL device: the path is taken, results are
-exact for 1-3 dimensional grids, every scalar kind and a kernel with local memory, SYCL host tasks
-(oneMKL's gemm) on either side, arrays dropped while their launch is queued, threads, and dpctl's
-constants as its installed header states them.
+"""Repeated kernel[grid] launches on dpnp arrays: each call's foreign arrays are resolved by the
+session's adapter (``ForeignState.run``: the held lease of an array seen before, the producers'
+queues waited for, the kit's own launch of typed pointers, a SYCL barrier after), and the compiled
+dispatch and launcher see the kit's memory only. Checked here on the real CPU OpenCL device: results
+are exact for 1-3 dimensional grids, every scalar kind and a kernel with local memory, SYCL host
+tasks (oneMKL's gemm) on either side, the kit's memory beside dpnp arrays, arrays dropped while
+their launch is queued, held leases following arrays swapped, dropped and replaced across sessions,
+and threads.
 
 Runs where dpnp is installed (the dpnp image variant sets XPUKIT_REQUIRE_DPNP=1).
 """
@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,12 +37,6 @@ from tests.support.kernels import row_sum  # noqa: E402
 from tests.support.kernels import vector_add as add  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
-from xpukit.runtime.triton.dispatch import COMPILED  # noqa: E402
-
-if not COMPILED:
-    pytest.skip(
-        "the compiled dispatch is off (XPUKIT_PURE_PYTHON=1): the door takes every launch", allow_module_level=True
-    )
 
 
 @triton.jit
@@ -68,9 +60,9 @@ def _session() -> ur.Session:
     return ur.Session.from_sycl(dpctl.SyclQueue())
 
 
-def test_held_arrays_on_the_sessions_queue_are_submitted_to_sycl():
-    """The first launch leases the arrays (the door); the next ones are SYCL's, exact, with no UR
-    queue wait or barrier; the call's arguments are held until SYCL has run them."""
+def test_held_arrays_on_the_sessions_queue_are_launched_in_order():
+    """The first launch checks and leases the arrays; the next ones reuse the held leases, exact and
+    in order; the launches' producers are held until the session knows they have run."""
     n = 5000
     with _session() as s, activate(s):
         q = s.sycl_queue
@@ -78,8 +70,7 @@ def test_held_arrays_on_the_sessions_queue_are_submitted_to_sycl():
         out = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
         for _ in range(10):
             add[(triton.cdiv(n, 256),)](x, out, out, n, BLOCK=256)  # out += x, ten times, in order
-        assert (s.foreign.launches, s.foreign.door_launches) == (10, 1)
-        assert len(s.foreign.sycl_kernels) == 1 and not any(isinstance(v, str) for v in s.foreign.sycl_kernels.values())
+        assert s.foreign.launches == 10 and len(s.foreign.held) == 2  # x and out, checked once each
         assert 1 <= len(s.foreign.inflight) <= 10
         result = dpnp.asnumpy(out)
         s.finish()
@@ -89,7 +80,7 @@ def test_held_arrays_on_the_sessions_queue_are_submitted_to_sycl():
 
 @pytest.mark.parametrize("grid", [(3,), (3, 2), (2, 3, 4), (1, 1, 3)])
 def test_grids_of_one_to_three_dimensions(grid):
-    """SYCL's dimension 0 is the native last: the submission reverses a 3-dimensional range."""
+    """Every program of a 1-3 dimensional grid writes where its ids say, on a repeated launch too."""
     block = 64
     nx, ny, nz = (*grid, 1, 1)[:3]
     want = np.zeros((nz, ny, nx * block), dtype=np.int32)
@@ -99,10 +90,10 @@ def test_grids_of_one_to_three_dimensions(grid):
                 want[z, y, x * block : (x + 1) * block] = x + 1000 * y + 1000000 * z
     with _session() as s, activate(s):
         out = dpnp.full(want.size, -1, dtype=dpnp.int32, sycl_queue=s.sycl_queue)
-        program_ids[grid](out, nx, ny, BLOCK=block)  # the door
+        program_ids[grid](out, nx, ny, BLOCK=block)  # out checked and leased
         out.fill(-1)
-        program_ids[grid](out, nx, ny, BLOCK=block)  # SYCL
-        assert s.foreign.door_launches == 1 and s.foreign.launches == 2
+        program_ids[grid](out, nx, ny, BLOCK=block)  # its held lease
+        assert s.foreign.launches == 2
         np.testing.assert_array_equal(dpnp.asnumpy(out).reshape(want.shape), want)
 
 
@@ -115,18 +106,17 @@ def test_every_scalar_kind_reaches_the_kernel_exactly():
         out = dpnp.empty(n, dtype=dpnp.float64, sycl_queue=s.sycl_queue)
         results = []
         for a, b, c, d, e in [(1.5, 2**40 + 3, 0.25, -7, True), (-0.5, -(2**35), 0.125, 2**30, False)]:
-            for _ in range(2):  # the door, then SYCL
+            for _ in range(2):  # the arrays leased, then held
                 scalars[(triton.cdiv(n, 128),)](x, out, n, a, b, c, d, e, BLOCK=128)
                 results.append(dpnp.asnumpy(out))
             v = h.astype(np.float64) * np.float32(a) + b + c + d
             for r in results[-2:]:
                 np.testing.assert_array_equal(r, v if e else -v)
-        # each set's second launch (the first's key, its arrays held) is SYCL's
-        assert s.foreign.launches == 4 and s.foreign.launches - s.foreign.door_launches >= 2
+        assert s.foreign.launches == 4
 
 
 def test_a_kernel_with_local_memory():
-    """A row reduction across the work-group takes a local-memory argument (a local accessor to SYCL)."""
+    """A row reduction across the work-group takes a local-memory argument (a hidden argument)."""
     rows, cols = 37, 1000
     h = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
     with _session() as s, activate(s):
@@ -136,13 +126,13 @@ def test_a_kernel_with_local_memory():
         assert k.metadata.shared > 0, "the kernel must use local memory for this test to mean anything"
         out.fill(0)
         row_sum[(rows,)](x, out, cols, BLOCK=1024, num_warps=4)
-        assert s.foreign.door_launches == 1
+        assert s.foreign.launches == 2
         np.testing.assert_allclose(dpnp.asnumpy(out), h.sum(axis=1), rtol=1e-5, atol=1e-4)
 
 
 def test_host_tasks_on_either_side():
-    """oneMKL's gemm runs as a SYCL host task on the CPU device: SYCL orders the kit's submitted
-    launch after the gemm that feeds it and before the gemm that reads it, every time."""
+    """oneMKL's gemm runs as a SYCL host task on the CPU device, which the native queue never sees:
+    the kit's launch follows the gemm that feeds it and precedes the gemm that reads it, every time."""
     rng = np.random.default_rng(1)
     a_h, b_h = rng.standard_normal((256, 64), dtype=np.float32), rng.standard_normal((64, 192), dtype=np.float32)
     with _session() as s, activate(s):
@@ -156,13 +146,28 @@ def test_host_tasks_on_either_side():
             back = twice @ b.T
             want = (2 * ((a_h * np.float32(it + 1)) @ b_h)) @ b_h.T
             np.testing.assert_allclose(dpnp.asnumpy(back), want, rtol=1e-4, atol=2e-2)
-        assert s.foreign.door_launches == 1 and s.foreign.launches == 6
+        assert s.foreign.launches == 6
 
 
-def test_the_kits_own_memory_beside_dpnp_arrays_takes_the_door():
-    """A launch mixing dpnp arrays and the kit's own memory is ordered by the Python door (queues
-    waited for, a barrier after), never submitted to SYCL: SYCL may hold a submitted launch back
-    behind a host task, and a later launch on the kit's memory alone goes straight to UR."""
+def test_dpnp_arrays_by_keyword():
+    """A foreign array passed by keyword is resolved like a positional one (Triton's own launch
+    takes keywords), its lease held after the first call."""
+    n = 1000
+    h = np.arange(n, dtype=np.float32)
+    with _session() as s, activate(s):
+        q = s.sycl_queue
+        x, y = dpnp.asarray(h, sycl_queue=q), dpnp.asarray(2 * h, sycl_queue=q)
+        out = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
+        for _ in range(2):
+            add[(triton.cdiv(n, 256),)](x, y_ptr=y, out_ptr=out, n=n, BLOCK=256)
+            np.testing.assert_array_equal(dpnp.asnumpy(out), 3 * h)
+        assert s.foreign.launches == 2 and len(s.foreign.held) == 3
+
+
+def test_the_kits_own_memory_beside_dpnp_arrays():
+    """A launch mixing dpnp arrays and the kit's own memory is ordered like any foreign launch (the
+    gemm's host task waited for, a barrier after), and a later launch on the kit's memory alone,
+    straight to UR, follows it."""
     rng = np.random.default_rng(2)
     a_h, b_h = rng.standard_normal((128, 32), dtype=np.float32), rng.standard_normal((32, 96), dtype=np.float32)
     y_h = rng.standard_normal(128 * 96, dtype=np.float32)
@@ -178,13 +183,13 @@ def test_the_kits_own_memory_beside_dpnp_arrays_takes_the_door():
             add[(triton.cdiv(size, 256),)](mixed, mixed, own, size, BLOCK=256)  # the kit's memory alone: UR
             want = 2 * (((a_h * np.float32(it + 1)) @ b_h).ravel() + y_h)
             np.testing.assert_allclose(own.to_numpy(), want, rtol=1e-5, atol=1e-3)
-        assert s.foreign.launches == 4 and s.foreign.door_launches == 4
+        assert s.foreign.launches == 4
 
 
 def test_arrays_dropped_while_their_launch_is_queued():
-    """The call's arguments are held until SYCL has run the launch (their memory must outlive it):
-    an array dropped right after its launch lives on in the session's in-flight list until the
-    session knows the launch ran, and the results are exact."""
+    """The launch's producers are held until it has run (their memory must outlive it): an array
+    dropped right after its launch lives on in the session's in-flight list until the session knows
+    the launch ran, and the results are exact."""
     n = 1 << 18
     with _session() as s, activate(s):
         q = s.sycl_queue
@@ -192,16 +197,16 @@ def test_arrays_dropped_while_their_launch_is_queued():
         for i in range(40):
             x = dpnp.full(n, float(i), dtype=dpnp.float32, sycl_queue=q)
             out = dpnp.empty(n, dtype=dpnp.float32, sycl_queue=q)
-            add[(n // 1024,)](x, x, out, n, BLOCK=1024)  # the door (new arrays)
-            add[(n // 1024,)](x, out, out, n, BLOCK=1024)  # SYCL: out = 3 i
+            add[(n // 1024,)](x, x, out, n, BLOCK=1024)  # new arrays: checked and leased
+            add[(n // 1024,)](x, out, out, n, BLOCK=1024)  # held leases: out = 3 i
             dropped.append(weakref.ref(x.get_array()))
             del x
             gc.collect()
-            if s.foreign.inflight:  # cleared only all at once (settle, every 32nd): this launch's are in it
+            if s.foreign.inflight:  # cleared only all at once (settle, every 32nd): this launch's producers are in it
                 assert dropped[-1]() is not None, i
                 held += 1
             outs.append(out)
-        assert s.foreign.door_launches == 40 and s.foreign.launches == 80
+        assert s.foreign.launches == 80
         assert held >= 30  # settle runs at every 32nd held launch only
         s.finish()
         gc.collect()
@@ -210,31 +215,29 @@ def test_arrays_dropped_while_their_launch_is_queued():
             assert (dpnp.asnumpy(out) == 3.0 * i).all(), i
 
 
-def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
-    """A repeated launch reads the held arrays' pointers from the kernel's memo instead of the held
-    table (_dispatch_foreign.c): valid only for the same session's state, an unchanged table and the
-    same array objects. Arrays swapped between positions, dropped and replaced (the new one may
-    take the old one's id), a dpnp array whose usm_ndarray is replaced, three sessions alternating
-    on one kernel (one of them on the same queue and arrays), and a session opened over the same
-    queue after the first closed: every launch writes where its arguments say."""
+def test_held_leases_follow_the_arrays():
+    """A launch finds each array's held lease by the array object (its id, confirmed by a weak
+    reference): arrays swapped between positions, dropped and replaced (the new one may take the old
+    one's id), a dpnp array whose usm_ndarray is replaced, three sessions alternating on one kernel
+    (one of them on the same queue and arrays), and a session opened over the same queue after the
+    first closed: every launch writes where its arguments say."""
     n = 4096
     grid = (n // 256,)
     with _session() as s, activate(s):
         q = s.sycl_queue
-        version = s.foreign.held_version
         a = dpnp.full(n, 1.0, dtype=dpnp.float32, sycl_queue=q)
         b = dpnp.full(n, 10.0, dtype=dpnp.float32, sycl_queue=q)
         out1 = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
         out2 = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=q)
-        add[grid](a, b, out1, n, BLOCK=256)  # the door: a, b, out1 leased
-        assert s.foreign.held_version == version + 3  # one bump per array held
+        add[grid](a, b, out1, n, BLOCK=256)  # a, b, out1 leased
+        assert len(s.foreign.held) == 3
         for i in range(3):
             out1.fill(0)
             out2.fill(0)
-            add[grid](a, b, out1, n, BLOCK=256)  # SYCL, the memo filled then read
-            add[grid](a, a, out2, n, BLOCK=256)  # other arrays in two places (out2's first launch: the door)
+            add[grid](a, b, out1, n, BLOCK=256)  # held leases
+            add[grid](a, a, out2, n, BLOCK=256)  # other arrays in two places (out2 leased on its first launch)
             assert (dpnp.asnumpy(out1) == 11.0).all() and (dpnp.asnumpy(out2) == 2.0).all(), i
-        assert s.foreign.door_launches == 2
+        assert len(s.foreign.held) == 4
 
         for i in range(6):  # a dropped array's id may come back with a new array: never its pointer
             s.finish()  # its launches known to have run: nothing holds it any more
@@ -243,8 +246,8 @@ def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
             gc.collect()
             assert gone() is None, i
             a = dpnp.full(n, float(i), dtype=dpnp.float32, sycl_queue=q)
-            add[grid](a, b, out1, n, BLOCK=256)  # the door (a new array)
-            add[grid](a, b, out1, n, BLOCK=256)  # SYCL
+            add[grid](a, b, out1, n, BLOCK=256)  # a new array: checked and leased
+            add[grid](a, b, out1, n, BLOCK=256)  # its held lease
             assert (dpnp.asnumpy(out1) == 10.0 + i).all(), i
 
         c = dpnp.full(n, 100.0, dtype=dpnp.float32, sycl_queue=q)
@@ -254,9 +257,7 @@ def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
         assert (dpnp.asnumpy(out1) == 110.0).all()
 
         # other sessions on the same kernel, alternating, each call compiled apart (a hit is recorded per
-        # call signature: BLOCK differs), so every launch after the first is SYCL's and the memo
-        # changes hands at each: t on another queue, u on s's queue and arrays, leased for u itself
-        doors = s.foreign.door_launches
+        # call signature: BLOCK differs): t on another queue, u on s's queue and arrays, leased for u itself
         with _session() as t, ur.Session.from_sycl(q) as u:
             x = dpnp.full(n, 5.0, dtype=dpnp.float32, sycl_queue=t.sycl_queue)
             y = dpnp.zeros(n, dtype=dpnp.float32, sycl_queue=t.sycl_queue)
@@ -267,22 +268,20 @@ def test_pointers_reused_from_the_kernels_memo_follow_the_arrays():
                     add[(n // 64,)](a, a, out2, n, BLOCK=64)
                 add[grid](a, b, out1, n, BLOCK=256)
             assert (dpnp.asnumpy(y) == 10.0).all() and (dpnp.asnumpy(out2) == 200.0).all()
-            assert (t.foreign.launches, t.foreign.door_launches) == (3, 1)
-            assert (u.foreign.launches, u.foreign.door_launches) == (3, 1)
-            assert s.foreign.door_launches == doors
+            assert (t.foreign.launches, len(t.foreign.held)) == (3, 2)
+            assert (u.foreign.launches, len(u.foreign.held)) == (3, 2)
         assert (dpnp.asnumpy(out1) == 110.0).all()
-    closed_version = s.foreign.held_version
-    assert not s.foreign.held and closed_version > version
+    assert not s.foreign.held and not s.foreign.lent
 
     out1.fill(0)
     with ur.Session.from_sycl(q) as s2, activate(s2):  # a new session over the same queue: leased again
         add[grid](a, b, out1, n, BLOCK=256)
         add[grid](a, b, out1, n, BLOCK=256)
-        assert s2.foreign.door_launches == 1 and s2.foreign.launches == 2
+        assert s2.foreign.launches == 2 and len(s2.foreign.held) == 3
         assert (dpnp.asnumpy(out1) == 110.0).all()
 
 
-def test_submitted_launches_from_threads():
+def test_repeated_launches_from_threads():
     with _session() as s:
 
         def work(i: int) -> bool:
@@ -295,29 +294,7 @@ def test_submitted_launches_from_threads():
 
         with ThreadPoolExecutor(4) as pool:
             assert all(pool.map(work, range(8)))
-        assert s.foreign.door_launches == 8 and s.foreign.launches == 48
+        assert s.foreign.launches == 48
         s.finish()
         gc.collect()
         assert not s.foreign.inflight and not s.foreign.held and not s.foreign.lent
-
-
-def test_dpctl_constants_match_its_installed_header():
-    """The launcher's DPCTLKernelArgType values and MDLocalAccessor layout (_launcher.h) as dpctl's
-    own header in this image declares them."""
-    include = Path(dpctl.__file__).parent / "include" / "syclinterface"
-    enums = (include / "dpctl_sycl_enum_types.h").read_text()
-    body = re.search(r"typedef enum\s*\{([^}]*)\}\s*DPCTLKernelArgType;", enums).group(1)
-    names = [re.sub(r"\s*=.*", "", v).strip() for v in re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S).split(",")]
-    names = [v for v in names if v]
-    assert not any("=" in v for v in body.split(",")), "explicit enum values: read them instead of counting"
-    header = (Path(ur.__file__).parent / "_launcher.h").read_text()
-    ours = dict(re.findall(r"DPCTL_(\w+) = (\d+)", header))
-    assert ours, "the launcher header names no dpctl constant"
-    for name, value in ours.items():
-        full = {"UINT8": "DPCTL_UINT8_T", "UINT16": "DPCTL_UINT16_T", "UINT32": "DPCTL_UINT32_T",
-                "UINT64": "DPCTL_UINT64_T"}.get(name, f"DPCTL_{name}")  # fmt: skip
-        assert names.index(full) == int(value), (full, names)
-    queue_h = (include / "dpctl_sycl_queue_interface.h").read_text()
-    fields = re.search(r"typedef struct MDLocalAccessorTy\s*\{([^}]*)\}", queue_h).group(1)
-    assert [f.split()[-1] for f in fields.replace("\n", " ").split(";") if f.strip()] == [
-        "ndim", "dpctl_type_id", "dim0", "dim1", "dim2"]  # fmt: skip
