@@ -34,6 +34,7 @@ except ImportError as exc:  # the default image has no dpnp
         raise
     pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
 
+from tests.support.dpnp_warm import warm_dpnp  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 from xpukit.runtime.ur.interop import sycl as sycl_interop  # noqa: E402
@@ -250,6 +251,7 @@ def test_an_out_of_order_native_queue_is_refused_and_its_references_given_back(o
 
 
 def test_foreign_launches_from_threads(ooo_queue):
+    warm_dpnp(ooo_queue)
     with ur.Session.from_sycl(ooo_queue) as s:
 
         def work(i: int) -> bool:

@@ -33,6 +33,7 @@ except ImportError as exc:  # the default image has no dpnp
         raise
     pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
 
+from tests.support.dpnp_warm import warm_dpnp  # noqa: E402
 from tests.support.kernels import row_sum  # noqa: E402
 from tests.support.kernels import vector_add as add  # noqa: E402
 from xpukit.runtime import ur  # noqa: E402
@@ -283,6 +284,7 @@ def test_held_leases_follow_the_arrays():
 
 def test_repeated_launches_from_threads():
     with _session() as s:
+        warm_dpnp(s.sycl_queue)  # dpnp's own first use, not from four threads at once
 
         def work(i: int) -> bool:
             with activate(s):
