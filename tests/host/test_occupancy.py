@@ -19,6 +19,7 @@ import math
 
 import pytest
 
+from tests.support import compute_runtime
 from xpukit.targets import FAMILIES, check_limits, max_work_group_size, occupancy
 
 pytestmark = pytest.mark.unit
@@ -134,20 +135,7 @@ DRIVER = {
 
 
 def driver_max_work_group_size(family: str, simd: int, grf: int) -> int:
-    """calculateMaxWorkGroupSize: 1024, halved for SIMD != 32 at 256 GRF; Xe3 then caps the threads."""
-    size = 1024 >> 1 if simd != 32 and grf == 256 else 1024
-    if DRIVER[family]["xe3"]:
-        cap = 64
-        if grf == 512:
-            cap = 16
-        elif grf == 256 or simd == 32:
-            cap = 32
-        elif grf == 192:
-            cap = 40
-        elif grf == 160:
-            cap = 48
-        size = min(math.ceil(size / simd), cap) * simd
-    return min(size, 1024)
+    return compute_runtime.max_work_group_size(simd, grf, xe3=DRIVER[family]["xe3"])
 
 
 def driver_slm_kb(family: str, slm_kb: int) -> int:

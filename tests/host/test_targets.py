@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.support import compute_runtime
 from xpukit import targets
 from xpukit.targets import (
     FAMILIES,
@@ -131,22 +132,7 @@ def driver_threads_per_xve(family: str, grf: int) -> int:
 
 
 def driver_max_work_group_size(family: str, simd: int, grf: int) -> int:
-    size = 512 if simd != 32 and grf == 256 else 1024
-    cap = 64
-    if grf == 512:
-        cap = 16
-    elif grf == 256 or simd == 32:
-        cap = 32
-    elif grf == 192:
-        cap = 40
-    elif grf == 160:
-        cap = 48
-    if family == "cri":  # adjustMaxThreadsPerThreadGroup
-        if grf == 512:
-            cap = 32
-        elif simd == 16 and grf in (160, 192):
-            cap = 64
-    return min(min(math.ceil(size / simd), cap) * simd, 1024)
+    return compute_runtime.max_work_group_size(simd, grf, xe3=True, cri=family == "cri")
 
 
 # getSupportedNumGrfs: release_helper_ptl_h.cpp, _wcl.cpp, _nvl_s.cpp; release_helper_common_xe3p_lpg.inl; _cri.cpp
