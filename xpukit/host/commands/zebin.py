@@ -374,7 +374,7 @@ def _kernel_report(
     given = {str(path.resolve()): str(path)}
 
     def shown(report: Report) -> tuple[str, bool]:
-        report_cache.shown_paths(report, lambda p: given.get(p, p))
+        report_cache.rewrite_paths(report, lambda p: given.get(p, p))
         changed = mark_source_changed(report, path)
         return render(report), changed
 
@@ -398,18 +398,17 @@ def _kernel_report(
             if not save.is_file():
                 return code or 1  # the command failed before any report: its error is on stderr
             try:
-                data = json.loads(save.read_bytes())
-                if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
-                    report_cache.rewrite_paths(
-                        data, lambda p: report_cache.host_path(p, layout.REPO_ROOT, containers.WORKSPACE)
-                    )
-                fresh = Report.from_dict(data)
+                fresh = Report.from_dict(json.loads(save.read_bytes()))
             except (OSError, ValueError, ReportSchemaError) as exc:
                 raise XpukitError(
                     f"the report the run wrote ({save}) cannot be read ({exc})", "run the command again"
                 ) from None
         finally:
             save.unlink(missing_ok=True)
+        if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
+            report_cache.rewrite_paths(
+                fresh, lambda p: report_cache.host_path(p, layout.REPO_ROOT, containers.WORKSPACE)
+            )
         # A file saved during the compile, or a script's launches: shown, never stored as the report of
         # this key (the next run would serve text that was never compiled, or launches not rerun).
         report = fresh if fresh.source_changed or launched_by is not None else cache.store(key, fresh)

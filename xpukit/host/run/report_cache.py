@@ -250,24 +250,10 @@ def decode_entry(key: str, data: bytes) -> Report:
     return Report.from_dict(report)
 
 
-def rewrite_paths(report: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
-    """Apply ``change`` to every file path a report's JSON names (``source``, ``kernel_source.file``,
-    each line's ``file``), in place: the line view matches rows to the kernel by these, so they
-    change together. Before the report is read (``Report.from_dict``): damage is the reader's to find."""
-    if isinstance(report.get("source"), str):
-        report["source"] = change(report["source"])
-    source = report.get("kernel_source")
-    if isinstance(source, dict) and isinstance(source.get("file"), str):
-        source["file"] = change(source["file"])
-    for row in report.get("rows") or []:
-        for entry in (row.get("lines") or []) if isinstance(row, dict) else []:
-            if isinstance(entry, dict) and isinstance(entry.get("file"), str):
-                entry["file"] = change(entry["file"])
-    return report
-
-
-def shown_paths(report: Report, change: Callable[[str], str]) -> Report:
-    """``rewrite_paths`` on a read report: the paths as the user gave them."""
+def rewrite_paths(report: Report, change: Callable[[str], str]) -> Report:
+    """Apply ``change`` to every file path the report names (``source``, ``kernel_source.file``, each
+    line's ``file``), in place: the line view matches rows to the kernel by these, so they change
+    together (the host's paths for a container's run, the paths as the user gave them to print)."""
     report.source = change(report.source)
     if report.kernel_source is not None:
         report.kernel_source.file = change(report.kernel_source.file)
