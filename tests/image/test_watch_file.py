@@ -122,7 +122,7 @@ def test_a_deleted_file_is_reported_and_picked_up_again(triton_cache, tmp_path):
         assert edited != source
         kernel.write_text(edited)
         watch.wait_for(rf"xpukit: watch: {re.escape(str(kernel))} is back", 30)
-        watch.wait_for(r"xpukit: watch: compiled in", 300)
+        watch.wait_for(r"xpukit: watch: save 1 compiled in", 300)
         page = watch.page()
         assert '<meta name="xpukit-status" content="ok">' in page and "x = x * 2.0" in page
         watch.proc.send_signal(signal.SIGTERM)

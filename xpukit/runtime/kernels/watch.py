@@ -39,8 +39,10 @@ _REAPPEAR_S = 0.5  # a save by delete-and-recreate leaves the file missing for a
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # `docker stop`, a closed terminal: both end like Ctrl-C
 
 
-def _status(took: float) -> str:
-    return f"compiled in {took:.1f} s at {time.strftime('%H:%M:%S')}"
+def _status(took: float, save: int) -> str:
+    """The page's status line; the save's number tells two compiles in one second apart."""
+    what = f"save {save} compiled" if save else "compiled"
+    return f"{what} in {took:.1f} s at {time.strftime('%H:%M:%S')}"
 
 
 def _builds(counts: Counter[str]) -> str:
@@ -98,7 +100,7 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     report = build(False)  # a first compile error is the user's to fix before watching
     # Each save is compared line by line with the first compile, pinned (unless a --baseline-* is given).
     pinned = None if options.baseline_config or options.baseline_target else report
-    state.publish(functools.partial(render_page, report, None, _status(time.monotonic() - started), "ok"))
+    state.publish(functools.partial(render_page, report, None, _status(time.monotonic() - started, 0), "ok"))
     server = start_server(state, port)
     saved = threading.Event()
 
@@ -114,6 +116,7 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     # The address only once the observer watches: a save right after it appears is not missed.
     print(f"xpukit: watching {file}: http://{HOST}:{server.port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
     missing = False
+    saves = 0  # the saves compiled so far
     try:
         while True:
             saved.wait()
@@ -139,12 +142,13 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
                 print(f"xpukit: watch: {exc.one_line()}", file=sys.stderr, flush=True)
                 continue
             took = time.monotonic() - started
+            saves += 1
             if pinned is not None:
                 compare_with_pinned(new, pinned)
-            state.publish(functools.partial(render_page, new, report, _status(took), "ok"))
+            state.publish(functools.partial(render_page, new, report, _status(took, saves), "ok"))
             report = new
             print(
-                f"xpukit: watch: compiled in {took:.2f} s ({_builds(NATIVE_MEMORY.counts - before)})",
+                f"xpukit: watch: save {saves} compiled in {took:.2f} s ({_builds(NATIVE_MEMORY.counts - before)})",
                 file=sys.stderr,
                 flush=True,
             )
