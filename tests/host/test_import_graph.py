@@ -138,7 +138,7 @@ def test_unified_runtime_in_floors():
     below["discovery"] = binding | {"interop.sycl"}  # a session over native handles releases those UR did not take
     below["usm"] = binding
     below.update({m: binding | interop for m in interop})
-    below["objects"] = binding | interop
+    below["objects"] = binding | interop | {"usm"}
     below["core"] = binding | interop | {"discovery", "objects", "usm"}
     ur = PACKAGE / "runtime" / "ur"
     files = {str(p.relative_to(ur).with_suffix("")).replace("/", ".") for p in ur.rglob("*.py")}

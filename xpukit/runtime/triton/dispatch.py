@@ -13,7 +13,8 @@ name and ``Hit`` field position the C reads).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Protocol
 
 from xpukit.runtime.triton import seam
 from xpukit.runtime.ur import launcher as ur_launcher
@@ -21,8 +22,49 @@ from xpukit.runtime.ur import launcher as ur_launcher
 # The compiled module's interface version (its ABI constant); a stale build is ignored, never half-used.
 ABI = 3
 
+# The interface both implementations have (the compiled one's is its stub, stubs/_xpukit_dispatch.pyi):
+# the switch at the end of this module is typed with these, so mypy checks each side against them and
+# every caller against the interface. The compiled parts take only each other's objects (fast_key the
+# compiled AllocTable, Direct the compiled Launcher), which the switch pairs; those parameters are Any.
+FastKey = Callable[[tuple[Any, ...], dict[str, Any] | None, bytes, Any], tuple[Any, ...] | None]
 
-def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> tuple | None:
+
+class KernelDispatch(Protocol):
+    """``kernel[grid]`` for one kernel: ``Dispatch`` (compiled) or ``fast_table.PyDispatch``."""
+
+    def __getitem__(self, grid: Any, /) -> Callable[..., Any]: ...
+    def forget(self) -> None: ...
+
+
+class DispatchFactory(Protocol):
+    def __call__(
+        self, fn: Any, hits: dict[Any, Any], modes: bytes, current: ContextVar[Any], compiled_kernel: Any, /
+    ) -> KernelDispatch: ...
+
+
+class DirectFactory(Protocol):
+    """``Direct(launcher, queue, fallback)``: a BoundKernel's launch door (``launcher`` the compiled one)."""
+
+    def __call__(self, launcher: Any, queue: Any, fallback: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+
+class _Compiled(Protocol):
+    """What the switch takes from ``_xpukit_dispatch`` (mypy checks the module's stub against it)."""
+
+    ABI: int
+
+    @property
+    def Dispatch(self) -> DispatchFactory: ...  # the module's names
+    @property
+    def Direct(self) -> DirectFactory: ...
+    @property
+    def fast_key(self) -> FastKey: ...
+    def bind(self, reads: dict[str, str | int], /) -> None: ...
+
+
+def py_fast_key(
+    args: tuple[Any, ...], kwargs: dict[str, Any] | None, modes: bytes, table: ur_launcher.AllocationTable
+) -> tuple[Any, ...] | None:
     """The pure-Python twin of ``_xpukit_dispatch.fast_key``: a key at least as fine as Triton's
     specialization of these arguments (equal keys: Triton would pick the same compiled kernel)."""
     if len(args) > len(modes):
@@ -84,7 +126,7 @@ def py_fast_key(args: tuple, kwargs: dict | None, modes: bytes, table: Any) -> t
     return tuple(key)
 
 
-def _load_extension() -> Any:
+def _load_extension() -> _Compiled | None:
     if not ur_launcher.COMPILED:  # it launches through the compiled Launcher, never the twin
         return None
     try:
@@ -100,10 +142,21 @@ def _load_extension() -> Any:
 
 _EXT = _load_extension()
 COMPILED = _EXT is not None
-fast_key: Callable[..., tuple | None] = _EXT.fast_key if _EXT else py_fast_key
+fast_key: FastKey = _EXT.fast_key if _EXT else py_fast_key
 # kernel[grid] in C (xpukit.runtime.triton.fast_table.PyDispatch is its twin); None without the extension.
-Dispatch: Any = _EXT.Dispatch if _EXT else None
+Dispatch: DispatchFactory | None = _EXT.Dispatch if _EXT else None
 # BoundKernel.launch in C for a tuple grid and no keywords (the Python method is its twin); None without it.
-Direct: Any = _EXT.Direct if _EXT else None
+Direct: DirectFactory | None = _EXT.Direct if _EXT else None
 
-__all__ = ["ABI", "COMPILED", "Direct", "Dispatch", "fast_key", "py_fast_key"]
+__all__ = [
+    "ABI",
+    "COMPILED",
+    "Direct",
+    "DirectFactory",
+    "Dispatch",
+    "DispatchFactory",
+    "FastKey",
+    "KernelDispatch",
+    "fast_key",
+    "py_fast_key",
+]

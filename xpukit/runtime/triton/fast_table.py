@@ -81,7 +81,8 @@ class _FastTable:
         # Hit (xpukit.runtime.triton.seam), the last session recorded; another session's call takes
         # the Python door, which finds its own.
         self.hits: dict[tuple, Hit] = {}
-        self.dispatchers: list[Any] = []  # told to forget what they matched when an entry is recorded
+        # told to forget what they matched when an entry is recorded
+        self.dispatchers: list[compiled_dispatch.KernelDispatch] = []
         # Positions of integer parameters the kernel has turned into pointers in a variant seen so
         # far: an int there must be a live address (else Triton would type a stale small address
         # as i32 and fail deep in its compiler).
@@ -221,7 +222,7 @@ class PyDispatch:
         return kernel
 
 
-def dispatch_for(fn: Any, compiled: bool | None = None) -> Any:
+def dispatch_for(fn: Any, compiled: bool | None = None) -> compiled_dispatch.KernelDispatch:
     """The kernel's Dispatch (compiled when the launcher is), made on first use and kept on it."""
     name = "_xpukit_dispatch" if compiled is None else f"_xpukit_dispatch_{int(compiled)}"
     d = fn.__dict__.get(name)
@@ -233,6 +234,8 @@ def dispatch_for(fn: Any, compiled: bool | None = None) -> Any:
             table = fn.__dict__.setdefault("_xpukit_fast", _FastTable(fn))
         use_c = compiled_dispatch.COMPILED if compiled is None else compiled
         cls = compiled_dispatch.Dispatch if use_c else PyDispatch
+        if cls is None:
+            raise RuntimeError("the compiled dispatch (_xpukit_dispatch) is not loaded: ask for the Python one")
         with table.lock:
             d = fn.__dict__.get(name)
             if d is None:

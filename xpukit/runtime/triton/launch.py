@@ -322,7 +322,7 @@ class BoundKernel:
             and type(self.launcher) is launcher_mod.Launcher
             and type(self).launch is BoundKernel.launch
         ):
-            self.launch = compiled_dispatch.Direct(  # type: ignore[method-assign]  # this instance's own door
+            self.launch = compiled_dispatch.Direct(  # this instance's own door
                 self.launcher, self._queue, BoundKernel.launch.__get__(self)
             )
 

@@ -31,7 +31,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from xpukit.runtime.ur import _api
 
@@ -77,6 +77,50 @@ def kind_of(triton_type: str, address: bool = False) -> str:
     if triton_type in FLOAT_KINDS:
         return FLOAT_KINDS[triton_type]
     raise ValueError(f"unsupported Triton argument type {triton_type!r}")
+
+
+# The interface both implementations have (the compiled one's is its stub, stubs/_xpukit_launcher.pyi):
+# the switch at the end of this module is typed with these, so mypy checks each side against them
+# and every caller against the interface.
+class AllocationTable(Protocol):
+    """A session's live USM ranges: ``AllocTable()`` makes one (``_xpukit_launcher.AllocTable``, or
+    ``PyAllocTable``); each ``remove`` bumps ``generation``."""
+
+    @property
+    def generation(self) -> int: ...
+    def add(self, start: int, size: int, /) -> None: ...
+    def remove(self, start: int, /) -> bool: ...
+    def find(self, addr: Any, /) -> tuple[int, int] | None: ...
+    def __len__(self) -> int: ...
+
+
+class ArgumentLauncher(Protocol):
+    """One kernel's checked launch path: ``Launcher(...)`` makes one (``_xpukit_launcher.Launcher``,
+    or ``PyLauncher``)."""
+
+    def launch(self, queue: int, gx: Any, gy: Any, gz: Any, args: Sequence[Any], want_event: bool = ..., /) -> Any: ...
+    def close(self) -> None: ...
+    def grow_with(self, callback: Callable[[int], None], /) -> None: ...
+    def forget(self) -> None: ...
+    def hidden(self, entries: Sequence[tuple[str, int]], /) -> None: ...
+
+
+class LauncherFactory(Protocol):
+    """``Launcher``'s constructor. ``table`` is the same implementation's table (the compiled launcher
+    takes only the compiled AllocTable, which ``AllocTable`` then makes), so it is not narrowed here."""
+
+    def __call__(
+        self,
+        kernel: int,
+        form: int,
+        fns: tuple[int, int, int, int],
+        kinds: str,
+        local: tuple[int, int, int],
+        table: Any,
+        on_arg_error: Callable[[int, int, Any], None],
+        on_ur_error: Callable[[int, str], None],
+        /,
+    ) -> ArgumentLauncher: ...
 
 
 class PyAllocTable:
@@ -173,7 +217,7 @@ class PyLauncher:
         fns: tuple[int, int, int, int],
         kinds: str,
         local: tuple[int, int, int],
-        table: PyAllocTable,
+        table: AllocationTable,
         on_arg_error: Callable[[int, int, Any], None],
         on_ur_error: Callable[[int, str], None],
     ) -> None:
@@ -401,7 +445,19 @@ def stale_extension(module: Any, wanted: int) -> bool:
     return True
 
 
-def _load_extension() -> Any:
+class _Compiled(Protocol):
+    """What the switch takes from ``_xpukit_launcher`` (mypy checks the module's stub against it)."""
+
+    ABI: int
+
+    @property
+    def AllocTable(self) -> Callable[[], AllocationTable]: ...  # the module's names
+    @property
+    def Launcher(self) -> LauncherFactory: ...
+    def bind(self, reads: dict[str, str], allocation_type: type, array_type: type, /) -> None: ...
+
+
+def _load_extension() -> _Compiled | None:
     if os.environ.get("XPUKIT_PURE_PYTHON") == "1":
         return None
     try:
@@ -417,10 +473,10 @@ def _bind_nothing(_reads: dict[str, str], *_types: type) -> None:
 
 _EXT = _load_extension()
 COMPILED = _EXT is not None
-AllocTable: Any = _EXT.AllocTable if _EXT else PyAllocTable
-Launcher: Any = _EXT.Launcher if _EXT else PyLauncher
+AllocTable: Callable[[], AllocationTable] = _EXT.AllocTable if _EXT else PyAllocTable
+Launcher: LauncherFactory = _EXT.Launcher if _EXT else PyLauncher
 # The seam (xpukit.runtime.ur.seam): bind(reads, USMAllocation, DeviceArray), called once by the core.
-bind: Callable[..., None] = _EXT.bind if _EXT else _bind_nothing
+bind: Callable[[dict[str, str], type, type], None] = _EXT.bind if _EXT else _bind_nothing
 IMPLEMENTATION = "compiled (_xpukit_launcher)" if COMPILED else "pure Python"
 
 __all__ = [
@@ -434,7 +490,10 @@ __all__ = [
     "COMPILED",
     "IMPLEMENTATION",
     "AllocTable",
+    "AllocationTable",
+    "ArgumentLauncher",
     "Launcher",
+    "LauncherFactory",
     "PyAllocTable",
     "PyLauncher",
     "bind",

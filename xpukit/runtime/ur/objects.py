@@ -10,7 +10,7 @@ import ctypes
 import threading
 from collections.abc import Callable, Sequence
 from ctypes import byref, c_size_t, c_uint64, c_void_p
-from typing import Any
+from typing import Any, Protocol
 
 from xpukit.runtime.ur import _api
 from xpukit.runtime.ur import launcher as _launcher
@@ -23,11 +23,35 @@ from xpukit.runtime.ur.errors import (
     raise_result,
 )
 from xpukit.runtime.ur.interop import export as _export
+from xpukit.runtime.ur.launcher import AllocationTable, ArgumentLauncher
+from xpukit.runtime.ur.loader import UrLibrary
+from xpukit.runtime.ur.usm import UsmLedger
 
 USM_KINDS = ("device", "shared", "host")
 _EXPORT_LOCK = threading.Lock()
-# The owning xpukit.runtime.ur.core.Session: core imports this module, so it is not imported here.
-Session = Any
+
+
+class Session(Protocol):
+    """What the objects use of the session that owns them. The session is
+    :class:`xpukit.runtime.ur.core.Session`, which imports this module, so the objects name it by
+    this interface; mypy checks the core's class against it wherever the core hands itself over."""
+
+    @property
+    def lib(self) -> UrLibrary: ...
+    @property
+    def context_handle(self) -> Any: ...  # the UR handles the objects are made on (None once closed)
+    @property
+    def device_handle(self) -> Any: ...
+    @property
+    def queue(self) -> Queue: ...
+    @property
+    def usm(self) -> UsmLedger: ...
+    @property
+    def allocations(self) -> AllocationTable: ...
+    def adopt(self, res: Resource) -> None: ...
+    def disown(self, res: Resource) -> None: ...
+    def free_usm(self, ptr: int, deferred: bool = False) -> None: ...
+    def drain_queues(self) -> None: ...
 
 
 class Resource:
@@ -38,14 +62,12 @@ class Resource:
     ``handle`` property raises the kit's error for a closed one)."""
 
     _kind = "resource"
-    session: Session  # None only for a resource no session owns
 
-    def __init__(self, session: Session | None, handle: int | None) -> None:
+    def __init__(self, session: Session, handle: int | None) -> None:
         self.session = session
         self.raw_handle = handle
         self.closed = False
-        if session is not None:
-            session.adopt(self)
+        session.adopt(self)
 
     @property
     def handle(self) -> int:
@@ -65,8 +87,7 @@ class Resource:
                 self._release()
         finally:
             self.raw_handle = None
-            if self.session is not None:
-                self.session.disown(self)
+            self.session.disown(self)
 
     def __enter__(self) -> Any:
         return self
@@ -517,10 +538,12 @@ class Kernel(Resource):
         """The checked launch path for this kernel (see :mod:`xpukit.runtime.ur.launcher`): one
         kind letter per parameter; pointers are checked against the session's live allocations;
         unchanged arguments are not set again. Closing the kernel closes its launchers."""
-        loc = tuple(int(x) for x in local_size) + (1,) * (3 - len(local_size))
+        if not 1 <= len(local_size) <= 3:
+            raise ValueError(f"local size {tuple(local_size)}: one to three dimensions")
+        x, y, z = (*(int(v) for v in local_size), 1, 1)[:3]
         form, fns = self._lib.launch_entry_points()
         launcher = _launcher.Launcher(
-            self.handle, form, fns, kinds, loc, self.session.allocations, on_arg_error, raise_result
+            self.handle, form, fns, kinds, (x, y, z), self.session.allocations, on_arg_error, raise_result
         )
         self._launchers.append(launcher)
         return launcher
@@ -529,6 +552,3 @@ class Kernel(Resource):
         for launcher in getattr(self, "_launchers", ()):
             launcher.close()  # before the handle goes: a launch after this is a clear error
         super().close()
-
-
-ArgumentLauncher = Any  # _xpukit_launcher.Launcher or its Python twin (launcher.PyLauncher)
