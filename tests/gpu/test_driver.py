@@ -13,25 +13,16 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.driver import RNG
+from tests.support.kernels import scale_raw
 
 triton = pytest.importorskip("triton")
 
-import triton.language as tl  # noqa: E402
 
 from xpukit.runtime.triton import (  # noqa: E402
     activate,
 )
 
 pytestmark = pytest.mark.container
-
-
-@triton.jit
-def scale_addr(in_addr, out_addr, scale, n, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n
-    src = in_addr.to(tl.pointer_type(tl.float32))
-    dst = out_addr.to(tl.pointer_type(tl.float32))
-    tl.store(dst + offs, tl.load(src + offs, mask=mask, other=0) * scale, mask=mask)
 
 
 @pytest.mark.gpu
@@ -46,7 +37,7 @@ def test_level_zero_gpu_through_the_driver(drv):
         target = drv.get_current_target()
         assert target.backend == "xpu" and target.arch["architecture"] == s.device.ip_version << 8
         with s.from_numpy(x) as dx, s.alloc(x.nbytes) as dy:
-            scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 0.5, n, BLOCK_SIZE=1024)
+            scale_raw[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 0.5, n, BLOCK=1024)
             s.synchronize()
             np.testing.assert_array_equal(dy.to_numpy(np.float32), x * np.float32(0.5))
 

@@ -18,7 +18,8 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.driver import RNG
-from tests.support.runtime_required import skip_unless_in_image
+from tests.support.kernels import fresh, k_loop_sum, matmul_small, scale_raw, scale_typed
+from tests.support.runtime_required import skip_unless_in_image, ur_session_or_skip
 
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
@@ -38,19 +39,6 @@ from xpukit.runtime.ur.errors import KernelArgumentError  # noqa: E402
 pytestmark = pytest.mark.container
 
 
-def _cpu_session():
-    from tests.support.runtime_required import ur_session_or_skip
-
-    return ur_session_or_skip()
-
-
-@pytest.fixture(scope="module")
-def session():
-    s = _cpu_session()
-    yield s
-    s.close()
-
-
 @pytest.fixture
 def act(session, drv):
     with activate(session, driver=drv) as d:
@@ -59,21 +47,10 @@ def act(session, drv):
 
 # --- kernels (fresh for this module, so compile counts are this module's own) -----------------
 
-
-@triton.jit
-def scale_addr(in_addr, out_addr, scale, n, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n
-    src = in_addr.to(tl.pointer_type(tl.float32))
-    dst = out_addr.to(tl.pointer_type(tl.float32))
-    tl.store(dst + offs, tl.load(src + offs, mask=mask, other=0) * scale, mask=mask)
-
-
-@triton.jit
-def scale_ptr(x_ptr, y_ptr, scale, n, BLOCK_SIZE: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+scale_addr = fresh(scale_raw)  # 64-bit addresses the kernel casts to pointers (the blog's style)
+scale_ptr = fresh(scale_typed)
+loop_k = fresh(k_loop_sum)
+matmul = fresh(matmul_small)
 
 
 @triton.jit
@@ -99,29 +76,6 @@ def row_max_sum(x_ptr, max_ptr, sum_ptr, N, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=-float("inf"))
     tl.store(max_ptr + row, tl.max(x, axis=0))
     tl.store(sum_ptr + row, tl.sum(tl.where(cols < N, x, 0.0), axis=0))
-
-
-@triton.jit
-def loop_k(x_ptr, out_ptr, K, BK: tl.constexpr):
-    row = tl.program_id(0)
-    acc = tl.zeros([BK], dtype=tl.float32)
-    for k in range(0, K, BK):
-        cols = k + tl.arange(0, BK)
-        acc += tl.load(x_ptr + row * K + cols, mask=cols < K, other=0.0)
-    tl.store(out_ptr + row, tl.sum(acc, axis=0))
-
-
-@triton.jit
-def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
-    for k in range(0, K, BK):
-        rk = k + tl.arange(0, BK)
-        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @triton.jit
@@ -164,13 +118,13 @@ def test_scale_blog_style(act, session, n, style):
     x = RNG.standard_normal(n, dtype=np.float32)
     guard = 8
     with session.from_numpy(x) as dx, session.from_numpy(np.full(n + guard, 7, np.float32)) as dy:
-        grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731
+        grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
         if style == "int address":
-            scale_addr[grid](dx.ptr, dy.ptr, 2.5, n, BLOCK_SIZE=1024)
+            scale_addr[grid](dx.ptr, dy.ptr, 2.5, n, BLOCK=1024)
         elif style == "USM allocation":
-            scale_addr[grid](dx, dy, np.float32(2.5), n, BLOCK_SIZE=1024)
+            scale_addr[grid](dx, dy, np.float32(2.5), n, BLOCK=1024)
         else:
-            scale_ptr[grid](DeviceArray(dx, np.float32), DeviceArray(dy, np.float32), 2.5, n, BLOCK_SIZE=1024)
+            scale_ptr[grid](DeviceArray(dx, np.float32), DeviceArray(dy, np.float32), 2.5, n, BLOCK=1024)
         session.synchronize()
         got = dy.to_numpy(np.float32)
     np.testing.assert_array_equal(got[:n], x * np.float32(2.5))
@@ -254,10 +208,10 @@ def test_compiled_kernel_reused_on_a_second_session(drv):
     n = 512
     x = RNG.standard_normal(n, dtype=np.float32)
     for _ in range(2):
-        with _cpu_session() as s, activate(s, driver=drv):
+        with ur_session_or_skip() as s, activate(s, driver=drv):
             before = drv.stats.variants
             with s.from_numpy(x) as dx, s.alloc(x.nbytes) as dy:
-                scale_addr[(1,)](dx.ptr, dy.ptr, -1.0, n, BLOCK_SIZE=512)
+                scale_addr[(1,)](dx.ptr, dy.ptr, -1.0, n, BLOCK=512)
                 s.synchronize()
                 np.testing.assert_array_equal(dy.to_numpy(np.float32), -x)
             assert drv.stats.variants - before <= 1
@@ -325,7 +279,7 @@ def test_no_active_session_is_a_clear_error(session):
     triton_driver.set_active(drv)
     try:
         with session.alloc(4096) as d, pytest.raises(NoActiveSession, match="no xpukit session is active") as ei:
-            scale_addr[(1,)](d.ptr, d.ptr, 1.0, 1024, BLOCK_SIZE=1024)
+            scale_addr[(1,)](d.ptr, d.ptr, 1.0, 1024, BLOCK=1024)
         assert "activate(s)" in ei.value.fix
         assert drv.stats.launches == 0 and drv.stats.variants == 0
     finally:
@@ -333,12 +287,12 @@ def test_no_active_session_is_a_clear_error(session):
 
 
 def test_closed_session_inside_activate(drv):
-    s = _cpu_session()
+    s = ur_session_or_skip()
     with activate(s, driver=drv):
         addr = s.alloc(4096).ptr
         s.close()
         with pytest.raises(NoActiveSession, match="closed"):
-            scale_addr[(1,)](addr, addr, 1.0, 1024, BLOCK_SIZE=1024)
+            scale_addr[(1,)](addr, addr, 1.0, 1024, BLOCK=1024)
 
 
 @pytest.mark.parametrize(
@@ -353,7 +307,7 @@ def test_wrong_kind_of_argument(act, session, drv, bad, match):
     with session.from_numpy(np.ones(64, np.float32)) as d:
         launches = drv.stats.launches
         with pytest.raises(KernelArgumentError, match=match):
-            scale_addr[(1,)](bad, d.ptr, 1.0, 64, BLOCK_SIZE=64)
+            scale_addr[(1,)](bad, d.ptr, 1.0, 64, BLOCK=64)
         assert drv.stats.launches == launches
 
 
@@ -362,10 +316,10 @@ def test_host_numpy_array_is_refused_before_anything_is_enqueued(act, session, d
     with session.from_numpy(np.full(64, 5, np.float32)) as out:
         launches = drv.stats.launches
         with pytest.raises(KernelArgumentError, match="host numpy array") as ei:
-            scale_ptr[(1,)](host, DeviceArray(out, np.float32), 1.0, 64, BLOCK_SIZE=64)
+            scale_ptr[(1,)](host, DeviceArray(out, np.float32), 1.0, 64, BLOCK=64)
         assert "from_numpy" in ei.value.fix
         with pytest.raises(KernelArgumentError, match="host numpy array"):
-            scale_addr[(1,)](host, out.ptr, 1.0, 64, BLOCK_SIZE=64)
+            scale_addr[(1,)](host, out.ptr, 1.0, 64, BLOCK=64)
         session.synchronize()
         assert drv.stats.launches == launches
         np.testing.assert_array_equal(out.to_numpy(np.float32), 5)
@@ -375,13 +329,13 @@ def test_closed_allocation_is_refused(act, session, drv):
     d = session.alloc(256)
     d.close()
     with pytest.raises(KernelArgumentError, match="freed"):
-        scale_addr[(1,)](d, d, 1.0, 64, BLOCK_SIZE=64)
+        scale_addr[(1,)](d, d, 1.0, 64, BLOCK=64)
 
 
 def test_dtype_triton_has_no_type_for(act, session, drv):
     launches = drv.stats.launches
     with session.alloc(1024) as d, pytest.raises(KernelArgumentError, match="a DeviceArray cannot be"):
-        scale_ptr[(1,)](DeviceArray(d, np.complex64), DeviceArray(d, np.float32), 1.0, 64, BLOCK_SIZE=64)
+        scale_ptr[(1,)](DeviceArray(d, np.complex64), DeviceArray(d, np.float32), 1.0, 64, BLOCK=64)
     assert drv.stats.launches == launches
 
 
@@ -398,7 +352,7 @@ def test_activation_is_scoped(session, drv):
         assert triton_driver.active is d
         assert jit.specialize_impl is not original_spec and jit.JITFunction.run is not original_run
         assert "__getitem__" in jit.JITFunction.__dict__
-        inner = _cpu_session()
+        inner = ur_session_or_skip()
         with activate(inner, driver=drv):
             assert drv.session is inner
         inner.close()
@@ -460,7 +414,7 @@ def test_identical_launch_reenqueues_and_changed_arguments_are_set(act, session,
     with session.from_numpy(x) as dx, session.alloc(x.nbytes) as d1, session.alloc(x.nbytes) as d2:
         for scale, out in ((2.0, d1), (2.0, d1), (3.0, d1), (3.0, d2), (3, d2)):
             launches = drv.stats.launches
-            scale_addr[(2,)](dx.ptr, out.ptr, scale, n, BLOCK_SIZE=1024)
+            scale_addr[(2,)](dx.ptr, out.ptr, scale, n, BLOCK=1024)
             session.synchronize()
             assert drv.stats.launches == launches + 1
             np.testing.assert_array_equal(out.to_numpy(np.float32), x * np.float32(scale))
@@ -474,7 +428,7 @@ def test_session_synchronize_waits_for_every_queue_it_owns(session, drv):
     q2 = session.new_queue()
     with activate(session, driver=drv), session.from_numpy(x) as dx, session.alloc(x.nbytes) as dy:
         drv.active().stream = type(drv.active().stream)(session, q2)  # launch on the second queue
-        scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 4.0, n, BLOCK_SIZE=1024)
+        scale_addr[(triton.cdiv(n, 1024),)](dx.ptr, dy.ptr, 4.0, n, BLOCK=1024)
         session.synchronize()  # must cover q2, not only session.queue
         got = np.empty(n, np.float32)
         q2.memcpy(got.ctypes.data, dy.ptr, x.nbytes)
@@ -491,12 +445,12 @@ def test_a_zebin_reaches_the_driver_only_for_a_gpu(session, drv):
     from xpukit.runtime.triton.tritonc import compile_kernel
 
     ck = compile_kernel(
-        scale_addr, {"in_addr": "i64", "out_addr": "i64", "scale": "fp32", "n": "i32"}, {"BLOCK_SIZE": 1024}, "pvc"
+        scale_addr, {"in_addr": "i64", "out_addr": "i64", "scale": "fp32", "n": "i32"}, {"BLOCK": 1024}, "pvc"
     )
     zebin = find_ocloc().compile_spirv(ck.asm["spv"], "pvc").zebin
     assert zebin[:4] == b"\x7fELF"
     with activate(session, driver=drv) as d:
         loads = d.stats.program_loads
         with pytest.raises(ZebinNeedsGpu, match="cannot run"):
-            d.load_binary("scale_addr", zebin, 0, "", d.get_current_device())
+            d.load_binary(scale_addr.__name__, zebin, 0, "", d.get_current_device())
         assert d.stats.program_loads == loads

@@ -78,7 +78,7 @@ def test_every_bad_pointer_is_a_clear_error(tmp_path, api, impl):
         if case.startswith("typed-first/"):
             assert "is a typed pointer in the kernel" in outcome and "'x_ptr'" in outcome, f"{case}: {outcome}"
         elif case.startswith("address-first/"):
-            assert "is cast to a pointer by the kernel" in outcome and "'x_addr'" in outcome, f"{case}: {outcome}"
+            assert "is cast to a pointer by the kernel" in outcome and "'in_addr'" in outcome, f"{case}: {outcome}"
             assert ("null" if "null" in case or "None" in case else "not in any live allocation") in outcome, case
         elif "/closed" in case:
             assert "freed" in outcome, f"{case}: {outcome}"

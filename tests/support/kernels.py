@@ -9,6 +9,12 @@ triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
 
+def fresh(kernel: triton.JITFunction) -> triton.JITFunction:
+    """A new JITFunction of ``kernel``'s function: its own compiled variants and dispatch, so a
+    module counting compiles or loads counts its own (the shared object carries every module's)."""
+    return triton.jit(kernel.fn)
+
+
 @triton.jit
 def scale_raw(in_addr, out_addr, scale, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)

@@ -23,9 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import triton
-import triton.language as tl
 
 from examples.kernels import scale_kernel as scale_ptr
+from tests.support.kernels import scale_raw as scale_addr  # 64-bit addresses the kernel casts to pointers
 from xpukit.runtime import ur
 from xpukit.runtime.triton import URDriver, activate, current_session
 from xpukit.runtime.triton.launch import TritonKernel
@@ -33,16 +33,6 @@ from xpukit.runtime.ur import launcher
 from xpukit.runtime.ur.objects import DeviceArray
 
 BLOCK = 64
-
-
-@triton.jit
-def scale_addr(x_addr, y_addr, a, n, BLOCK: tl.constexpr):
-    """The blog's style: 64-bit addresses the kernel casts to pointers."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = x_addr.to(tl.pointer_type(tl.float32))
-    y = y_addr.to(tl.pointer_type(tl.float32))
-    tl.store(y + offs, tl.load(x + offs, mask=mask) * a, mask=mask)
 
 
 def _launcher(api: str, session: ur.Session):
@@ -136,7 +126,7 @@ def bad_pointers(args: argparse.Namespace) -> dict:
         if args.api == "explicit":
             cases = {**addresses, **objects, "None": None}
             typed = TritonKernel(scale_ptr, "x_ptr:*fp32,y_ptr:*fp32,a:fp32,n:i32", {"BLOCK": BLOCK}, cache=False)
-            raw = TritonKernel(scale_addr, "x_addr:i64,y_addr:i64,a:fp32,n:i32", {"BLOCK": BLOCK}, cache=False)
+            raw = TritonKernel(scale_addr, "in_addr:i64,out_addr:i64,scale:fp32,n:i32", {"BLOCK": BLOCK}, cache=False)
             styles = {"typed": (typed.bind(s).launch, y), "address": (raw.bind(s).launch, y)}
             for style, (launch, out_arg) in styles.items():
                 for name, bad in cases.items():
