@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import ROOT
+from tests.support.families import dot_source
 from tests.support.isa import assert_counts_match, independent_counts
 from tests.support.runtime_required import skip_unless_in_image
 from xpukit.runtime.offline import isa
@@ -42,26 +43,10 @@ def _compile(fn, signature, constexprs, target, **options):
     return compile_kernel(fn, signature, constexprs, target, {"generate_native_code": True, **options})
 
 
-DOT_SOURCE = """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    rm = tl.arange(0, M)
-    rn = tl.arange(0, N)
-    rk = tl.arange(0, K)
-    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
-"""
-
-
 def _dot_kernel(folder: Path):
     from xpukit.runtime.kernels.compile import load_kernel
 
-    (folder / "dot.py").write_text(DOT_SOURCE)
+    (folder / "dot.py").write_text(dot_source())
     return load_kernel(f"{folder / 'dot.py'}:dot_kernel").fn
 
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests.support import ROOT
+from tests.support.families import dot_source
 from tests.support.isa import independent_counts
 from tests.support.reports import report_of
 from tests.support.runtime_required import skip_unless_in_image
@@ -58,24 +59,13 @@ def test_report_counts_equal_counts_from_isa_files(env):
     assert by[("pvc", configs[1])]["slm_bytes"] >= by[("pvc", configs[0])]["slm_bytes"]
 
 
-DOT_SOURCE = """
-import triton
-import triton.language as tl
-
+DOT_SOURCE = dot_source(
+    """
 # Declared hints (c_ptr's alignment unknown): with all three pointers 16-aligned, the kit's default,
 # IGC's log at 128 GRF does not say "spilled" although the larger tile spills, and no retry runs.
 XPUKIT_KERNELS = {"dot_kernel": {"signature": "a_ptr:*fp16:16, b_ptr:*fp16:16, c_ptr:*fp32"}}
-
-
-@triton.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    rm = tl.arange(0, M)
-    rn = tl.arange(0, N)
-    rk = tl.arange(0, K)
-    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 """
+)
 TRANS_SOURCE = """
 import triton
 import triton.language as tl

@@ -7,18 +7,7 @@ from tests.support.runtime_required import skip_unless_in_image
 
 CURRENT = (26, 27)  # the ocloc the kit's image carries: every family, .ze_info 1.73
 
-DOT_SOURCE = """
-import triton
-import triton.language as tl
-
-XPUKIT_KERNELS = {
-    "dot_kernel": {
-        "signature": "a_ptr:*fp16, b_ptr:*fp16, c_ptr:*fp32",
-        "constexprs": {"M": 16, "N": 16, "K": 16},
-    },
-}
-
-
+_DOT_KERNEL = """
 @triton.jit
 def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     rm = tl.arange(0, M)
@@ -28,6 +17,25 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
     b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 """
+
+
+def dot_source(declarations: str = "") -> str:
+    """A kernel file of one fp16 ``tl.dot`` (``dot_kernel``; DPAS where the family has it), with
+    ``declarations`` (its XPUKIT_KERNELS, comments) between the imports and the kernel."""
+    head = "\nimport triton\nimport triton.language as tl\n\n"
+    return head + (declarations.strip("\n") + "\n\n" if declarations else "") + _DOT_KERNEL
+
+
+DOT_SOURCE = dot_source(
+    """
+XPUKIT_KERNELS = {
+    "dot_kernel": {
+        "signature": "a_ptr:*fp16, b_ptr:*fp16, c_ptr:*fp32",
+        "constexprs": {"M": 16, "N": 16, "K": 16},
+    },
+}
+"""
+)
 
 
 def current_ocloc_or_skip():
