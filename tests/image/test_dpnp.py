@@ -26,15 +26,11 @@ pytestmark = pytest.mark.container
 
 ROOT = Path(__file__).resolve().parents[2]
 
-try:
-    import dpctl
-    import dpnp
-except ImportError as exc:  # the default image has no dpnp
-    if os.environ.get("XPUKIT_REQUIRE_DPNP") == "1":
-        raise
-    pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
-
 from tests.support.dpnp_warm import warm_dpnp  # noqa: E402
+from tests.support.runtime_required import dpnp_or_skip  # noqa: E402
+
+dpctl, dpnp = dpnp_or_skip()
+
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 from xpukit.runtime.ur.interop import sycl as sycl_interop  # noqa: E402

@@ -13,7 +13,6 @@ Runs where dpnp is installed (the dpnp image variant sets XPUKIT_REQUIRE_DPNP=1)
 from __future__ import annotations
 
 import gc
-import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,17 +24,13 @@ import triton.language as tl  # noqa: E402
 
 pytestmark = pytest.mark.container
 
-try:
-    import dpctl
-    import dpnp
-except ImportError as exc:  # the default image has no dpnp
-    if os.environ.get("XPUKIT_REQUIRE_DPNP") == "1":
-        raise
-    pytest.skip(f"dpnp is not installed ({exc}); the dpnp image variant runs these", allow_module_level=True)
-
 from tests.support.dpnp_warm import warm_dpnp  # noqa: E402
 from tests.support.kernels import row_sum  # noqa: E402
 from tests.support.kernels import vector_add as add  # noqa: E402
+from tests.support.runtime_required import dpnp_or_skip  # noqa: E402
+
+dpctl, dpnp = dpnp_or_skip()
+
 from xpukit.runtime import ur  # noqa: E402
 from xpukit.runtime.triton import activate, from_numpy  # noqa: E402
 
