@@ -534,13 +534,9 @@ def _upstream_like(tmp_path: Path, torch_pin: str | None) -> tuple[str, str]:
     return f"file://{src}", _git("rev-parse", "HEAD", cwd=src)
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_torch_pin_is_read_from_the_triton_commit_itself(tmp_path):
-    """A real fetch of a local repository's commit, then its .github/pins/pytorch.txt read; the run
-    then stops at the oneAPI check (no icpx here), after the pin was read."""
-    own_pin = "23b1588b32ea2d46410793347d635017fdc49c75"
-    repo, commit = _upstream_like(tmp_path, own_pin)
-    proc = sh(
+def _build_pytorch_from_source(tmp_path, repo, commit):
+    """build-pytorch.sh from source for Triton ``commit`` of ``repo`` (pins read into tmp_path/pins)."""
+    return sh(
         "build-pytorch.sh",
         tmp_path,
         TORCH_SOURCE="source",
@@ -548,6 +544,15 @@ def test_torch_pin_is_read_from_the_triton_commit_itself(tmp_path):
         TRITON_COMMIT=commit,
         TRITON_PINS_SRC=str(tmp_path / "pins"),
     )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_torch_pin_is_read_from_the_triton_commit_itself(tmp_path):
+    """A real fetch of a local repository's commit, then its .github/pins/pytorch.txt read; the run
+    then stops at the oneAPI check (no icpx here), after the pin was read."""
+    own_pin = "23b1588b32ea2d46410793347d635017fdc49c75"
+    repo, commit = _upstream_like(tmp_path, own_pin)
+    proc = _build_pytorch_from_source(tmp_path, repo, commit)
     assert f"Triton {commit} pins PyTorch {own_pin} (read from its" in proc.stdout, proc.stderr
     assert TORCH not in proc.stdout + proc.stderr  # the zebin commit's pin is never borrowed
     assert proc.returncode == 2 and "icpx" in proc.stderr
@@ -556,14 +561,7 @@ def test_torch_pin_is_read_from_the_triton_commit_itself(tmp_path):
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_a_triton_commit_without_a_torch_pin_is_refused(tmp_path):
     repo, commit = _upstream_like(tmp_path, None)
-    proc = sh(
-        "build-pytorch.sh",
-        tmp_path,
-        TORCH_SOURCE="source",
-        TRITON_REPO=repo,
-        TRITON_COMMIT=commit,
-        TRITON_PINS_SRC=str(tmp_path / "pins"),
-    )
+    proc = _build_pytorch_from_source(tmp_path, repo, commit)
     assert proc.returncode == 2 and "no .github/pins/pytorch.txt" in proc.stderr
     assert "--torch wheel or --torch none" in proc.stderr
 
