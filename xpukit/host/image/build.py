@@ -447,6 +447,29 @@ def check_layer(root: Path, profile: pins_mod.Profile, layer: str) -> None:
         raise XpukitError(f"{lock.relative_to(root)} is missing", "run `invoke pins --lock` and commit it")
 
 
+def content_tags(
+    root: Path,
+    profile: pins_mod.Profile,
+    base_image: str,
+    image: str,
+    variant: Variant = Variant(),
+    ocloc_mirror: str = "",
+    only_tag: str = "",
+) -> tuple[str, ...]:
+    """The image's tags (the content tag first, then the profile's), from what the build copies and
+    its pinned args alone: no git (the labels are not content) and no CLI, so a run whose image is
+    already on the engine names it without either (:func:`plan` makes the command)."""
+    if variant.layer:
+        check_layer(root, profile, variant.layer)
+    if only_tag:
+        return (only_tag,)
+    args = build_args(profile, base_image, variant)
+    if ocloc_mirror and args["OCLOC_STAGE"] == "folder":
+        args["OCLOC_MIRROR"] = ocloc_mirror  # not content (META_ARGS); set as the build sets it
+    name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
+    return (f"{image}:{name}-{content_hash(root, args)}", f"{image}:{name}")
+
+
 def plan(
     root: Path,
     profile: pins_mod.Profile,
@@ -463,6 +486,7 @@ def plan(
     ocloc_mirror: str = "",
     context: Path | None = None,
     only_tag: str = "",
+    tags: tuple[str, ...] = (),
 ) -> BuildPlan:
     """The exact BuildKit command for a profile, with its tags.
 
@@ -471,7 +495,9 @@ def plan(
     ``ocloc_mirror``: the Debian mirror for the compiler's .debs instead of the pinned one (a
     snapshot.debian.org URL once the pinned versions left the mirror; not part of the content tag).
     ``context``: build from this copy of ``root`` (its Dockerfile too), e.g. verify's snapshot;
-    ``only_tag``: the one tag to give the image instead of the content and profile tags."""
+    ``only_tag``: the one tag to give the image instead of the content and profile tags.
+    ``tags``: what :func:`content_tags` gave for the same inputs (the plan's tag, kept as it was
+    when the plan was made), else computed here."""
     args = build_args(profile, base_image, variant)
     warnings = list(profile.warnings)
     if variant.base == "omix" and not args["OMIX_APT_REPO"]:
@@ -484,15 +510,11 @@ def plan(
         pin_lines = source_pins(profile, variant.triton).lines(args["TORCH_SOURCE"], args["LLVM_SOURCE"])
     if ocloc_mirror and args["OCLOC_STAGE"] == "folder":
         args["OCLOC_MIRROR"] = ocloc_mirror
+    tags = tags or content_tags(root, profile, base_image, image, variant, ocloc_mirror, only_tag)
     commit = head(root)  # one git log and one git status for the labels and SOURCE_DATE_EPOCH both
     args.update(meta_args(root, commit=commit))
-    tag = content_hash(root, args)
-    name = f"{profile.name}-{variant.layer}" if variant.layer else profile.name
-    if variant.layer:
-        check_layer(root, profile, variant.layer)
-    tags = (only_tag,) if only_tag else (f"{image}:{name}-{tag}", f"{image}:{name}")
     context = context or root
-    shared = cache(tag) if cache is not None else NO_CACHE
+    shared = cache(content_hash(root, args)) if cache is not None else NO_CACHE
     start: Sequence[str] = cli.build_command(progress) if cli else ["docker", "build", "--progress", progress]
     cmd = [*start, "--target", variant.layer or "runtime"]
     cmd += ["-f", str(context / "Dockerfile")]

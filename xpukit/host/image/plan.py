@@ -4,7 +4,8 @@ The build, its dry run, `test`, `demo-ur`, `shell`, `compile` and `zebin-info` a
 from one :class:`ImagePlan`, so a dry run prints the tag a real run uses. The plan is a value: the
 checks that need no network come first (pins, lock files), then everything that adds to the build
 (the engine's environment, the base, the shared cache) is decided before the plan is made, and
-nothing edits it afterwards.
+nothing edits it afterwards. The build command itself (the build CLI's probe, git for the labels)
+is made from those when first asked: a run whose image is on the engine never asks.
 """
 
 from __future__ import annotations
@@ -29,16 +30,24 @@ from xpukit.host.versions import pins as pins_mod
 class ImagePlan:
     profile: pins_mod.Profile
     base: str
-    build: build_mod.BuildPlan
+    # the build, or what makes it when first asked (:attr:`build`)
+    planned: build_mod.BuildPlan | Callable[[], build_mod.BuildPlan]
     ca_description: str
     base_missing: str = ""  # why the base is not on the engine (only a build needs it)
     # env/lock/images.toml's entry for the profile, read once when the plan is made (None: none shared)
     locked: registry.LockedImage | None = None
+    tags: tuple[str, ...] = ()  # the content tag first (build_mod.content_tags); () = the build's
+
+    @functools.cached_property
+    def build(self) -> build_mod.BuildPlan:
+        """The build command, made when first asked: a run whose image is on the engine never asks,
+        so it probes no build CLI and runs no git (the labels'). Its tags are :attr:`tags`."""
+        return self.planned if isinstance(self.planned, build_mod.BuildPlan) else self.planned()
 
     @property
     def tag(self) -> str:
         """The content tag: names exactly what the image was built from."""
-        return self.build.tags[0]
+        return (self.tags or self.build.tags)[0]
 
 
 def load_profile(name: str) -> pins_mod.Profile:
@@ -101,30 +110,37 @@ def make_plan(
     else:
         ctx.engine.client()
     base, base_missing = _base(ctx, profile, locked, base_required)
-    try:
-        cli: build_cli.BuildCli | None = ctx.engine.build_cli()
-    except XpukitError:
-        if not ctx.dry_run:
-            raise
-        cli = None  # a dry run still prints the plan, with a plain `docker`
+    variant = dataclasses.replace(variant or build_mod.Variant(), layer=ctx.settings.layer)
+    settings, eng, dry_run = ctx.settings, ctx.engine, ctx.dry_run  # as they are now, for the build
+    tags = build_mod.content_tags(layout.REPO_ROOT, profile, base, settings.image, variant, settings.ocloc_mirror)
     progress = "plain" if (os.environ.get("CI") or not sys.stdout.isatty()) else "auto"
     ca = trust.ca_bundle(ctx)
-    plan = build_mod.plan(
-        layout.REPO_ROOT,
-        profile,
-        base,
-        ctx.settings.image,
-        cli,
-        ca.path,
-        github_token,
-        dataclasses.replace(variant or build_mod.Variant(), layer=ctx.settings.layer),
-        progress,
-        ctx.settings.build_network,
-        engine_env=ctx.engine.build_env(),  # the CLI must build on the engine the SDK talks to
-        cache=cache,
-        ocloc_mirror=ctx.settings.ocloc_mirror,
-    )
-    return ImagePlan(profile, base, plan, ca.describe().removeprefix("ca-bundle: "), base_missing, locked)
+
+    def build() -> build_mod.BuildPlan:
+        try:
+            cli: build_cli.BuildCli | None = eng.build_cli()
+        except XpukitError:
+            if not dry_run:
+                raise
+            cli = None  # a dry run still prints the plan, with a plain `docker`
+        return build_mod.plan(
+            layout.REPO_ROOT,
+            profile,
+            base,
+            settings.image,
+            cli,
+            ca.path,
+            github_token,
+            variant,
+            progress,
+            settings.build_network,
+            engine_env=eng.build_env(),  # the CLI must build on the engine the SDK talks to
+            cache=cache,
+            ocloc_mirror=settings.ocloc_mirror,
+            tags=tags,
+        )
+
+    return ImagePlan(profile, base, build, ca.describe().removeprefix("ca-bundle: "), base_missing, locked, tags)
 
 
 def run_build(plan: ImagePlan) -> str:
