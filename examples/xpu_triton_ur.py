@@ -18,6 +18,10 @@ from __future__ import annotations
 import os
 import sys
 
+# The demo does no BLAS: one OpenBLAS thread, so importing numpy starts no thread pool (on 2 busy
+# cores that pool was most of numpy's import). A value you set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 # Run from a checkout without installing: the repository root is this file's parent's parent.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from xpukit.errors import guard, interrupted  # the kit's one error boundary (standard library only)
