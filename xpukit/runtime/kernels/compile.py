@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import heapq
 import importlib.util
 import json
 import linecache
@@ -90,7 +91,7 @@ class TargetBuild:
 @dataclasses.dataclass
 class _Outcome:
     retried: bool  # the build retried at 256 GRF (the pinned rule: it spilled at 128)
-    seconds: float  # ocloc and disasm, wall time
+    seconds: float  # ocloc, disasm and what ``on_built`` did with the zebin, wall time
 
 
 class NativeMemory:
@@ -209,9 +210,24 @@ def build_targets(
             build.error = exc
 
     def native_then(build: TargetBuild) -> None:
+        started = time.monotonic()
         native(build)
         if on_built is not None:
             on_built(build)
+            last = known.history.get(history_key(build))
+            if last is not None and not build.reused:  # the whole job orders the next run's builds
+                known.history[history_key(build)] = dataclasses.replace(last, seconds=time.monotonic() - started)
+
+    # Every pool task builds whichever waiting target took longest last time, so the workers go
+    # longest first across groups: a group's short builds, queued first, do not hold back the long
+    # build of a group whose SPIR-V came later (it would otherwise run last, alone on one core).
+    waiting: list[tuple[float, int, TargetBuild]] = []
+    waiting_lock = threading.Lock()
+
+    def build_longest_waiting() -> None:
+        with waiting_lock:
+            build = heapq.heappop(waiting)[2]
+        native_then(build)
 
     ordered = sorted(groups.values(), key=lambda g: -sum(expected_seconds(t) for t in g))  # stable
     workers = max(1, min(len(presets), os.cpu_count() or 1))
@@ -235,7 +251,9 @@ def build_targets(
                 if pool is None:  # in this thread: Ctrl-C stops the build where it runs
                     native_then(build)
                 else:
-                    futures.append(pool.submit(native_then, build))
+                    with waiting_lock:
+                        heapq.heappush(waiting, (-expected_seconds(build.target), len(futures), build))
+                    futures.append(pool.submit(build_longest_waiting))
         for future in futures:
             future.result()
     except BaseException:
