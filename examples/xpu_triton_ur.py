@@ -15,6 +15,7 @@ By default the launch is the blog's own call style through xpukit's UR-backed Tr
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -268,4 +269,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything the demo made is released by now (buffers freed, session closed). The interpreter's
+    # last garbage collection would walk every object numpy and Triton made at import, to free none
+    # of them: gc.freeze() leaves them out (about 30 ms of the demo's exit on 2 cores).
+    gc.freeze()
+    sys.exit(code)
