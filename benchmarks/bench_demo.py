@@ -16,7 +16,13 @@ The breakdown, from separate runs (not part of the medians):
   every process started, with the time from process start to the first request and after the last;
 - the container's Python imports: the demo under `python -X importtime` in the image (its top-level
   imports, cumulative);
-- UR's start and the program load: what the demo prints about itself (`total`, each first call).
+- UR's start and the program load: what the demo prints about itself (`total`, each first call);
+- in one container of the demo's, the demo's python process by phase, run --phase-runs times: the
+  interpreter's start, numpy, Triton and the kit imported, UR's start (`ur.Session`), the rest of
+  the demo, the interpreter's exit.
+
+PYTHONDONTWRITEBYTECODE, where set (sandboxes, CI), is left out of the runs as a user's shell does
+not set it (--as-is keeps it): with it, every task compiles the kit's host modules from source.
 """
 
 from __future__ import annotations
@@ -70,9 +76,64 @@ program.run()
 """
 
 
+# A user's shell writes bytecode; some (CI, sandboxes) set PYTHONDONTWRITEBYTECODE, and then every task
+# compiles the kit's host modules from source. The runs take the user's default unless --as-is.
+RUN_ENV: dict[str, str] | None = None
+
+
+# Run in the demo's container as `python -c DRIVER N`: N times the demo as `python -c PHASES`, each phase
+# timed on the monotonic clock the container shares: the interpreter's start (spawn to its first
+# line), numpy, Triton and the kit imported, UR's start (ur.Session: loader, adapters, context,
+# queue), the rest of the demo (run as `python demo` runs it, to its sys.exit), the interpreter's
+# exit (from there to reaped). Medians over the N, in ms, printed as JSON.
+PHASES = """\
+import time, sys
+t = [time.perf_counter()]
+demo = "/workspace/examples/xpu_triton_ur.py"
+sys.argv = [demo]
+import os; os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy
+t.append(time.perf_counter())
+import triton, triton.language
+t.append(time.perf_counter())
+from xpukit.runtime import ur
+import xpukit.runtime.triton
+t.append(time.perf_counter())
+opened = []
+init = ur.Session.__init__
+def timed(self, *a, **k):
+    s = time.perf_counter(); init(self, *a, **k); opened.append(time.perf_counter() - s)
+ur.Session.__init__ = timed
+import runpy
+try:
+    runpy.run_path(demo, run_name="__main__")  # as `python demo` runs it, to its sys.exit
+except SystemExit as end:
+    code = end.code
+t.append(time.perf_counter())
+sys.stderr.write(repr([*t, opened[0], code]) + chr(10))
+"""
+DRIVER = """\
+import json, statistics, subprocess, sys, time
+names = ["interpreter start", "numpy imported", "triton imported", "the kit imported",
+         "UR's start (ur.Session)", "the demo's own work (its kernels defined, programs from the cache, launches, "
+         "the check, the session closed)", "interpreter exit"]
+got = {n: [] for n in names}
+for _ in range(int(sys.argv[1])):
+    spawn = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", sys.argv[2]], capture_output=True, text=True)
+    reaped = time.perf_counter()
+    *t, ur_start, code = eval(p.stderr.strip().splitlines()[-1])
+    assert code == 0, p.stderr
+    parts = [t[0] - spawn, t[1] - t[0], t[2] - t[1], t[3] - t[2], ur_start, t[4] - t[3] - ur_start, reaped - t[4]]
+    for n, v in zip(names, parts):
+        got[n].append(v * 1e3)
+print(json.dumps({n: round(statistics.median(v), 1) for n, v in got.items()}))
+"""
+
+
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    result = subprocess.run(cmd, cwd=cwd, env=env or RUN_ENV, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"{shlex.join(cmd)} in {cwd} failed:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
@@ -103,7 +164,7 @@ def trace(checkout: Path, wrapper: Path, repeats: int) -> list[dict]:
     traces = []
     for _ in range(repeats):
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            env = {**os.environ, "BENCH_TRACE_OUT": out.name}
+            env = {**(RUN_ENV or os.environ), "BENCH_TRACE_OUT": out.name}
             wall, _ = run([sys.executable, str(wrapper), "demo-ur"], checkout, env)
             found = json.loads(Path(out.name).read_text())
             found["wall"] = wall
@@ -140,7 +201,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--traces", type=int, default=3, help="traced `invoke demo-ur` runs for the engine calls")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--phase-runs", type=int, default=7, help="demo runs in one container, timed by phase")
+    parser.add_argument("--as-is", action="store_true", help="keep PYTHONDONTWRITEBYTECODE if it is set here")
     args = parser.parse_args()
+    global RUN_ENV
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not args.as_is:
+        RUN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        print("note: PYTHONDONTWRITEBYTECODE is set here; the runs leave it out, as a user's shell does (--as-is)")
     checkout = args.checkout.resolve()
     invoke = [sys.executable, "-m", "invoke"]
     docker = os.environ.get("XPUKIT_DOCKER_CLI", "docker")
@@ -172,19 +239,26 @@ def main() -> None:
         wrapper = Path(tmp) / "timed_invoke.py"
         wrapper.write_text(WRAPPER)
         traces = trace(checkout, wrapper, args.traces)
-    host_imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tasks"], cwd=checkout,
+    host_imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tasks"], cwd=checkout, env=RUN_ENV,
                                   capture_output=True, text=True, check=True).stderr  # fmt: skip
     py = line.index(image) + 1
     in_image = [*line[:py], "python", "-X", "importtime", *line[py + 1 :]]
     container_imports = subprocess.run(in_image, capture_output=True, text=True, check=True).stderr
+    phases_line = [*line[:py], "python", "-c", DRIVER, str(args.phase_runs), PHASES]
+    phases = json.loads(subprocess.run(phases_line, capture_output=True, text=True, check=True).stdout)
 
     print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {platform.platform()}; "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end of the rounds")  # fmt: skip
     print(f"checkout: {checkout}; image {image}")
     print(f"rounds: {args.rounds}, alternating; median (min-max) in s")
-    floor = statistics.median(times["docker run --rm IMAGE true"])
+    floors = times["docker run --rm IMAGE true"]
+    floor = statistics.median(floors)
+    print("  (x the floor: ratio of the medians; per round: the median of each round's ratio to that round's floor,")
+    print("  which a load that drifts between rounds moves less)")
     for label, values in times.items():
-        print(f"  {label}: {median(values)}  = {statistics.median(values) / floor:.2f}x the floor")
+        per_round = statistics.median(v / f for v, f in zip(values, floors, strict=True))
+        print(f"  {label}: {median(values)}  = {statistics.median(values) / floor:.2f}x the floor, "
+              f"{per_round:.2f}x per round")  # fmt: skip
 
     print(f"\nengine calls, {len(traces)} traced `invoke demo-ur` runs (per run; times from process start, s)")
     for i, found in enumerate(traces):
@@ -209,11 +283,16 @@ def main() -> None:
     print("\nthe container's Python imports: the demo under -X importtime in the image, top imports (cumulative s)")
     for name, took in import_times(container_imports, 8):
         print(f"  {name}: {took:.3f}")
+    print(f"\nin one demo container, the demo run {args.phase_runs} times by phase (medians, ms; the phases sum to")
+    print("one run of the demo's python process, the container's own start and removal not included)")
+    for name, took in phases.items():
+        print(f"  {name}: {took:.1f}")
+    print(f"  sum: {sum(phases.values()):.1f}")
     print("\nthe demo's own timings (its last run in the rounds)")
     for key, value in demo_timings(demo_out).items():
         print(f"  {key}: {value}")
     if args.json:
-        args.json.write_text(json.dumps({"times": times, "traces": traces, "load": load}, indent=2))
+        args.json.write_text(json.dumps({"times": times, "traces": traces, "load": load, "phases": phases}, indent=2))
 
 
 def c_before(name: str) -> bool:
