@@ -7,7 +7,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from ctypes import POINTER, c_int, c_int64, c_void_p
-from typing import Any
+from typing import Any, Protocol
 
 from xpukit.runtime.ur.interop.arrays import (
     BF16,
@@ -26,6 +26,21 @@ from xpukit.runtime.ur.interop.arrays import (
 _EXPORTS: dict[int, tuple[Any, ...]] = {}  # manager_ctx -> (managed tensor, shape+strides, owner)
 _EXPORTS_LOCK = threading.Lock()
 _SERIAL = iter(range(1, 2**62))
+
+
+class DlpackOwner(Protocol):
+    """The memory a capsule lends (a USMAllocation): told when a consumer takes it and lets it go."""
+
+    def dlpack_taken(self) -> None: ...
+    def dlpack_released(self) -> None: ...
+
+
+class ExportingSession(Protocol):
+    """What an export uses of the memory's session (:class:`xpukit.runtime.ur.core.Session`)."""
+
+    @property
+    def sycl_queue(self) -> Any: ...  # a dpctl.SyclQueue, or None for a session over its own context
+    def synchronize(self) -> None: ...
 
 
 @DLDeleter
@@ -68,7 +83,7 @@ def _dl_dtype_of(dtype: Any) -> DLDataType:
     return DLDataType(code, dt.itemsize * 8, 1)
 
 
-def export_dlpack(owner: Any, address: int, dtype: Any, shape: tuple[int, ...], device_id: int) -> Any:
+def export_dlpack(owner: DlpackOwner, address: int, dtype: Any, shape: tuple[int, ...], device_id: int) -> Any:
     """A legacy DLPack capsule over ``address`` (C-contiguous ``shape`` of ``dtype``) on kDLOneAPI
     device ``device_id``. ``owner.dlpack_taken()`` now, ``owner.dlpack_released()`` when the
     consumer (or the unconsumed capsule) lets go."""
@@ -98,7 +113,7 @@ def export_dlpack(owner: Any, address: int, dtype: Any, shape: tuple[int, ...], 
         raise
 
 
-def dlpack_device(session: Any) -> tuple[int, int]:
+def dlpack_device(session: ExportingSession) -> tuple[int, int]:
     """The DLPack device of ``session``'s memory: kDLOneAPI and its SYCL device's id."""
     if session.sycl_queue is None:
         raise BufferError(
@@ -108,8 +123,15 @@ def dlpack_device(session: Any) -> tuple[int, int]:
     return KDL_ONEAPI, int(session.sycl_queue.sycl_device.get_device_id())
 
 
-def export(session: Any, owner: Any, address: int, dtype: Any, shape: tuple[int, ...], dl_device: Any,
-           copy: Any) -> Any:  # fmt: skip
+def export(
+    session: ExportingSession,
+    owner: DlpackOwner,
+    address: int,
+    dtype: Any,
+    shape: tuple[int, ...],
+    dl_device: Any,
+    copy: Any,
+) -> Any:
     """``__dlpack__`` of ``owner`` (a USMAllocation of ``session``): ``shape`` of ``dtype`` at ``address``."""
     device = dlpack_device(session)
     if copy:

@@ -30,11 +30,38 @@ import threading
 import weakref
 from collections.abc import Callable
 from ctypes import c_void_p
-from typing import Any
+from typing import Any, Protocol
 
 from xpukit.runtime.ur.interop.arrays import ForeignPointer, alloc_info, bad_argument, view_of
 from xpukit.runtime.ur.interop.memory import ARG_KINDS, HELD, WRAPPED, memory_kind
 from xpukit.runtime.ur.interop.sycl import sycl_queue_empty
+from xpukit.runtime.ur.launcher import AllocationTable
+from xpukit.runtime.ur.loader import UrLibrary
+
+
+class _Finishing(Protocol):
+    def finish(self) -> None: ...
+
+
+class ForeignSession(Protocol):
+    """What the foreign-memory state uses of its session (:class:`xpukit.runtime.ur.core.Session`,
+    which is above this floor and so is named by this interface)."""
+
+    @property
+    def lib(self) -> UrLibrary: ...
+    @property
+    def context_handle(self) -> Any: ...
+    @property
+    def device_handle(self) -> Any: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def allocations(self) -> AllocationTable: ...
+    @property
+    def queue(self) -> _Finishing: ...
+    @property
+    def sycl_queue(self) -> Any: ...  # a dpctl.SyclQueue, or None
+    def check_open(self) -> None: ...
 
 
 class Lease:
@@ -63,7 +90,7 @@ class ForeignState:
         "session", "settled_launches",
     )  # fmt: skip
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: ForeignSession) -> None:
         self.session = session
         self.lock = threading.RLock()  # a collected array's weak reference may release inside a locked region
         self.lent: dict[int, int] = {}  # allocation base -> holders (bases the kit did not allocate)
