@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ def build_targets(
     builds_may_run()  # an earlier run in this process may have been interrupted
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     builds: list[TargetBuild] = []
-    futures = []
+    futures: list[Future[None]] = []
     try:
         for group in ordered:
             first = group[0]
