@@ -8,6 +8,8 @@ the per-round ratios, ratio_of_fastest = fastest round over fastest round:
   scale_wait       the same, then the queue's finish
   many_args        a kernel of 5 pointers + 9 scalars + 5 constexprs that does no work
   scale_varying    scale with n alternating between two values of one specialization
+  scale_varying_keys  scale with n alternating between n and the next multiple of 16 (two
+                   specializations, n % 16 == 0 being one: each call's key differs from the last's)
   direct           the compiled kernel's own launch: TritonKernel(...).bind(session).launch(grid, ...)
   direct_wait      the same, then the queue's finish
   launcher_only    the compiled kernel's launcher called directly (no Python frame of xpukit's):
@@ -78,7 +80,8 @@ def main() -> int:
     n, n2 = args.n, args.n + 1  # n2: same specialization (neither 1 nor a multiple of 16)
     if n % 16 == 0 or n2 % 16 == 0 or 1 in (n, n2):
         ap.error("--n and --n + 1 must be neither 1 nor multiples of 16 (one specialization)")
-    x = np.random.default_rng(0).standard_normal(n2, dtype=np.float32)
+    n16 = -(-n // 16) * 16  # the same grid as n (BLOCK is a multiple of 16), another specialization
+    x = np.random.default_rng(0).standard_normal(n16, dtype=np.float32)
     with tempfile.TemporaryDirectory() as td, ur.Session("cpu") as s:
         tmp = Path(td)
         cl, ctx, q, _ = pyopencl_on(s.lib.cpu_runtime, tmp)
@@ -109,6 +112,7 @@ def main() -> int:
             cl_ptrs = [by] * 5
             ints, floats = [1 + 2 * i for i in range(5)], [0.5 * i for i in range(4)]
             flip, flip_cl = [n, n2], [n, n2]
+            flip16, flip16_cl = [n, n16], [n, n16]
 
             def x_scale():
                 scale[grid](dx, dy, 2.0, n, BLOCK=BLOCK)
@@ -116,6 +120,10 @@ def main() -> int:
             def x_varying():
                 flip.reverse()
                 scale[grid](dx, dy, 2.0, flip[0], BLOCK=BLOCK)
+
+            def x_varying_keys():
+                flip16.reverse()
+                scale[grid](dx, dy, 2.0, flip16[0], BLOCK=BLOCK)
 
             def x_many():
                 many_args[(4,)](*ptrs, *ints, *floats, **consts)
@@ -141,6 +149,10 @@ def main() -> int:
                 flip_cl.reverse()
                 knl(q, (gx, gy, gz), local, bx, by, 2.0, flip_cl[0])
 
+            def cl_varying_keys():
+                flip16_cl.reverse()
+                knl(q, (gx, gy, gz), local, bx, by, 2.0, flip16_cl[0])
+
             def cl_many():
                 many_knl(q, (mgx, mgy, mgz), mlocal, *cl_ptrs, *ints, *floats)
 
@@ -149,6 +161,7 @@ def main() -> int:
                 "scale_wait": (x_scale, cl_scale, (s.queue.finish, q.finish)),
                 "many_args": (x_many, cl_many, None),
                 "scale_varying": (x_varying, cl_varying, None),
+                "scale_varying_keys": (x_varying_keys, cl_varying_keys, None),
                 "direct": (x_direct, cl_scale, None),
                 "direct_wait": (x_direct, cl_scale, (s.queue.finish, q.finish)),
                 "launcher_only": (x_floor, cl_scale, None),
@@ -187,6 +200,7 @@ def main() -> int:
     targets = {
         "scale": 1.5,
         "scale_varying": 1.5,
+        "scale_varying_keys": 1.5,
         "many_args": 1.5,
         "direct": 1.2,
         "direct_wait": 1.3,

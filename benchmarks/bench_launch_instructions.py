@@ -14,6 +14,10 @@ Cases (the kernels and arguments of bench_launch.py):
   many_launcher   the same kernel's launcher called directly (no xpukit Python frame): the floor
   cl_many         pyopencl's fast path on the same SPIR-V: knl(queue, G, L, *args)
   scale, cl_scale kernel[grid](x, y, 2.0, n, BLOCK=1024) and pyopencl's call
+  scale_varying, cl_scale_varying  the same with n alternating between 1000 and 1001 (one
+                  specialization: bench_launch.py's scale_varying)
+  scale_varying_keys, cl_scale_varying_keys  n alternating between 1000 and 1008 (n % 16 == 0 is
+                  another specialization: each call's key differs from the last one's)
   none            an empty call: the loop
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_launch_instructions.py [--valgrind valgrind] [--json F]
@@ -42,8 +46,25 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from benchmarks.common import callgrind_calls  # noqa: E402
 
-CASES = ("none", "many", "many_launcher", "cl_many", "scale", "cl_scale")
-PAIRS = (("many", "cl_many"), ("many_launcher", "cl_many"), ("scale", "cl_scale"))
+CASES = (
+    "none",
+    "many",
+    "many_launcher",
+    "cl_many",
+    "scale",
+    "cl_scale",
+    "scale_varying",
+    "cl_scale_varying",
+    "scale_varying_keys",
+    "cl_scale_varying_keys",
+)
+PAIRS = (
+    ("many", "cl_many"),
+    ("many_launcher", "cl_many"),
+    ("scale", "cl_scale"),
+    ("scale_varying", "cl_scale_varying"),
+    ("scale_varying_keys", "cl_scale_varying_keys"),
+)
 
 
 def child(case: str, calls: int) -> None:
@@ -59,7 +80,7 @@ def child(case: str, calls: int) -> None:
     from xpukit.runtime.ur.objects import DeviceArray
 
     n = 1000
-    x = np.ones(n + 1, dtype=np.float32)
+    x = np.ones(n + 16, dtype=np.float32)  # room for the varying cases' n + 8
     with tempfile.TemporaryDirectory() as td, ur.Session("cpu") as s:
         cl, ctx, q, _ = pyopencl_on(s.lib.cpu_runtime, Path(td))
         sig = "x_ptr:*fp32,y_ptr:*fp32,a:fp32,n:i32"
@@ -67,6 +88,8 @@ def child(case: str, calls: int) -> None:
         many_sig += "," + ",".join(f"f{i}:fp32" for i in range(4))
         consts = {f"C{i}": i + 2 for i in range(5)}
         grid = (1,)
+        # the varying cases: n alternates, in one specialization or between two (1008 % 16 == 0)
+        flip = [n, n + 8] if case.endswith("_keys") else [n, n + 1]
         with (
             activate(s, driver=URDriver()),
             s.from_numpy(x) as ax,
@@ -93,14 +116,20 @@ def child(case: str, calls: int) -> None:
 
                     def f():
                         knl(q, (gx, gy, gz), local, *cl_ptrs, *ints, *floats)
-            elif case == "cl_scale":
+            elif case.startswith("cl_scale"):
                 bound = TritonKernel(scale, sig, {"BLOCK": BLOCK}).bind(s)
                 knl = cl.Kernel(cl.Program(ctx, bound.artifact.spirv).build(), bound.artifact.name)
                 knl.set_scalar_arg_dtypes([None, None, np.float32, np.int32])
                 (gx, gy, gz), local = bound.abi.nd_range(grid)
+                if case == "cl_scale":
 
-                def f():
-                    knl(q, (gx, gy, gz), local, bx, by, 2.0, n)
+                    def f():
+                        knl(q, (gx, gy, gz), local, bx, by, 2.0, n)
+                else:
+
+                    def f():
+                        flip.reverse()
+                        knl(q, (gx, gy, gz), local, bx, by, 2.0, flip[0])
             elif case == "many":
 
                 def f():
@@ -109,6 +138,11 @@ def child(case: str, calls: int) -> None:
 
                 def f():
                     scale[grid](dx, dy, 2.0, n, BLOCK=BLOCK)
+            elif case in ("scale_varying", "scale_varying_keys"):
+
+                def f():
+                    flip.reverse()
+                    scale[grid](dx, dy, 2.0, flip[0], BLOCK=BLOCK)
             else:
 
                 def f():
