@@ -172,6 +172,27 @@ def test_a_new_specialization_misses_and_compiles(rig):
     np.testing.assert_array_equal(got[:16], np.arange(16, dtype=np.float32) * 2)
 
 
+def test_a_hit_left_by_a_closed_session_is_taken_over(rig, monkeypatch):
+    """Another session launched a signature this one had recorded (the table's hit names it), then
+    closed: this session's next call takes Triton's run once, takes the hit back, and hits after."""
+    s, drv, x, y = rig
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    axpy[(1,)](dx, dy, 3.0, 5, BLOCK=N)
+    with ur_session_or_skip("cpu") as other, activate(other, driver=drv):
+        ox = other.from_numpy(np.ones(N, np.float32))
+        axpy[(1,)](DeviceArray(ox, np.float32), DeviceArray(ox, np.float32), 3.0, 5, BLOCK=N)
+        other.finish()
+        ox.close()
+    doors: list[object] = []
+    run = axpy.run
+    monkeypatch.setitem(vars(axpy), "run", lambda *a, **k: doors.append(a) or run(*a, **k))
+    for _ in range(3):
+        axpy[(1,)](dx, dy, 3.0, 5, BLOCK=N)
+    s.finish()
+    assert len(doors) == 1
+    np.testing.assert_array_equal(y.to_numpy(np.float32)[:5], 3 * np.arange(5, dtype=np.float32) + np.arange(5))
+
+
 def test_kernel_getitem_after_activate_ends(rig):
     _s0, drv, _x, _y = rig
     with ur_session_or_skip("cpu") as s:

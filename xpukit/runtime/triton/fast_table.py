@@ -300,6 +300,11 @@ def make_fast_run(original: Callable[..., Any]) -> Callable[..., Any]:
             if key is not None and kernel is not None:
                 table.record(act.table_key, key, kernel, args, kwargs, session)
             return kernel
+        hit = table.hits.get((act.table_key, key))
+        if hit is not None and hit.session is not session and hit.session.closed:
+            # kernel[grid]'s hit names a session closed since: this one takes it over (else every
+            # call of this signature would come through here)
+            table.record(act.table_key, key, entry.kernel, args, kwargs, session)
         if callable(grid):
             grid = grid(entry.meta(args, kwargs))
         queue = act.stream.queue.raw_handle
