@@ -172,6 +172,40 @@ def test_a_new_specialization_misses_and_compiles(rig):
     np.testing.assert_array_equal(got[:16], np.arange(16, dtype=np.float32) * 2)
 
 
+@pytest.mark.parametrize("dispatch_compiled", [True, False])
+def test_alternating_specializations_hit_with_their_own_kernel(rig, dispatch_compiled, monkeypatch):
+    """n alternating between specializations (n % 16 == 0, n == 1, neither) and BLOCK between two
+    values, every call's key unlike the last one's: once each is recorded, no call takes Triton's
+    run and each launches its own specialization's kernel, whether the compiled Dispatch finds it
+    among its last four hits (the first four calls) or in the table (all five: each evicts one)."""
+    s, drv, x, y = rig
+    d = fast_table.dispatch_for(axpy, dispatch_compiled)
+    dx, dy = DeviceArray(x, np.float32), DeviceArray(y, np.float32)
+    calls = [(48, N), (7, N), (1, N), (33, 32), (48, 32)]
+    for n, block in calls:  # recorded (or already in the table)
+        d[(triton.cdiv(N, block),)](dx, dy, 2.0, n, BLOCK=block)
+    s.finish()
+    doors: list[object] = []
+    run = axpy.run
+    # on the instance, removed afterwards (activate() swaps JITFunction.run on the class)
+    monkeypatch.setitem(vars(axpy), "run", lambda *a, **k: doors.append(a) or run(*a, **k))
+    launches = drv.stats.launches
+    base = 2 * np.arange(N, dtype=np.float32) + np.arange(N, dtype=np.float32)
+    for seq in (calls[:4], calls):
+        for n, block in seq * 3:
+            y.copy_from(np.full(N, -1, np.float32))
+            d[(triton.cdiv(N, block),)](dx, dy, 2.0, n, BLOCK=block)
+            s.finish()
+            got = y.to_numpy(np.float32)
+            np.testing.assert_array_equal(got[:n], base[:n], err_msg=f"n={n} BLOCK={block}")
+            assert (got[n:] == -1).all(), (n, block)
+    assert drv.stats.launches - launches == 3 * (4 + len(calls))
+    assert not doors
+    block = 8 if dispatch_compiled else 4  # a key never seen: Triton's run, as counted here
+    d[(triton.cdiv(N, block),)](dx, dy, 2.0, 7, BLOCK=block)
+    assert len(doors) == 1
+
+
 def test_a_hit_left_by_a_closed_session_is_taken_over(rig, monkeypatch):
     """Another session launched a signature this one had recorded (the table's hit names it), then
     closed: this session's next call takes Triton's run once, takes the hit back, and hits after."""

@@ -12,14 +12,17 @@
  * dict (table_key, fast_key) -> Hit (xpukit/runtime/triton/seam.py, whose field positions bind()
  * hands over), filled by the Python door when Triton's own run has compiled and launched; current: the ContextVar of the active
  * session record. d[grid] gives a GridCall; calling it launches. */
+#define MEMO 4
+
 typedef struct {
     PyObject_HEAD
     PyObject *fn, *hits, *modes, *current, *ck;
     /* the last activation seen, and what the call reads from it (refreshed when it changes) */
     PyObject *act, *session, *stream, *table_key, *stats, *alloc;
-    /* the last key that hit, its table key and its entry: a repeated call is matched against it
-     * without building a key; forget() (called when the table records) drops it */
-    PyObject *last_key, *last_table_key, *last_hit;
+    /* the last MEMO keys that hit, their table keys and entries, the latest first: a call is
+     * matched against them without building a key (a call whose n alternates between two
+     * specializations hits too); forget() (called when the table records) drops them */
+    PyObject *memo_key[MEMO], *memo_table_key[MEMO], *memo_hit[MEMO];
     PyObject *last_call; /* the GridCall made for the last grid object: reused while the same object comes */
     /* the last hit's argument positions (a tuple of ints) read into C: valid while idx_owner is
      * that same tuple object (held, so never another object at the same address) */
@@ -44,10 +47,23 @@ static int dispatch_traverse(Dispatch *d, visitproc visit, void *arg) {
     Py_VISIT(d->session);
     Py_VISIT(d->stream);
     Py_VISIT(d->stats);
-    Py_VISIT(d->last_key);
-    Py_VISIT(d->last_hit);
+    for (int j = 0; j < MEMO; j++) {
+        Py_VISIT(d->memo_key[j]);
+        Py_VISIT(d->memo_table_key[j]);
+        Py_VISIT(d->memo_hit[j]);
+    }
     Py_VISIT(d->last_call);
     return 0;
+}
+
+/* The memo emptied at once, then its references let go (which may run Python code). */
+static void memo_clear(Dispatch *d) {
+    PyObject *held[3 * MEMO];
+    for (int j = 0; j < MEMO; j++) {
+        held[3 * j] = d->memo_key[j], held[3 * j + 1] = d->memo_table_key[j], held[3 * j + 2] = d->memo_hit[j];
+        d->memo_key[j] = d->memo_table_key[j] = d->memo_hit[j] = NULL;
+    }
+    for (int j = 0; j < 3 * MEMO; j++) Py_XDECREF(held[j]);
 }
 
 static int dispatch_clear(Dispatch *d) {
@@ -62,9 +78,7 @@ static int dispatch_clear(Dispatch *d) {
     Py_CLEAR(d->table_key);
     Py_CLEAR(d->stats);
     Py_CLEAR(d->alloc);
-    Py_CLEAR(d->last_key);
-    Py_CLEAR(d->last_table_key);
-    Py_CLEAR(d->last_hit);
+    memo_clear(d);
     Py_CLEAR(d->last_call);
     Py_CLEAR(d->idx_owner);
     return 0;
@@ -218,27 +232,53 @@ static int call_activation(grid_call *c) {
     return STEP_OK;
 }
 
-/* The last hit, when the call matches its key (the values read kept in pre): 1, else 0. */
-static int match_last(grid_call *c) {
-    Dispatch *d = c->d;
-    PyObject *last_key = d->last_key, *last_hit = d->last_hit;
-    if (!last_key || !last_hit || d->last_table_key != c->table_key) return 0;
-    /* held: matching may run Python code (a .ptr property), and another thread may replace them */
-    Py_INCREF(last_key);
-    Py_INCREF(last_hit);
-    if (key_matches(last_key, c->args, c->kwargs, d->modes, c->alloc, c->pre) && PyTuple_Check(last_hit) &&
-        PyTuple_GET_SIZE(last_hit) >= hit_len && HIT(last_hit, SESSION) == c->session) {
-        c->hit = last_hit;
-        c->have_pre = 1;
-    } else {
-        Py_DECREF(last_hit);
+/* The memo's entry j moved to the front (the others keep their order): pointers only, no Python code. */
+static void memo_promote(Dispatch *d, int j) {
+    PyObject *k = d->memo_key[j], *t = d->memo_table_key[j], *h = d->memo_hit[j];
+    for (; j > 0; j--) {
+        d->memo_key[j] = d->memo_key[j - 1];
+        d->memo_table_key[j] = d->memo_table_key[j - 1];
+        d->memo_hit[j] = d->memo_hit[j - 1];
     }
-    Py_DECREF(last_key);
-    if (PyErr_Occurred()) PyErr_Clear();
-    return c->hit != NULL;
+    d->memo_key[0] = k, d->memo_table_key[0] = t, d->memo_hit[0] = h;
 }
 
-/* The call's key looked up in the table (and remembered as the last hit when found). */
+/* A new hit at the memo's front (the references taken), the oldest let go once the memo is whole. */
+static void memo_push(Dispatch *d, PyObject *table_key, PyObject *key, PyObject *hit) {
+    PyObject *k = d->memo_key[MEMO - 1], *t = d->memo_table_key[MEMO - 1], *h = d->memo_hit[MEMO - 1];
+    d->memo_key[MEMO - 1] = key, d->memo_table_key[MEMO - 1] = table_key, d->memo_hit[MEMO - 1] = hit;
+    memo_promote(d, MEMO - 1);
+    Py_XDECREF(k); /* may run Python code: the memo is whole again by now */
+    Py_XDECREF(t);
+    Py_XDECREF(h);
+}
+
+/* A recent hit whose key the call matches (the values read kept in pre): 1, else 0. */
+static int match_memo(grid_call *c) {
+    Dispatch *d = c->d;
+    for (int j = 0; j < MEMO; j++) {
+        PyObject *key = d->memo_key[j], *hit = d->memo_hit[j];
+        if (!key || !hit || d->memo_table_key[j] != c->table_key) continue;
+        /* held: matching may run Python code (a .ptr property), and another thread may replace them */
+        Py_INCREF(key);
+        Py_INCREF(hit);
+        int ok = key_matches(key, c->args, c->kwargs, d->modes, c->alloc, c->pre) && PyTuple_Check(hit) &&
+                 PyTuple_GET_SIZE(hit) >= hit_len && HIT(hit, SESSION) == c->session;
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (ok) {
+            c->hit = hit;
+            c->have_pre = 1;
+            if (j && d->memo_key[j] == key && d->memo_hit[j] == hit) memo_promote(d, j);
+            Py_DECREF(key);
+            return 1;
+        }
+        Py_DECREF(hit);
+        Py_DECREF(key);
+    }
+    return 0;
+}
+
+/* The call's key looked up in the table (and remembered at the memo's front when found). */
 static int lookup_hit(grid_call *c) {
     Dispatch *d = c->d;
     PyObject *fk_args[4] = {c->args, c->kwargs ? c->kwargs : Py_None, d->modes, (PyObject *)c->alloc};
@@ -260,18 +300,14 @@ static int lookup_hit(grid_call *c) {
         return PyErr_Occurred() ? STEP_ERROR : STEP_DOOR;
     }
     c->hit = Py_NewRef(hit);
-    Py_INCREF(c->table_key);
-    Py_XSETREF(d->last_table_key, c->table_key);
-    Py_XSETREF(d->last_key, key);
-    Py_INCREF(hit);
-    Py_XSETREF(d->last_hit, hit);
+    memo_push(d, Py_NewRef(c->table_key), key, Py_NewRef(hit));
     return STEP_OK;
 }
 
-/* The recorded entry for this call: the last hit, else the table's; this session's, or the door
+/* The recorded entry for this call: a recent hit, else the table's; this session's, or the door
  * (an argument the key does not cover, any memory that is not the kit's among them, has no key). */
 static int find_hit(grid_call *c) {
-    if (!match_last(c)) {
+    if (!match_memo(c)) {
         int rc = lookup_hit(c);
         if (rc != STEP_OK) return rc;
     }
@@ -463,9 +499,7 @@ static PyObject *dispatch_getitem(Dispatch *d, PyObject *grid) {
 
 static PyObject *dispatch_forget(Dispatch *d, PyObject *unused) {
     (void)unused;
-    Py_CLEAR(d->last_key);
-    Py_CLEAR(d->last_table_key);
-    Py_CLEAR(d->last_hit);
+    memo_clear(d);
     Py_RETURN_NONE;
 }
 

@@ -166,13 +166,18 @@ static int long_is(PyObject *k, long want) {
     return v == want;
 }
 
-/* pre (or NULL): one per positional argument, what the match read (zeroed first; see pre_t). */
+/* pre (or NULL): one per positional argument, what the match read (zeroed first; see pre_t).
+ * Memory arguments are compared last: a call whose n changed its specialization (n % 16, n == 1)
+ * fails on the number, before any address (a .ptr may be Python code) is read, so trying a few
+ * recorded keys costs little (the Dispatch keeps its last hits). */
 int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes_bytes, AllocTable *table,
                        pre_t *pre) {
     const char *modes = PyBytes_AS_STRING(modes_bytes);
     Py_ssize_t n = PyTuple_GET_SIZE(args), nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
     if (n > PyBytes_GET_SIZE(modes_bytes) || PyTuple_GET_SIZE(key) != n + 3 * nkw || n > MAX_PARAMS) return 0;
     if (pre) memset(pre, 0, n * sizeof *pre);
+    unsigned short memory[MAX_PARAMS]; /* the memory arguments' positions */
+    Py_ssize_t nmemory = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = PyTuple_GET_ITEM(args, i), *k = PyTuple_GET_ITEM(key, i);
         PyTypeObject *t = Py_TYPE(o);
@@ -194,20 +199,28 @@ int key_matches(PyObject *key, PyObject *args, PyObject *kwargs, PyObject *modes
             if (!long_is(k, 17)) return 0;
         } else if (o == Py_None) {
             if (!long_is(k, 18)) return 0;
+        } else if (PyTuple_CheckExact(k) ? PyTuple_GET_SIZE(k) == 3 && PyTuple_GET_ITEM(k, 0) == (PyObject *)t
+                                         : PyLong_CheckExact(k)) {
+            memory[nmemory++] = i; /* typed memory's element names its type, untyped memory's is a number */
         } else {
-            uint64_t addr;
-            if (!memory_key_addr(o, &addr, pre ? &pre[i] : NULL)) return 0;
-            int div16 = mode == 's' ? (addr % 16 == 0) : 0;
-            PyObject *dtype = ur->dtype_of(o);
-            if (!dtype) {
-                if (!long_is(k, 32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3))) return 0;
-                continue;
-            }
-            int ok = PyTuple_CheckExact(k) && PyTuple_GET_SIZE(k) == 3 && PyTuple_GET_ITEM(k, 0) == (PyObject *)t &&
-                     long_is(PyTuple_GET_ITEM(k, 2), 64 | (div16 << 3)) && same_value(PyTuple_GET_ITEM(k, 1), dtype);
-            Py_DECREF(dtype);
-            if (!ok) return 0;
+            return 0;
         }
+    }
+    for (Py_ssize_t m = 0; m < nmemory; m++) {
+        Py_ssize_t i = memory[m];
+        PyObject *o = PyTuple_GET_ITEM(args, i), *k = PyTuple_GET_ITEM(key, i);
+        uint64_t addr;
+        if (!memory_key_addr(o, &addr, pre ? &pre[i] : NULL)) return 0;
+        int div16 = modes[i] == 's' ? (addr % 16 == 0) : 0;
+        PyObject *dtype = ur->dtype_of(o);
+        if (!dtype) {
+            if (!long_is(k, 32 | ((addr >= 0x8000000000000000ULL) << 1) | (div16 << 3))) return 0;
+            continue;
+        }
+        int ok = PyTuple_CheckExact(k) && PyTuple_GET_SIZE(k) == 3 && PyTuple_GET_ITEM(k, 0) == (PyObject *)Py_TYPE(o) &&
+                 long_is(PyTuple_GET_ITEM(k, 2), 64 | (div16 << 3)) && same_value(PyTuple_GET_ITEM(k, 1), dtype);
+        Py_DECREF(dtype);
+        if (!ok) return 0;
     }
     if (nkw) {
         Py_ssize_t pos = 0, j = n;
