@@ -89,7 +89,7 @@ RUN_ENV: dict[str, str] | None = None
 PHASES = """\
 import time, sys
 t = [time.perf_counter()]
-demo = "/workspace/examples/xpu_triton_ur.py"
+demo = DEMO_PATH  # the demo's path in the container, from its own `docker run` line
 sys.argv = [demo]
 import os; os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy
@@ -244,7 +244,8 @@ def main() -> None:
     py = line.index(image) + 1
     in_image = [*line[:py], "python", "-X", "importtime", *line[py + 1 :]]
     container_imports = subprocess.run(in_image, capture_output=True, text=True, check=True).stderr
-    phases_line = [*line[:py], "python", "-c", DRIVER, str(args.phase_runs), PHASES]
+    phases_code = PHASES.replace("DEMO_PATH", repr(line[py + 1]))
+    phases_line = [*line[:py], "python", "-c", DRIVER, str(args.phase_runs), phases_code]
     phases = json.loads(subprocess.run(phases_line, capture_output=True, text=True, check=True).stdout)
 
     print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {platform.platform()}; "

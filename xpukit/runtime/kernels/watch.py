@@ -111,13 +111,13 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
                 saved.set()
 
     observer = Observer()
-    observer.schedule(OnSave(), str(file.parent), recursive=False)
-    observer.start()
-    # The address only once the observer watches: a save right after it appears is not missed.
-    print(f"xpukit: watching {file}: http://{HOST}:{server.port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
     missing = False
     saves = 0  # the saves compiled so far
-    try:
+    try:  # from here a stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the watch as "stopped", exit 0
+        observer.schedule(OnSave(), str(file.parent), recursive=False)
+        observer.start()
+        # The address only once the observer watches: a save right after it appears is not missed.
+        print(f"xpukit: watching {file}: http://{HOST}:{server.port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
         while True:
             saved.wait()
             time.sleep(_DEBOUNCE_S)
@@ -158,4 +158,5 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     finally:
         observer.stop()
         server.stop()
-        observer.join(timeout=2)
+        if observer.is_alive():
+            observer.join(timeout=2)
