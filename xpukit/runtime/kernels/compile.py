@@ -91,7 +91,7 @@ class TargetBuild:
 @dataclasses.dataclass
 class _Outcome:
     retried: bool  # the build retried at 256 GRF (the pinned rule: it spilled at 128)
-    seconds: float  # ocloc, disasm and what ``on_built`` did with the zebin, wall time
+    seconds: float  # ocloc and disasm, wall time
 
 
 class NativeMemory:
@@ -161,9 +161,10 @@ def build_targets(
     ``error``; the others are still built. The builds are the ones a serial run gives (a test).
     ``memory``: what earlier builds learnt (default: this process's ``NATIVE_MEMORY``); ``divisible``:
     the arguments compiled with ``tt.divisibility = 16`` (``specialization.Specialization``);
-    ``on_built``: called with each target's build as soon as its ocloc is done, in the worker that
-    built it (what a report does with a zebin overlaps the builds still running)."""
+    ``on_built``: called with each target's build as soon as its ocloc is done, one build at a time
+    in a thread of its own (what a report does with a zebin overlaps the builds still running)."""
     known = memory if memory is not None else NATIVE_MEMORY
+    workers = max(1, min(len(presets), os.cpu_count() or 1))
     groups: dict[tuple[Any, ...], list[str]] = {}
     for target, preset in presets.items():
         groups.setdefault(preset.codegen_key(), []).append(target)
@@ -209,14 +210,18 @@ def build_targets(
         except XpukitError as exc:
             build.error = exc
 
+    # What ``on_built`` does with a zebin (Python, holding the GIL) runs in one thread of its own, so
+    # a worker starts its next ocloc at once: two workers analysing at the same time would share the
+    # GIL while no ocloc runs on either core.
+    rows = ThreadPoolExecutor(max_workers=1) if on_built is not None and workers > 1 else None
+    analysed: list[Future[None]] = []
+
     def native_then(build: TargetBuild) -> None:
-        started = time.monotonic()
         native(build)
-        if on_built is not None:
+        if rows is not None and on_built is not None:
+            analysed.append(rows.submit(on_built, build))
+        elif on_built is not None:
             on_built(build)
-            last = known.history.get(history_key(build))
-            if last is not None and not build.reused:  # the whole job orders the next run's builds
-                known.history[history_key(build)] = dataclasses.replace(last, seconds=time.monotonic() - started)
 
     # Every pool task builds whichever waiting target took longest last time, so the workers go
     # longest first across groups: a group's short builds, queued first, do not hold back the long
@@ -230,7 +235,6 @@ def build_targets(
         native_then(build)
 
     ordered = sorted(groups.values(), key=lambda g: -sum(expected_seconds(t) for t in g))  # stable
-    workers = max(1, min(len(presets), os.cpu_count() or 1))
     builds_may_run()  # an earlier run in this process may have been interrupted
     pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     builds: list[TargetBuild] = []
@@ -256,12 +260,18 @@ def build_targets(
                     futures.append(pool.submit(build_longest_waiting))
         for future in futures:
             future.result()
+        for future in analysed:  # every build is done: nothing appends to it any more
+            future.result()
     except BaseException:
         stop_builds()  # an interrupt reaches this thread only: kill the workers' ocloc runs
+        if rows is not None:
+            rows.shutdown(wait=False, cancel_futures=True)
         raise
     finally:
         if pool is not None:
             pool.shutdown(wait=True)
+        if rows is not None:
+            rows.shutdown(wait=True)
     order = {t: i for i, t in enumerate(presets)}
     builds.sort(key=lambda b: order[b.target])  # the order the user gave
     return builds
