@@ -307,6 +307,12 @@ def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _text(text: str) -> str:
+    """``text`` escaped as an element's content (no quotes to escape there): the ISA's tens of
+    thousands of instructions on an eleven-family page."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _overview(report: Report, label: str, present: list[str], changes: dict[Any, str]) -> Iterator[str]:
     kernel_file = _source(report)[0]
     yield '<table class="lines overview"><thead><tr><th>line</th><th>source</th>'
@@ -402,7 +408,7 @@ def _program_order(report: Report, row: Row) -> Iterator[str]:
     kernel_file = _source(report)[0]
     listing = []
     for entry in row.lines or []:
-        where = _where((entry.file, entry.line), kernel_file)
+        where = _e(_where((entry.file, entry.line), kernel_file))  # escaped once for its instructions
         before = entry.live.bytes if entry.live else []
         for i, (pc, text) in enumerate(entry.asm):
             depth = entry.loop_depth[i] if i < len(entry.loop_depth) else 0
@@ -431,8 +437,8 @@ def _program_order(report: Report, row: Row) -> Iterator[str]:
             yield f'<tr class="loop"><td colspan="4">{_e(head)}</td></tr>'
         cls = ' class="in-loop"' if depth else ""
         shown = "" if live is None else str(live)
-        yield f'<tr{cls} data-line="{_e(where)}"><td class="n pc">{pc:06x}</td><td class="n">{_e(where)}</td>'
-        yield f'<td class="n">{shown}</td><td>{_e(text)}</td></tr>'
+        yield f'<tr{cls} data-line="{where}"><td class="n pc">{pc:06x}</td><td class="n">{where}</td>'
+        yield f'<td class="n">{shown}</td><td>{_text(text)}</td></tr>'
     for remaining in ends.values():
         for loop in remaining:
             yield f'<tr class="loop"><td colspan="4">end of loop (depth {loop.depth})</td></tr>'
