@@ -59,19 +59,38 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def edited(source: str, n: int) -> str:
+    """examples/matmul.py with an edit no earlier one made (the constant the accumulator starts
+    from): new SPIR-V, so Triton and every family's ocloc build again."""
+    changed = source.replace("dtype=tl.float32)\n", f"dtype=tl.float32) + {n}.0\n", 1)
+    if changed == source:
+        raise SystemExit("bench_kernel_lines: examples/matmul.py no longer has the line the edit changes")
+    return changed
+
+
 def cpu_floor(targets: str = SEVEN) -> None:
-    """One build of ``targets`` after an edit (new SPIR-V, nothing reused): wall time against the CPU
-    seconds it needs (this process and its ocloc children); CPU / cores is the floor any schedule
-    has on this machine."""
+    """One build of ``targets`` after an edit, as a watch's save makes it (Triton compiles the new
+    SPIR-V; nothing is reused): wall time against the CPU seconds it needs (this process and its
+    ocloc children); CPU / cores is the floor any schedule has on this machine."""
     from tests.support.reports import report_of as build_report
     from xpukit.runtime.kernels import compile as compile_module
 
-    kernel = str(ROOT / "examples" / "matmul.py:matmul_kernel")
-    build_report(kernel, [targets], [SMALL], lines=True)  # Triton imported, history learnt
-    compile_module.NATIVE_MEMORY.results.clear()  # as after an edit: every family built again
-    wall, cpu = time.perf_counter(), _cpu_seconds()
-    build_report(kernel, [targets], [SMALL], lines=True, fresh=True)
-    wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
+    work = Path(tempfile.mkdtemp(prefix="xpukit-bench-floor-"))
+    try:
+        source = (ROOT / "examples" / "matmul.py").read_text()
+        copy = work / "matmul.py"
+        copy.write_text(source)
+        kernel = f"{copy}:matmul_kernel"
+        build_report(kernel, [targets], [SMALL], lines=True)  # Triton imported, history learnt
+        copy.write_text(edited(source, 1000 + len(targets)))  # unlike any save the watch makes
+        reused = compile_module.NATIVE_MEMORY.counts["reused"]
+        wall, cpu = time.perf_counter(), _cpu_seconds()
+        build_report(kernel, [targets], [SMALL], lines=True, fresh=True)
+        wall, cpu = time.perf_counter() - wall, _cpu_seconds() - cpu
+        if compile_module.NATIVE_MEMORY.counts["reused"] != reused:
+            raise SystemExit("bench_kernel_lines: the floor's rebuild reused a zebin: the edit did not change the code")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     cores = os.cpu_count() or 1
     print(f"{targets} {SMALL}: wall {wall:.2f} s, CPU {cpu:.2f} s; floor on {cores} cores {cpu / cores:.2f} s")
 
@@ -195,8 +214,7 @@ def watch_latency(targets: str, configs: list[str], saves: int, codes: dict[str,
     try:
         for n in range(saves):
             for label, server in servers.items():
-                edited = server.original.replace("dtype=tl.float32)\n", f"dtype=tl.float32) + {n + 1}.0\n", 1)
-                took, line = server.save(edited)
+                took, line = server.save(edited(server.original, n + 1))
                 if "reused" in line:  # the server counts the zebins it did not build again
                     raise SystemExit(f"{label}: a timed save reused a zebin, the edit did not change the code: {line}")
                 times[label].append(took)
