@@ -418,6 +418,17 @@ def test_probe_without_json(tmp_path):
     assert p.startswith("FAIL") and "exited 1" in p and code == 1
 
 
+def test_probe_killed_by_a_signal_says_so(tmp_path):
+    """A probe container ended by SIGKILL (docker kill, the OOM killer) or a crash is one line naming
+    the signal, not "exited 137 without a report"."""
+    code, lines = run(make_host(tmp_path, []), "img", runner=FakeRunner(stdout="", code=137))
+    (p,) = lines_for(lines, "probe")
+    assert p.startswith("FAIL") and "SIGKILL" in p and "out of memory" in p and code == 1
+    code, lines = run(make_host(tmp_path, []), "img", runner=FakeRunner(stdout="", code=139))
+    (p,) = lines_for(lines, "probe")
+    assert p.startswith("FAIL") and "crashed" in p and "SIGSEGV" in p and code == 1
+
+
 def test_sdk_runner_maps_a_missing_image():
     docker = pytest.importorskip("docker")
 

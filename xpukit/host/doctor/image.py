@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from xpukit.host import processes
 from xpukit.host.doctor.findings import Finding
 from xpukit.runtime.image import manifest as manifest_mod
 from xpukit.targets import FAMILIES
@@ -367,6 +368,8 @@ def in_container_checks(
     try:
         report = parse_probe_output(stdout)
     except ValueError as exc:
+        if (killed := processes.killed_by_signal(code, f"the probe's container ({image})")) is not None:
+            return [Finding("fail", "probe", killed.message, killed.fix)]  # killed, OOM, crashed: said so
         return [
             Finding(
                 "fail",
