@@ -315,7 +315,7 @@ def compile(
     code = zebin_commands.compile_kernel(
         s,
         where,
-        kernel=kernel,
+        kernel=inputs.positional("compile", "kernel", kernel),
         targets=_targets(target),
         out_dir=inputs.not_empty("out", out, "out"),
         signature=signature,
@@ -330,7 +330,7 @@ def compile(
 def zebin_info(c, file, json=False, asm=False, where="auto", profile=None, dry_run=False, debug=False):
     """Print what the zebin reader finds in FILE: kernels, SIMD, GRF, spills, payload arguments (--asm: ISA)."""
     s = _settings(c, profile=profile, dry_run=dry_run, debug=debug)
-    _finish(zebin_commands.zebin_info(s, where, file, as_json=json, asm=asm))
+    _finish(zebin_commands.zebin_info(s, where, inputs.positional("zebin-info", "file", file), as_json=json, asm=asm))
 
 
 @task(
@@ -385,7 +385,7 @@ def kernel_report(
         zebin_commands.kernel_report(
             s,
             where,
-            kernel,
+            inputs.positional("kernel-report", "kernel", kernel),
             _targets(target),
             inputs.assignments("config", config or [], comma=True),
             format,

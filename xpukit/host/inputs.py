@@ -48,6 +48,17 @@ def not_empty(option: str, value: str | None, example: str) -> str | None:
     return value
 
 
+def positional(task: str, name: str, value: str) -> str:
+    """A task's positional argument (``invoke compile KERNEL``): a value that starts with ``-`` is a
+    flag invoke did not know, taken as the argument (``invoke compile --help``), not a path."""
+    if str(value).startswith("-"):
+        raise UsageError(
+            f"invoke {task}: invoke took {value} as {name.upper()} (it is no flag of this task)",
+            f"for the task's options: invoke --help {task}; a path that starts with '-': ./{value}",
+        )
+    return value
+
+
 def assignments(option: str, items: Iterable[str], *, comma: bool = False) -> list[str]:
     """NAME=VALUE items (``comma``: each item may hold several, comma-separated), as given."""
     given = list(items)
