@@ -150,3 +150,15 @@ def writable_cache_dir(path: str | os.PathLike[str], what: str) -> Path:
         fallback,
     )
     return fallback
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """Whole or not at all, through ``.<name>.<pid>.tmp`` and a rename: a concurrent reader never sees
+    half a file, and an interrupt or a killed writer leaves at most that temporary file, never half
+    of ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

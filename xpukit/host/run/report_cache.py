@@ -45,6 +45,7 @@ from typing import Any
 
 from xpukit.runtime.offline import compiler_id
 from xpukit.runtime.offline.report_model import Report, ReportSchemaError
+from xpukit.runtime.scratch import write_whole
 
 # 2: occupancy, spills, GRF rule, --lines; 3: entries carry a checksum header, file fields are host paths;
 # 4: the report's records (report_model) with their schema
@@ -55,7 +56,7 @@ TRITON_CACHE = "triton-cache"  # Triton's own cache for the caller-run tasks (co
 HISTORY_KEEP = 20
 KEY_RE = re.compile(r"[0-9a-f]{64}")  # a report key: SHA-256 hex, the only name a stored report has
 KERNEL_ID_RE = re.compile(r"[0-9a-f]{24}")
-# What a run leaves while it writes: _write_json's `.<name>.<pid>.tmp`, the run's `.<key>.<pid>.run.json`
+# What a run leaves while it writes: scratch.write_whole's `.<name>.<pid>.tmp`, the run's `.<key>.<pid>.run.json`
 # (and the writer's own temporary beside that one). The pid says whose it is.
 _TEMP_RE = re.compile(r"\..+\.(\d+)\.(tmp|run\.json)")
 # A temporary file lives while one file is written or one report is read back: one older than this
@@ -330,7 +331,7 @@ class ReportCache:
             return report
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            _write_whole(self.path(key.key), encode_entry(key.key, data))
+            write_whole(self.path(key.key), encode_entry(key.key, data))
         except OSError as exc:
             self.notes.append(f"the report cannot be stored in {self.folder} ({exc.strerror or exc}); it is not kept")
             return report
@@ -343,7 +344,7 @@ class ReportCache:
         history = [k for k in self.history(key.kernel_id) if k != key.key] + [key.key]
         try:
             (self.folder / "history").mkdir(parents=True, exist_ok=True)
-            _write_whole(self._history_path(key.kernel_id), (json.dumps(history[-HISTORY_KEEP:]) + "\n").encode())
+            write_whole(self._history_path(key.kernel_id), (json.dumps(history[-HISTORY_KEEP:]) + "\n").encode())
             for old in history[:-HISTORY_KEEP]:
                 self.path(old).unlink(missing_ok=True)
         except OSError as exc:
@@ -416,14 +417,3 @@ def _alive(pid: int) -> bool:
     except (OverflowError, OSError):
         return False
     return True
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    """Whole or not at all: a concurrent reader never sees half a file, a killed writer leaves a
-    temporary file (swept later), never half an entry under a key."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

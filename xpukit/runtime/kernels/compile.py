@@ -391,16 +391,6 @@ def parse_constexprs(items: Sequence[str], words: Collection[str] = ()) -> dict[
     return result
 
 
-def write_whole(path: Path, data: bytes) -> None:
-    """Write through a temporary file and rename: an interrupt (Ctrl-C) never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)

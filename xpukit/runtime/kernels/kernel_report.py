@@ -29,7 +29,6 @@ from xpukit.runtime.kernels.compile import (
     load_kernel,
     parse_constexprs,
     resolve_targets,
-    write_whole,
 )
 from xpukit.runtime.kernels.launched_by import record_launches
 from xpukit.runtime.offline.baseline import apply_baseline
@@ -41,6 +40,7 @@ from xpukit.runtime.offline.report_format import format_html, format_markdown
 from xpukit.runtime.offline.report_model import KernelConfig, Occupancy, Report, ReportOptions, Row, Spills
 from xpukit.runtime.offline.specialization import Specialization, for_signature, unknown_block_io
 from xpukit.runtime.offline.zebin import read_zebin
+from xpukit.runtime.scratch import write_whole
 from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
