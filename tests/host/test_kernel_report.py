@@ -13,13 +13,14 @@ from tests.support.reports import as_report
 from xpukit.errors import EXIT_USAGE, XpukitError
 from xpukit.runtime.kernels import kernel_report
 from xpukit.runtime.offline import report_format
+from xpukit.runtime.offline.counts import SEND_KINDS
 
 
 def _counts(**changes):
     counts = {
         "instructions": 7,
-        "sends": {k: 1 for k in ("global_load", "global_store", "slm_load", "slm_store")}
-        | {k: 0 for k in ("block2d_load", "block2d_store", "atomic", "scratch_fill", "scratch_spill")},
+        "sends": dict.fromkeys(SEND_KINDS, 0)
+        | {k: 1 for k in ("global_load", "global_store", "slm_load", "slm_store")},
         "send_total": 4,
         "dpas": 0,
         "math": 2,

@@ -176,6 +176,8 @@ def test_a_flipped_digit_is_damage_not_a_report(tmp_path, project):
     ("damage", "wants"),
     [
         (lambda key: b"{not json", "no header line"),
+        (lambda key: b"[" * 100_000 + b"\n", "no header line"),  # nested past the JSON parser's recursion
+        (lambda key: _entry_of_bytes(key, b"[" * 100_000), "report is not JSON"),
         (lambda key: report_cache.encode_entry(key, _report())[:-40], "length"),
         (lambda key: report_cache.encode_entry("0" * 64, _report()), "another format or key"),
         (lambda key: _entry(key, {"kernel": "k", "rows": []}), "schema None"),
@@ -204,9 +206,71 @@ def test_a_malformed_entry_is_a_miss_with_its_reason(tmp_path, project, damage, 
 
 def _entry(key: str, report: object) -> bytes:
     """An entry whose checksum is right for a report of the wrong shape."""
-    body = json.dumps(report | {"stored_at": "then"} if isinstance(report, dict) else report).encode()
+    return _entry_of_bytes(key, json.dumps(report | {"stored_at": "then"} if isinstance(report, dict) else report))
+
+
+def _entry_of_bytes(key: str, text: str | bytes) -> bytes:
+    """An entry whose checksum is right for ``text``, whatever it holds."""
+    body = text.encode() if isinstance(text, str) else text
     header = {"format": report_cache.KEY_VERSION, "key": key, "sha256": hashlib.sha256(body).hexdigest()}
     return json.dumps(header | {"size": len(body)}).encode() + b"\n" + body + b"\n"
+
+
+def _leaves(value: object, at: tuple = ()) -> list[tuple]:
+    """Every path into a report's JSON (keys and list indexes), the containers' too."""
+    found = [at] if at else []
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for name, item in items:
+        found += _leaves(item, (*at, name))
+    return found
+
+
+def _edited(report: dict, at: tuple, value: object) -> dict:
+    """``report`` with the field at ``at`` set to ``value`` (``_edited.DELETE``: removed)."""
+    edited = json.loads(json.dumps(report))
+    parent = edited
+    for name in at[:-1]:
+        parent = parent[name]
+    if value is _edited.DELETE:
+        del parent[at[-1]]
+    else:
+        parent[at[-1]] = value
+    return edited
+
+
+_edited.DELETE = object()
+
+
+@pytest.mark.unit
+def test_a_hand_edited_entry_with_its_checksum_fixed_is_refused_or_shown(tmp_path, project):
+    """An entry edited by hand (or by another tool) with its header's SHA-256 made right again: every
+    field removed and every field given a value of another kind (a number too large for a float,
+    a send kind missing, an occupancy table cut short) is a miss that says why, or a report every
+    format renders. Never an exception: one on load, or on printing the hit, would be a traceback
+    on every run until the entry is deleted by hand."""
+    from xpukit.runtime.offline import report_format
+    from xpukit.targets import occupancy
+
+    cache = report_cache.ReportCache(tmp_path / "cache")
+    key = _key(project)
+    row = _row() | {"occupancy": occupancy("pvc", 32, 128, 128)}
+    report = cache.store(key, Report.from_dict(_report() | {"rows": [row]})).to_dict()
+    odd = [_edited.DELETE, None, True, -1, 10**400, 1.5, "x", [], {}, [[1]]]
+    problems = []
+    for at in _leaves(report):
+        for value in odd:
+            cache.path(key.key).write_bytes(report_cache.encode_entry(key.key, _edited(report, at, value)))
+            try:
+                loaded, why = cache.lookup(key.key)
+                if loaded is not None:
+                    report_format.format_markdown(loaded)
+                    report_format.format_html(loaded)
+                    json.dumps(loaded.to_dict())
+                else:
+                    assert why and "\n" not in why
+            except Exception as exc:
+                problems.append(f"{at} = {value!r:.20}: {type(exc).__name__}: {exc}")
+    assert not problems, "\n".join(problems[:20])
 
 
 @pytest.mark.unit

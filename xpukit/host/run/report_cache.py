@@ -229,7 +229,7 @@ def decode_entry(key: str, data: bytes) -> Report:
     head, newline, rest = data.partition(b"\n")
     try:
         header = json.loads(head) if newline else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's depth
         header = None
     if not isinstance(header, dict):
         raise DamagedEntry("no header line")
@@ -243,7 +243,7 @@ def decode_entry(key: str, data: bytes) -> Report:
         raise DamagedEntry("its SHA-256 is not the one its header gives")
     try:
         report = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise DamagedEntry("the report is not JSON") from None
     problem = schema_problem(report)
     if problem:
@@ -357,7 +357,7 @@ class ReportCache:
             keys = json.loads(self._history_path(kernel_id).read_text())
         except FileNotFoundError:
             return []
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             keys = None
         if not isinstance(keys, list):
             self.notes.append(f"{self._history_path(kernel_id)} is damaged; --diff starts a new history")

@@ -41,5 +41,11 @@ class IsaCounts:
     def send_total(self) -> int:
         return sum(self.sends.values())
 
+    def shape_problem(self) -> str | None:
+        """A count for each send kind and no other (the formats read each kind; the total sums them)."""
+        if set(self.sends) != set(SEND_KINDS):
+            return f"sends has kinds {sorted(self.sends)}, not {list(SEND_KINDS)}"
+        return None
+
     def to_dict(self) -> dict[str, object]:
         return {**dataclasses.asdict(self), "send_total": self.send_total}

@@ -91,7 +91,10 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         return from_dict(tp, value, where)
     if tp is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond a float's range: no count or share is that large
+                raise _fail(where, "a number", value) from None
         raise _fail(where, "a number", value)
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -106,7 +109,9 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
 
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """``cls`` from its JSON form, every field checked against ``cls``'s type hints; keys the record
-    does not have (derived ones, such as counts' ``send_total``) are ignored."""
+    does not have (derived ones, such as counts' ``send_total``) are ignored. A record whose fields
+    must also agree with each other says how in a ``shape_problem()`` method (what every format
+    reads without checking: each send kind's count, a table's rows as long as its headings)."""
     if not isinstance(data, dict):
         raise _fail(where, f"an object ({cls.__name__})", data)
     hints = _hints(cls)  # type: ignore[arg-type]  # a record class: hashable
@@ -117,7 +122,15 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
             values[name] = _decode(hints[name], data[name], f"{where}.{name}" if where else name)
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise _fail(f"{where}.{name}" if where else name, "a value", "nothing")
-    return cls(**values)
+    record = cls(**values)
+    check = getattr(record, "shape_problem", None)
+    problem = check() if check is not None else None
+    if problem:
+        raise ReportSchemaError(
+            f"report field {where or '(top)'}: {problem}",
+            "compile the report again (the stored one is from another kit version or damaged)",
+        )
+    return record
 
 
 def to_json(value: Any) -> Any:
@@ -182,6 +195,14 @@ class WhatIf(Record):
     row: dict[str, int] | None = None  # the row's own cell: num_warps, slm_bytes
     next: list[WhatIfStep] = dataclasses.field(default_factory=list)
     assumes: str = ""
+
+    def shape_problem(self) -> str | None:
+        """Each table one row per num_warps and one column per SLM size, as the formats read them."""
+        for name in ("work_groups_per_xe_core", "occupancy_pct", "limited_by"):
+            table: list[list[Any]] = getattr(self, name)
+            if len(table) != len(self.num_warps) or any(len(row) != len(self.slm_bytes) for row in table):
+                return f"{name} is not {len(self.num_warps)} x {len(self.slm_bytes)} (num_warps x slm_bytes)"
+        return None
 
 
 @dataclasses.dataclass
