@@ -3,12 +3,15 @@ everything a report depends on, and no other thing. Real files, no Triton needed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -410,6 +413,52 @@ def test_task_treats_a_malformed_entry_as_a_miss(fake_run, capfd, entry):
     out, err = capfd.readouterr()
     assert "| pvc | BLOCK=256 |" in out and "Traceback" not in err
     assert len([ln for ln in err.splitlines() if "is damaged" in ln]) == 1, err
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path) -> Iterator[None]:
+    """``folder`` made so that no file can be made in it, root's runs too (chmod, then chattr +i
+    where chmod does not stop this process); skips where neither does."""
+    folder.chmod(0o555)
+    immutable = False
+    try:
+        if os.access(folder, os.W_OK):  # root: permissions do not stop it
+            immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+        try:
+            (folder / ".probe").touch()
+        except OSError:
+            pass
+        else:
+            (folder / ".probe").unlink()
+            pytest.skip("no way to make a folder unwritable for this process here")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+@pytest.mark.unit
+def test_task_with_an_unwritable_cache_shows_the_report_and_keeps_none(fake_run, capfd):
+    """The cache folder is there but cannot be written (a read-only disk, another user's folder):
+    the report is compiled and printed all the same, with one note that it is not kept, and no
+    traceback; a file where the cache folder should be is the folder's one error, not "damaged"."""
+    cache = fake_run["cache"]
+    cache.folder.mkdir(parents=True)
+    with _unwritable(cache.folder):
+        assert fake_run["kernel_report"]() == 0
+        out, err = capfd.readouterr()
+        assert json.loads(out)["rows"][0]["counts"]["instructions"] == 200
+        assert "Traceback" not in err and len([ln for ln in err.splitlines() if "is not kept" in ln]) == 1, err
+        assert os.listdir(cache.folder) == []
+    shutil.rmtree(cache.folder.parent)
+    cache.folder.parent.write_text("a file where the cache folder goes\n")
+    assert fake_run["kernel_report"]() == 1
+    err = capfd.readouterr().err
+    assert "damaged" not in err and "Traceback" not in err, err
+    (line,) = [ln for ln in err.splitlines() if "error:" in ln]
+    assert line.startswith("xpukit: error: the kit's cache folder ") and "cannot be made" in line, err
+    assert line.endswith("(fix: set XPUKIT_CACHE_DIR to a folder you can write to)"), err
 
 
 @pytest.mark.unit

@@ -389,12 +389,18 @@ def _kernel_report(
         cache.remember(key)
     if report is None:
         _make_cache_folder(cache.folder)
+        # The run's report comes back through the cache folder; one that cannot be written (a
+        # read-only disk) takes a private folder instead: the report is shown, and store() says
+        # in one note that it is not kept.
         save = cache.run_file(key.key)
+        scratch = None if _can_make(save) else Path(tempfile.mkdtemp(prefix="xpukit-report-"))
+        if scratch is not None:
+            save = scratch / save.name
         args += ["--format", "none", "--save", str(save)]  # mounted at its own path, like --out
         try:
             what = "compiling every target x config"
             with _stdout_to_stderr(data_out):  # the run's lines, its error too, are not the document
-                code = _run_kit(ctx, side, args, reads=reads, writes=[cache.folder], what=what, plan=plan)
+                code = _run_kit(ctx, side, args, reads=reads, writes=[save.parent], what=what, plan=plan)
             if not save.is_file():
                 return code or 1  # the command failed before any report: its error is on stderr
             try:
@@ -404,7 +410,10 @@ def _kernel_report(
                     f"the report the run wrote ({save}) cannot be read ({exc})", "run the command again"
                 ) from None
         finally:
-            save.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                save.unlink(missing_ok=True)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
         if not side.on_host:  # stored with the host's paths: /workspace means nothing outside the image
             report_cache.rewrite_paths(
                 fresh, lambda p: report_cache.host_path(p, layout.REPO_ROOT, containers.WORKSPACE)
@@ -423,6 +432,17 @@ def _kernel_report(
         text = report_format.format_diff(previous, report) if previous else "No previous report of this kernel."
         print(text, file=sys.stderr if data_out else sys.stdout)
     return 1 if report.failed else 0
+
+
+def _can_make(path: Path) -> bool:
+    """Whether a file can be made at ``path`` (made and removed again: a read-only disk, a folder
+    of another user's or an immutable one each say no)."""
+    try:
+        path.touch(exist_ok=False)
+    except OSError:
+        return False
+    path.unlink(missing_ok=True)
+    return True
 
 
 def mark_source_changed(report: Report, path: Path) -> bool:

@@ -298,7 +298,7 @@ class ReportCache:
         path = self.path(key)
         try:
             data = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no entry, or no folder (a file in its place)
             return None, None
         except OSError as exc:
             return None, f"it cannot be read ({exc.strerror or exc})"
