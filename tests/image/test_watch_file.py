@@ -39,15 +39,16 @@ def triton_cache(tmp_path_factory):
 class Watch:
     """The watch as a process, its stderr read line by line in a thread."""
 
-    def __init__(self, kernel, cache, env: dict[str, str] | None = None) -> None:
+    def __init__(self, kernel, cache, env: dict[str, str] | None = None, port: int = 0, wait: bool = True) -> None:
         cmd = [sys.executable, "-m", "xpukit", "kernel-report", f"{kernel}:row_sum_kernel", "--target", "pvc",
-               "--watch"]  # fmt: skip
+               "--watch", "--port", str(port)]  # fmt: skip
         full = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen(cmd, cwd=kernel.parent, env=full, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        self.port = int(self.wait_for(r"http://127\.0\.0\.1:(\d+)/", 600).group(1))
+        if wait:
+            self.port = int(self.wait_for(r"http://127\.0\.0\.1:(\d+)/", 600).group(1))
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -154,3 +155,75 @@ def test_a_closed_terminal_or_a_gone_invoke_stops_the_watch(triton_cache, tmp_pa
     assert "Traceback" not in err
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", watch.port)) != 0
+
+
+_ROW_SUM_STORE = "    tl.store(out_ptr + row, tl.sum(x, axis=0))"
+
+
+@pytest.mark.container
+def test_a_save_that_does_not_compile_is_said_and_the_last_report_kept(triton_cache, tmp_path):
+    """A save with a mistake in the kernel (a name never defined): the terminal says that save did
+    not compile, whole, with the file's line; the page says so (status "error") over the last report
+    that compiled, never "save 1 compiled" over a table of failed cells. The mistake fixed: compiled."""
+    kernel = _copy(tmp_path)
+    source = kernel.read_text()
+    watch = Watch(kernel, triton_cache)
+    try:
+        kernel.write_text(source.replace(_ROW_SUM_STORE, _ROW_SUM_STORE.replace("axis=0))", "axis=0) + oops)")))
+        said = watch.wait_for(r"xpukit: watch: .*", 300).group(0)
+        line = source.splitlines().index(_ROW_SUM_STORE) + 1
+        assert "did not compile" in said and f"kernels.py:{line}:" in said and "oops is not defined" in said, said
+        page = watch.page()
+        assert '<meta name="xpukit-status" content="error">' in page and "oops is not defined" in page
+        assert "showing the last report that did" in page
+        kernel.write_text(source.replace(_ROW_SUM_STORE, "    x = x * 2.0\n" + _ROW_SUM_STORE))
+        watch.wait_for(r"xpukit: watch: save 1 compiled in", 300)
+        assert '<meta name="xpukit-status" content="ok">' in watch.page()
+        watch.proc.send_signal(signal.SIGTERM)
+    finally:
+        err = watch.end()
+    assert watch.proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.container
+def test_a_port_in_use_is_said_before_the_first_compile(triton_cache, tmp_path):
+    """--port of a port something listens on: one line naming it, before the kernel is compiled
+    (a first compile of every family takes minutes cold; the kernel here takes 120 s to import)."""
+    kernel = _copy(tmp_path)
+    kernel.write_text("import time\ntime.sleep(120)\n" + kernel.read_text())
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        watch = Watch(kernel, triton_cache, port=port, wait=False)
+        err = watch.end(timeout=60)
+    assert watch.proc.returncode == 1 and "Traceback" not in err, err[-2000:]
+    assert f"xpukit: error: cannot listen on 127.0.0.1:{port}: Address already in use" in err, err
+
+
+@pytest.mark.container
+def test_a_file_replaced_by_a_symlink_is_followed(triton_cache, tmp_path):
+    """The watched file replaced by a link to another file (a checkout switching a kernel, a
+    dotfiles-style setup): the link's target is compiled, and a save of the target is a save of the
+    watched file. Replaced by a folder: said as such, not as a deletion."""
+    kernel = _copy(tmp_path)
+    source = kernel.read_text()
+    watch = Watch(kernel, triton_cache)
+    try:
+        target = tmp_path / "elsewhere" / "real_kernels.py"
+        target.parent.mkdir()
+        target.write_text(source.replace(_ROW_SUM_STORE, "    x = x * 3.0\n" + _ROW_SUM_STORE))
+        link = kernel.with_name("link.tmp")
+        link.symlink_to(target)
+        link.replace(kernel)  # an atomic swap, as an editor or git does
+        watch.wait_for(r"xpukit: watch: save 1 compiled in", 300)
+        assert "x = x * 3.0" in watch.page()
+        target.write_text(source.replace(_ROW_SUM_STORE, "    x = x * 4.0\n" + _ROW_SUM_STORE))
+        watch.wait_for(r"xpukit: watch: save 2 compiled in", 300)
+        assert "x = x * 4.0" in watch.page()
+        kernel.unlink()
+        kernel.mkdir()
+        said = watch.wait_for(r"xpukit: watch: .*", 30).group(0)
+        assert "is a folder now" in said, said
+        watch.proc.send_signal(signal.SIGTERM)
+    finally:
+        err = watch.end()
+    assert watch.proc.returncode == 0 and "Traceback" not in err, err[-2000:]

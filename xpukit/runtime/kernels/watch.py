@@ -66,6 +66,24 @@ def _present(file: Path) -> bool:
     return True
 
 
+def _absent(file: Path) -> str:
+    """What the watched path is now that it is no file: deleted, or something else in its place."""
+    if file.is_dir():
+        return f"{file} is a folder now"
+    if file.is_symlink():
+        return f"{file} links to {os.readlink(file)}, which is no file"
+    return f"{file} was deleted"
+
+
+def _did_not_compile(report: Report) -> str | None:
+    """The first failed cell's error when no cell compiled (a mistake in the kernel), else None."""
+    failed = report.failed
+    if not failed or len(failed) < len(report.rows):
+        return None
+    first = failed[0]
+    return f"{first.target} {first.config}: {first.error}"
+
+
 def compare_with_pinned(report: Report, pinned: Report) -> None:
     """Each row against the pinned compile's row of its target and config, lines matched by text."""
     for row in report.rows:
@@ -83,7 +101,9 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     from watchdog.observers import Observer
 
     options = dataclasses.replace(options, lines=True)
-    file = Path(options.kernel.rpartition(":")[0]).expanduser().resolve()
+    # The path as given, made absolute but not resolved: when it is (or becomes) a link, a save of
+    # the link's target is a save of it too (both folders are watched).
+    file = Path(os.path.abspath(Path(options.kernel.rpartition(":")[0]).expanduser()))
     if not file.is_file():
         raise UsageError(f"kernel file {file} not found", "give the path to a .py file")
     for signum in _STOP_SIGNALS:
@@ -96,25 +116,46 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     def build(fresh: bool) -> Report:
         return build_report(options, fresh=fresh)
 
-    started = time.monotonic()
-    report = build(False)  # a first compile error is the user's to fix before watching
+    # The port first: one in use is said before a first compile of every family (minutes cold).
+    server = start_server(state, port)
+    try:
+        started = time.monotonic()
+        report = build(False)  # a first compile error is the user's to fix before watching
+    except BaseException:
+        server.stop()
+        raise
+    failure = _did_not_compile(report)
+    if failure:
+        print(f"xpukit: watch: the kernel did not compile: {failure}", file=sys.stderr, flush=True)
     # Each save is compared line by line with the first compile, pinned (unless a --baseline-* is given).
     pinned = None if options.baseline_config or options.baseline_target else report
     state.publish(functools.partial(render_page, report, None, _status(time.monotonic() - started, 0), "ok"))
-    server = start_server(state, port)
     saved = threading.Event()
+    watched: set[str] = set()  # the folders scheduled: the file's, and its link target's
+
+    def names() -> set[str]:
+        return {str(file), str(file.resolve())}
 
     class OnSave(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
             paths = {str(event.src_path), str(getattr(event, "dest_path", "") or "")}
-            if str(file) in paths and event.event_type in ("modified", "created", "moved", "closed", "deleted"):
+            if names() & paths and event.event_type in ("modified", "created", "moved", "closed", "deleted"):
                 saved.set()
 
     observer = Observer()
+    handler = OnSave()
+
+    def follow() -> None:
+        """Watch the folder of the file and of what it links to now."""
+        for folder in {str(file.parent), str(file.resolve().parent)} - watched:
+            if Path(folder).is_dir():
+                observer.schedule(handler, folder, recursive=False)
+                watched.add(folder)
+
     missing = False
     saves = 0  # the saves compiled so far
     try:  # from here a stop signal (Ctrl-C, SIGTERM, SIGHUP) ends the watch as "stopped", exit 0
-        observer.schedule(OnSave(), str(file.parent), recursive=False)
+        follow()
         observer.start()
         # The address only once the observer watches: a save right after it appears is not missed.
         print(f"xpukit: watching {file}: http://{HOST}:{server.port}/ (Ctrl-C stops)", file=sys.stderr, flush=True)
@@ -122,10 +163,11 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
             saved.wait()
             time.sleep(_DEBOUNCE_S)
             saved.clear()
+            follow()  # the file may be a link now, or link elsewhere
             if not _present(file):
                 if not missing:
                     missing = True
-                    said = f"{file} was deleted; showing its last report until it is back"
+                    said = f"{_absent(file)}; showing its last report until it is back"
                     state.publish(functools.partial(render_page, report, None, said, "missing"))
                     print(f"xpukit: watch: {said}", file=sys.stderr, flush=True)
                 continue
@@ -140,6 +182,12 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
                 said = f"the last save did not compile: {exc.one_line()}; showing the last report that did"
                 state.publish(functools.partial(render_page, report, None, said, "error"))
                 print(f"xpukit: watch: {exc.one_line()}", file=sys.stderr, flush=True)
+                continue
+            failure = _did_not_compile(new)
+            if failure:  # a mistake in the kernel: every cell failed, none has counts to show
+                said = f"the last save did not compile: {failure}; showing the last report that did"
+                state.publish(functools.partial(render_page, report, None, said, "error"))
+                print(f"xpukit: watch: the last save did not compile: {failure}", file=sys.stderr, flush=True)
                 continue
             took = time.monotonic() - started
             saves += 1
