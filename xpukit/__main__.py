@@ -20,7 +20,7 @@ from xpukit.targets import DEFAULT_TARGET
 
 def port_number(text: str) -> int:
     """--port: 0 (a free port) or 1-65535, refused in one line before anything compiles."""
-    port = int(text) if text.strip().isdigit() else -1
+    port = int(text) if text.strip().isascii() and text.strip().isdigit() else -1  # not '٣' (port 3)
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {text}: not a port", "give 1-65535, or 0 (the default) for a free one")
     return port

@@ -195,6 +195,7 @@ def test_cli_bad_input_is_one_line_without_traceback(env):
         (["--config", "BLOCKX=1"], "unknown config key 'BLOCKX'"),
         (["--target", "nosuch"], "cannot target 'nosuch'"),
         (["--watch", "--port", "99999"], "--port 99999: not a port"),
+        (["--watch", "--port", "\u0663"], "--port \u0663: not a port"),  # an Arabic-Indic 3: a digit to isdigit()
         (["--save", "/proc/report.json"], "--save /proc/report.json: /proc is not writable here"),
         (["--save", str(env / "no" / "r.json")], f"no folder {env / 'no'}"),
     ):
