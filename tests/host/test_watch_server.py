@@ -95,6 +95,20 @@ def test_only_a_local_host_header_is_answered(server):
             assert b"tl.load" not in body and b"event:" not in body
 
 
+def test_two_host_headers_are_refused(server):
+    """Two Host lines, the local one first or last: 421 (RFC 9112 refuses such a request; a proxy
+    or a client may read the other one), no byte of the page."""
+    port = server.port
+    for hosts in ((f"127.0.0.1:{port}", "attacker.example"), ("attacker.example", f"127.0.0.1:{port}")):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            lines = "".join(f"Host: {h}\r\n" for h in hosts)
+            client.sendall(f"GET / HTTP/1.1\r\n{lines}\r\n".encode())
+            answer = b""
+            while chunk := client.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 421 ") and b"tl.load" not in answer, (hosts, answer[:80])
+
+
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
     """Whether the server closes the connection within ``seconds`` (reads until EOF)."""
     sock.settimeout(seconds)

@@ -152,7 +152,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self._expired:
             return  # the request arrived whole only because the timer shut the socket
         port = self.server.port
-        if self.headers.get("Host", "").strip().lower() not in (f"{HOST}:{port}", f"localhost:{port}"):
+        hosts = [h.strip().lower() for h in self.headers.get_all("Host") or []]  # exactly one (RFC 9112)
+        if len(hosts) != 1 or hosts[0] not in (f"{HOST}:{port}", f"localhost:{port}"):
             # A DNS-rebinding page reaches 127.0.0.1 under its own name: give it nothing.
             self.send_error(HTTPStatus.MISDIRECTED_REQUEST, f"only Host: {HOST}:{port} or localhost:{port}")
             return
