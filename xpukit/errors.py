@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 EXIT_USAGE = 2  # bad input a user typed (argparse's and invoke's code too)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
-MAX_ERROR_CHARS = 200  # an error line longer than this is cut (the fix is kept whole)
+MAX_ERROR_CHARS = 200  # an error line longer than this is cut (long words first; the fix is kept whole)
 
 
 class XpukitError(Exception):
@@ -45,15 +45,33 @@ def _prefix(prog: str | None) -> str:
 
 
 def error_line(exc: XpukitError, prog: str | None = "xpukit", max_chars: int | None = MAX_ERROR_CHARS) -> str:
-    """The one line an error prints (the fix is kept whole; a long message is cut first, unless
-    ``max_chars`` is None)."""
+    """The one line an error prints; the fix is kept whole. A long message loses the middles of
+    its longest words first (a path's folders; its start and file name stay), and only then its
+    end. ``max_chars`` None: never cut."""
     head = f"{_prefix(prog)}error: "
     line = head + exc.one_line()
     if max_chars is None or len(line) <= max_chars:
         return line
     fix = f" (fix: {exc.fix})" if exc.fix else ""
-    room = max(40, max_chars - len(head) - len(fix) - 3)
-    return f"{head}{exc.message.strip().splitlines()[0][:room]}...{fix}"[:max_chars]
+    room = max(40, max_chars - len(head) - len(fix))
+    first = (exc.message.strip().splitlines() or [type(exc).__name__])[0]
+    return f"{head}{_shortened(first, room)}{fix}"
+
+
+def _shortened(message: str, room: int, keep: int = 24) -> str:
+    """``message`` in at most ``room`` characters: the longest words' middles go first (each keeps
+    ``keep`` characters around its "..."), then the end."""
+    words = message.split(" ")
+    excess = len(message) - room
+    for i in sorted(range(len(words)), key=lambda i: -len(words[i])):
+        if excess <= 0 or len(words[i]) <= keep + 3:
+            break
+        cut = min(excess + 3, len(words[i]) - keep)
+        start = (len(words[i]) - cut) // 3  # a third before the cut, two thirds after: a file's name
+        words[i] = f"{words[i][:start]}...{words[i][start + cut :]}"
+        excess -= cut - 3
+    text = " ".join(words)
+    return text if len(text) <= room else f"{text[: room - 3]}..."
 
 
 def interrupted(prog: str | None = "xpukit") -> int:

@@ -8,8 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from xpukit.errors import EXIT_INTERRUPTED, EXIT_USAGE, XpukitError, guard
+from xpukit.errors import EXIT_INTERRUPTED, EXIT_USAGE, XpukitError, error_line, guard
 from xpukit.layout import REPO_ROOT
 
 pytestmark = pytest.mark.unit
@@ -78,15 +80,36 @@ def test_python_m_xpukit_goes_through_it():
 
 
 def test_an_examples_error_line_is_cut_at_200_characters_keeping_the_fix(capsys):
-    """The examples' lines keep their TYPE and are cut like the kit's (a UR release error ran past 300)."""
+    """The examples' lines keep their TYPE and are cut like the kit's (a UR release error ran past 300):
+    in the middle, so the message's end (an OSError's reason) and the whole fix stay."""
 
     def kit() -> int:
-        raise XpukitError("the loader at " + "/very/long" * 40 + " is wrong", "use another")
+        raise XpukitError("the loader at " + "/very/long" * 40 + " is wrong (Not a directory)", "use another")
 
     assert guard(kit, prog=None, any_error=True) == EXIT_USAGE
     line = capsys.readouterr().err.rstrip("\n")
     assert len(line) == 200 and "\n" not in line, line
-    assert line.startswith("error: XpukitError: the loader at /very/long") and line.endswith("... (fix: use another)")
+    assert line.startswith("error: XpukitError: the loader at /very/long"), line
+    assert "..." in line and line.endswith(" is wrong (Not a directory) (fix: use another)"), line
     assert guard(lambda: int("x" * 300), prog=None, any_error=True) == EXIT_USAGE
     line = capsys.readouterr().err.rstrip("\n")
     assert len(line) <= 200 and line.startswith("error: ValueError: invalid literal for int()"), line
+
+
+def test_a_long_fix_is_never_cut():
+    """The fix is what the user does next: a message is shortened to make room for it, never the fix."""
+    fix = "run `invoke pins --lock` " + "with a much longer explanation " * 8
+    line = error_line(XpukitError("x" * 400 + " END", fix))
+    assert line.endswith(f"(fix: {fix})") and " END" in line and "..." in line, line
+
+
+@given(st.text(alphabet=st.sampled_from("ab/ .:()"), max_size=600), st.text(alphabet="xyz ", max_size=80))
+def test_an_error_line_fits_and_keeps_its_fix(message, fix):
+    """Any message: the line is at most 200 characters unless the fix alone needs more, and ends with
+    the whole fix."""
+    line = error_line(XpukitError(message, fix))
+    head = "xpukit: error: "
+    assert line.startswith(head) and "\n" not in line
+    tail = f" (fix: {fix})" if fix else ""
+    assert line.endswith(tail)
+    assert len(line) <= max(200, len(head) + 40 + len(tail)), line
