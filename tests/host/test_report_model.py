@@ -11,6 +11,7 @@ import json
 import pytest
 
 from tests.support.reports import as_report, counts
+from xpukit.runtime.offline.report_format import row_notes
 from xpukit.runtime.offline.report_model import SCHEMA, Report, ReportOptions, ReportSchemaError, Row
 
 pytestmark = pytest.mark.unit
@@ -127,3 +128,24 @@ def test_occupancy_what_if_n_regs_and_calculator_are_read_and_said():
     cell = f"{read.what_if.work_groups_per_xe_core[i][j]} ({read.what_if.occupancy_pct[i][j]:g}%)"
     assert f'class="own" title="{read.what_if.limited_by[i][j]}">{cell}</td>' in grid
     assert grid in format_html(report)
+
+
+def test_a_launch_config_says_what_it_set_besides_its_hints():
+    """`launch 1`, `launch 2` (--launched-by) name nothing of the launch: its note says the
+    constexprs and options it ran with, so an autotuner's two configs can be told apart."""
+    spec = {"source": "launch", "aligned_16": ["x"], "divisible_16": ["n"], "equal_1": []}
+    rows = [{"target": "pvc", "config": f"launch {i}", "counts": counts(9), "specialization": spec} for i in (1, 2)]
+    configs = [
+        {"label": "launch 1", "constexprs": {"BLOCK": 64}, "options": {"num_warps": 2, "grf_mode": "large"}},
+        {"label": "launch 2", "constexprs": {"BLOCK": 256}, "options": {"num_warps": 4}},
+    ]
+    configs = [c | {"specialization": spec} for c in configs]
+    notes = row_notes(as_report({"rows": rows, "configs": configs}))
+    assert notes[:2] == [
+        "launch 1 (BLOCK=64, num_warps=2, grf_mode='large'): specialization launch: 16-aligned x; divisible by 16: n",
+        "launch 2 (BLOCK=256, num_warps=4): specialization launch: 16-aligned x; divisible by 16: n",
+    ]
+    declared = row_notes(
+        as_report({"rows": [rows[0] | {"config": "BLOCK=64", "specialization": {"source": "declared"}}]})
+    )
+    assert declared[0] == "BLOCK=64: specialization declared: nothing known of the arguments"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xpukit.runtime.offline.counts import IsaCounts
-from xpukit.runtime.offline.report_model import Report, Row, WhatIf
+from xpukit.runtime.offline.report_model import KernelConfig, Report, Row, WhatIf
 
 
 def _pair(a: Any, b: Any) -> str:
@@ -127,14 +127,24 @@ def format_markdown(report: Report) -> str:
     return "\n".join(lines)
 
 
+def launch_settings(config: KernelConfig) -> str:
+    """What a recorded launch set besides its hints (a ``launch N`` label says none of it):
+    ``BLOCK=64, num_warps=2, num_stages=3``."""
+    return ", ".join(
+        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in {**config.constexprs, **config.options}.items()
+    )
+
+
 def row_notes(report: Report) -> list[str]:
     """What each config compiled (its specialization, once per config) and each row's warnings."""
     notes: list[str] = []
     seen: set[str] = set()
+    launched = {c.label: c for c in report.configs if c.specialization and c.specialization.source == "launch"}
     for row in report.rows:
         if row.specialization is not None and row.config not in seen:
             seen.add(row.config)
-            notes.append(f"{row.config}: specialization {row.specialization.describe()}")
+            what = f" ({launch_settings(launched[row.config])})" if row.config in launched else ""
+            notes.append(f"{row.config}{what}: specialization {row.specialization.describe()}")
     notes += [f"{row.target} {row.config}: warning: {w}" for row in report.rows for w in row.warnings]
     for row in report.rows:
         occ = row.occupancy
