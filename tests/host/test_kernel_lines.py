@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.support.reports import as_report
 from xpukit.errors import XpukitError
-from xpukit.runtime.offline import isa
+from xpukit.runtime.offline import isa, line_view
 from xpukit.runtime.offline.line_view import SOURCE_CHANGED, format_lines_markdown, line_changes
 from xpukit.runtime.offline.report_format import format_html, format_markdown
 from xpukit.targets import iga_platform, occupancy
@@ -255,3 +258,23 @@ def test_program_order_view_marks_a_lines_instructions_and_back(tmp_path):
         assert browser.evaluate("document.querySelectorAll('tr.hl').length") == 0
     finally:
         browser.close()
+
+
+def _read_code_span(span: str) -> str:
+    """CommonMark's reading of a code span that is the whole string: the opening backtick run, the
+    content up to the next run of the same length, one space stripped from each end when both are."""
+    fence = re.match("`+", span)
+    assert fence, span
+    runs = [m for m in re.finditer("`+", span) if m.start() > 0 and len(m.group()) == len(fence.group())]
+    assert runs and runs[0].end() == len(span), f"the span closes early: {span!r}"
+    content = span[fence.end() : runs[0].start()]
+    if len(content) >= 2 and content[0] == content[-1] == " " and content.strip(" "):
+        content = content[1:-1]
+    return content
+
+
+@given(st.text(alphabet=st.sampled_from("`a |x"), min_size=1, max_size=40))
+def test_a_source_line_with_backticks_is_one_code_span_of_its_text(text):
+    """A kernel line may hold backticks (a comment, a string): its cell is one code span that reads
+    back as the line, never a span closed early with the rest as Markdown."""
+    assert _read_code_span(line_view.code_span(text)) == text

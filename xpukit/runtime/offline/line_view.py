@@ -10,6 +10,7 @@ that moves lines down does not show as a change on every line below it.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,17 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def code_span(text: str) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds (CommonMark: a fence one
+    backtick longer than its longest run, and a space inside where it starts or ends with one, or
+    starts and ends with a space)."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    spaced = text[:1] == text[-1:] == " " and text.strip(" ")  # a reader would strip one of each
+    pad = " " if text.startswith("`") or text.endswith("`") or spaced else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _with_lines(report: Report, label: str) -> list[str]:
     """The targets whose row of config ``label`` has per-line counts, in the report's order."""
     have = {r.target for r in report.rows if r.config == label and r.lines}
@@ -162,7 +174,7 @@ def format_lines_markdown(report: Report, changes: dict[Any, str] | None = None)
         out += ["", f"**{report.kernel}** by line, config {label}", ""]
         out += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         for key, text, entries in view_rows(report, label):
-            cells = [_where(key, kernel_file), f"`{text.rstrip()}`" if text.strip() else ""]
+            cells = [_where(key, kernel_file), code_span(text.rstrip()) if text.strip() else ""]
             for target in present:
                 entry = entries.get(target)
                 cells += [_compact(entry)] if compact else _cells(entry)
