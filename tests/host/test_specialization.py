@@ -42,6 +42,13 @@ def test_a_declared_signature_assumes_nothing_it_does_not_say():
         ("a:fp32:16", "integer arguments only"),
         ("n:i32:", "malformed signature entry"),
         ("n:i32:sixteen", "is not 1 or 16"),
+        # a name twice: the second type won and the first one's hint stayed, without a word
+        ("x:*fp16:16, x:*fp16", "x appears twice"),
+        ("x:*fp16, n:i32, n:i64:16", "n appears twice"),
+        # a type Triton does not know: Triton's own KeyError 'fp99' in every row
+        ("x:*fp99", "unknown type '\\*fp99' for x"),
+        ("n:int32", "unknown type 'int32' for n"),
+        ("BLOCK:constexpr", "BLOCK=VALUE"),
     ],
 )
 def test_a_bad_hint_is_one_line_naming_the_fix(text, message):
@@ -54,3 +61,8 @@ def test_the_record_round_trips_and_describes_itself():
     spec = Specialization("launch", ("a",), ("M", "K"), ("stride",))
     assert Specialization.from_dict(spec.to_dict()) == spec
     assert spec.describe() == "launch: 16-aligned a; divisible by 16: M, K; equal to 1: stride"
+
+
+@pytest.mark.parametrize("ty", ["*fp16", "*kfp32", "*i8", "bf16", "fp8e5", "u64", "i1", "B", "**fp32"])
+def test_every_type_triton_reads_is_accepted(ty):
+    assert split_hints(f"x:{ty}")[0] == {"x": ty}

@@ -28,6 +28,9 @@ from xpukit.errors import XpukitError
 SOURCES = ("declared", "default", "launch")
 HINTS = (1, 16)
 _INT_TYPES = frozenset({"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
+# The scalar types Triton 3.3's ``str_to_ty`` reads; a pointer is ``*`` (``*k``: const) before a type.
+_SCALAR_TYPES = _INT_TYPES | {"i1", "u1", "B", "fp16", "bf16", "fp32", "fp64"}
+_SCALAR_TYPES |= {"fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp8e4b15"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,10 +95,26 @@ def split_hints(text: str) -> tuple[dict[str, str], dict[str, int]]:
                 f"malformed signature entry {item!r}",
                 "write name:type pairs separated by commas, each with an optional :16 or :1 hint, e.g. 'x:*fp32:16,n:i32'",  # noqa: E501
             )
+        if name in types:
+            raise XpukitError(f"{name} appears twice in the signature", f"give {name} one type (and one hint)")
+        _check_type(name, ty)
         types[name] = ty
         if hint_sep:
             hints[name] = _check_hint(name, ty, hint_text)
     return types, hints
+
+
+def _check_type(name: str, ty: str) -> None:
+    if ty == "constexpr":
+        raise XpukitError(f"{name}:constexpr in the signature", f"give a constexpr its value: --constexpr {name}=VALUE")
+    scalar = ty.lstrip("*")
+    if ty.startswith("*") and scalar.startswith("k"):
+        scalar = scalar[1:]
+    if scalar not in _SCALAR_TYPES:
+        raise XpukitError(
+            f"unknown type {ty!r} for {name}",
+            f"use one of Triton's: {', '.join(sorted(_SCALAR_TYPES))}, or a pointer to one (*fp32)",
+        )
 
 
 def _check_hint(name: str, ty: str, text: str) -> int:
