@@ -10,6 +10,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.reports import report_of
+from xpukit.errors import XpukitError
 from xpukit.runtime.kernels import kernel_report
 
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -121,3 +122,21 @@ def test_a_save_during_the_compile_shows_the_text_compiled_and_says_so(env):
     assert second["kernel_source"]["sha256"] == first["kernel_source"]["sha256"]
     third = report_of(f"{path}:copy_kernel", ["pvc"], [], lines=True, fresh=True)
     assert third["source_changed"] is False and any("x * 3" in line for line in third["kernel_source"]["lines"])
+
+
+@pytest.mark.container
+@pytest.mark.parametrize(
+    ("signature", "message"),
+    [
+        ("x_ptr:*fp32, y_ptr:*fp32, n:i32, bogus:i32", "copy_kernel has no argument.s. bogus"),
+        ("x_ptr:*fp32, n:i32", "no type or value for y_ptr"),
+    ],
+)
+def test_a_signature_that_does_not_fit_the_kernel_is_one_error_before_any_compile(env, signature, message):
+    """A name the kernel does not have, or an argument left out: one error naming it and the kernel's
+    arguments, not the same error in every row of every target."""
+    path = env / "k.py"
+    path.write_text(KERNEL)
+    with pytest.raises(XpukitError, match=message) as caught:
+        report_of(f"{path}:copy_kernel", ["pvc,bmg"], [], signature=signature)
+    assert "x_ptr, y_ptr, n, BLOCK" in caught.value.one_line()

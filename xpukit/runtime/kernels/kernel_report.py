@@ -105,6 +105,8 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
         chosen = [parse_config(c, constexpr_names) for c in options.configs] or autotune_configs(spec.fn)
     if not chosen:
         chosen = [KernelConfig("declared", {}, {})]
+    if not launches:  # a launch binds every argument; a typed signature may not
+        _check_arguments(spec.name, list(jit.arg_names), types, base, chosen, signature_spec)
     items = [t for item in options.targets for t in item.split(",") if t.strip()]
     if not items:
         raise XpukitError(
@@ -149,6 +151,27 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
         # saved during the compile: the lines show the text compiled, and the report is not stored
         source_changed=spec.changed_since_import(),
     )
+
+
+def _check_arguments(
+    kernel: str, args: list[str], types: dict[str, str], constexprs: dict[str, Any],
+    configs: Sequence[KernelConfig], special: Specialization,
+) -> None:  # fmt: skip
+    """Once, before any compile: every name the signature or the constexprs give is an argument of
+    the kernel, and every argument has a type or a value (in some config); else each row of each
+    target would carry the same error."""
+    extra = [n for n in (*types, *constexprs) if n not in args]
+    if extra:
+        raise XpukitError(
+            f"kernel {kernel} has no argument(s) {', '.join(extra)}", f"its arguments are: {', '.join(args)}"
+        )
+    given = {*types, *constexprs, *special.equal_1}
+    missing = [n for n in args if n not in given and all(n not in c.constexprs for c in configs)]
+    if missing:
+        raise XpukitError(
+            f"kernel {kernel}: no type or value for {', '.join(missing)}",
+            f"add NAME:TYPE to the signature or --constexpr NAME=VALUE (its arguments are: {', '.join(args)})",
+        )
 
 
 @dataclasses.dataclass
