@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("--save", default=None, help="also write the JSON report to this file")
     report.add_argument("--watch", action="store_true", help="serve the per-line view; recompile on save")
     report.add_argument("--port", default="0", help="--watch: the port on 127.0.0.1 (0: a free one)")
+    report.add_argument("--launched-by-as", default=None, help=argparse.SUPPRESS)  # the host's path of the script
     args = parser.parse_args(argv)
 
     def run() -> int:
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 return watch_report(options, port_number(args.port))
             if args.port != "0":
                 port_number(args.port)  # a bad one is refused even where it is not used
-            return run_kernel_report(options, args.format, Path(args.save) if args.save else None)
+            save = Path(args.save) if args.save else None
+            return run_kernel_report(options, args.format, save, args.launched_by_as)
         return run_zebin_info(Path(args.file), as_json=args.json, asm=args.asm, target=args.target)
 
     # The kit's one error boundary (xpukit/errors.py). Its lines are not cut: they name the files the

@@ -131,6 +131,19 @@ def test_invoke_routes_the_report_to_the_image():
 
 
 @pytest.mark.unit
+def test_invoke_hands_the_image_the_launched_by_script_as_given():
+    """The image runs /workspace/examples/matmul.py; its 'running ...' line and errors name the
+    script as the user typed it (they named the image's path)."""
+    result = invoke_with_cache(
+        "kernel-report", "examples/kernels.py:scale_kernel", "--target", "pvc", "--launched-by", "examples/matmul.py",
+        "--where", "container", "--dry-run",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if " run " in ln)
+    assert "--launched-by /workspace/examples/matmul.py --launched-by-as examples/matmul.py " in line, line
+
+
+@pytest.mark.unit
 def test_invoke_bad_format_and_missing_file_are_one_line():
     for args, needle in (
         (["examples/kernels.py:row_sum_kernel", "--format", "xml"], "unknown format 'xml'"),

@@ -345,6 +345,7 @@ def _kernel_report(
     side = _kit_side(ctx, where)
     options = _report_options(side, path, function, targets, configs, signature, constexprs, lines, against)
     reads = [path.resolve().parent]
+    as_given: list[str] = []  # the script's path as the user gave it: the image sees it under /workspace
     if launched_by is not None:
         script = Path(launched_by).expanduser()
         if not script.is_file():
@@ -352,7 +353,8 @@ def _kernel_report(
         options = dataclasses.replace(options, launched_by=side.path(script), script_args=script_args or None)
         reads.append(script.resolve().parent)
         no_cache = True  # what a script launches is not in the cache key: always run it
-    args = options.argv()
+        as_given = ["--launched-by-as", launched_by]
+    args = options.argv() + as_given
     cache = report_cache.ReportCache(kit_cache_root())
     # The task's one image plan (the image built when missing): the cache key and the run share it.
     plan = None if side.on_host else plan_for_run(ctx)

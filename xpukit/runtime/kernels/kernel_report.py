@@ -252,11 +252,14 @@ def _gather_warning(
     return [f"{gathers}: nothing known of {', '.join(unknown)} ({fix}; or --launched-by SCRIPT)"]
 
 
-def launch_configs(kernel: str, script: Path, script_args: Sequence[str]) -> list[KernelConfig]:
-    """The configs a script's launches compiled: ``launch 1``, ``launch 2``, ... (``launched_by``)."""
+def launch_configs(
+    kernel: str, script: Path, script_args: Sequence[str], shown: str | None = None
+) -> list[KernelConfig]:
+    """The configs a script's launches compiled: ``launch 1``, ``launch 2``, ... (``launched_by``).
+    ``shown``: the script as the user gave it (the host's path, where ``script`` is the image's)."""
     path, _, name = kernel.rpartition(":")
     with tempfile.TemporaryDirectory(prefix="xpukit-launches-") as work:
-        records = record_launches(Path(path).resolve(), name, Path(script), script_args, Path(work))
+        records = record_launches(Path(path).resolve(), name, Path(script), script_args, Path(work), shown)
     return [
         KernelConfig(
             f"launch {i}",
@@ -424,20 +427,24 @@ def run_kernel_report(
     options: ReportOptions,
     output_format: str = "md",
     save: Path | None = None,
+    script_shown: str | None = None,
 ) -> int:
     """Print the report. Returns 0, or 1 when some cell failed (its error is in the table and on stderr).
 
     ``save``: also write the JSON report there (whole or not at all), for the host's report cache;
-    ``output_format`` "none" then prints no table (the host prints it)."""
+    ``output_format`` "none" then prints no table (the host prints it); ``script_shown``: the
+    ``--launched-by`` script as the user gave it."""
     if output_format not in ("md", "json", "html", "none"):
         raise XpukitError(f"unknown format {output_format!r}", "use --format md, json or html")
-    if options.launched_by is not None and options.configs:
-        raise XpukitError("--launched-by and --config both given", "drop --config: the launches are the configs")
+    if options.launched_by is not None:
+        _check_launched_by(options)
     if save is not None:
         check_save_path(save)
     launches = []
     if options.launched_by is not None:
-        launches = launch_configs(options.kernel, Path(options.launched_by), split_args(options.script_args or ""))
+        load_kernel(options.kernel)  # a kernel the file lacks fails before the script runs (the report reuses it)
+        args = split_args(options.script_args or "")
+        launches = launch_configs(options.kernel, Path(options.launched_by), args, script_shown)
     report = build_report(options, launches=launches)
     data = report.to_dict()
     if save is not None:
@@ -448,6 +455,23 @@ def run_kernel_report(
     for row in report.failed:
         print(f"xpukit: error: {row.target} {row.config}: {row.error}", file=sys.stderr)
     return 1 if report.failed else 0
+
+
+def _check_launched_by(options: ReportOptions) -> None:
+    """The launches give the configs, types, hints and constexprs: an option that would give them
+    too is refused, not dropped without a word (``--baseline-target`` compares each launch as it is)."""
+    given = {
+        "--config": options.configs,
+        "--signature": options.signature,
+        "--constexpr": options.constexprs,
+        "--baseline-config": options.baseline_config,
+    }
+    for flag, value in given.items():
+        if value:
+            raise XpukitError(
+                f"--launched-by and {flag} both given",
+                f"drop {flag}: the script's launches give the configs, types, hints and constexprs",
+            )
 
 
 def split_args(text: str) -> list[str]:

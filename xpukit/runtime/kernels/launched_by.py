@@ -13,11 +13,15 @@ The report then compiles each distinct record for every ``--target`` as ``launch
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import runpy
+import shlex
+import signal
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,8 +59,37 @@ def _record(data: dict[str, Any], arg_names: Sequence[str], params: Sequence[Any
     }
 
 
+_PARENT = "XPUKIT_LAUNCHED_BY_PARENT"  # the report's pid, for the child
+
+
+def _die_with_parent() -> None:
+    """The script ends with the report that runs it: a SIGTERM or SIGKILL of the report left it
+    running on its own (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    parent = os.environ.pop(_PARENT, "")
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent.isdigit() and os.getppid() != int(parent):  # the report ended before the call
+        os._exit(143)
+
+
+def _raised(exc: BaseException, script: Path) -> str:
+    """``run.py:16: RuntimeError: boom``: the exception's first line at the innermost frame of the
+    user's code (the script's folder), else of the script itself."""
+    every = list(traceback.extract_tb(exc.__traceback__))
+    folder = script.resolve().parent
+    mine = [f for f in every if Path(f.filename).resolve().is_relative_to(folder)]
+    frames = mine or [f for f in every if f.filename == str(script)]
+    text = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}: {what}" if frames else what
+
+
 def _child(out: Path, kernel_file: Path, kernel_name: str, script: Path, args: list[str]) -> int:
-    """Run the script with the hook installed; write the records (whole) and return its exit code."""
+    """Run the script with the hook installed; write the records (whole) and return its exit code.
+    An exception the script raises is recorded in one line (the report says it), not printed."""
+    _die_with_parent()
     from triton.runtime.jit import JITFunction
 
     target = kernel_file.resolve()
@@ -75,45 +108,55 @@ def _child(out: Path, kernel_file: Path, kernel_name: str, script: Path, args: l
     JITFunction.cache_hook = cache_hook
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
-    code = 0
+    code, error = 0, None
     try:
         runpy.run_path(str(script), run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        code, error = 130, "interrupted"
+    except BaseException as exc:  # the script's own error: reported in one line by the report
+        code, error = 1, _raised(exc, script)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps({"exit": code, "launches": records}, default=str))
+    tmp.write_text(json.dumps({"exit": code, "error": error, "launches": records}, default=str))
     os.replace(tmp, out)
     return 0
 
 
-def record_launches(kernel_file: Path, kernel_name: str, script: Path, args: Sequence[str], work: Path) -> list[dict]:
-    """Run ``script`` once with ``args`` and return its distinct specializations of the kernel."""
+def record_launches(
+    kernel_file: Path, kernel_name: str, script: Path, args: Sequence[str], work: Path, shown: str | None = None
+) -> list[dict]:
+    """Run ``script`` once with ``args`` and return its distinct specializations of the kernel.
+    ``shown``: the script's path as the user gave it (in the image ``script`` is under /workspace)."""
+    shown = shown or str(script)
     if not script.is_file():
         raise XpukitError(
-            f"--launched-by {script}: no such file", "give the path of a Python script that launches the kernel"
+            f"--launched-by {shown}: no such file", "give the path of a Python script that launches the kernel"
         )
     out = work / f"launches-{os.getpid()}.json"
     command = [sys.executable, "-m", __name__, str(out), str(kernel_file), kernel_name, str(script), *args]
-    print(f"xpukit: running {script} {' '.join(args)} to record its launches of {kernel_name}", file=sys.stderr)
+    run = shlex.join([shown, *args])
+    print(f"xpukit: running {run} to record its launches of {kernel_name} (Ctrl-C stops it)", file=sys.stderr)
     try:
-        proc = subprocess.run(command, stdout=sys.stderr, check=False)
+        proc = subprocess.run(command, stdout=sys.stderr, check=False, env={**os.environ, _PARENT: str(os.getpid())})
         if not out.is_file():
             raise XpukitError(
-                f"{script} ended (exit {proc.returncode}) before its launches were recorded",
-                "run the script alone to see its error (invoke shell), then try again",
+                f"{shown} ended (exit {proc.returncode}) before its launches were recorded",
+                f"run it alone to see why: python {run} (invoke shell), then try again",
             )
         result = json.loads(out.read_text())
     finally:
         out.unlink(missing_ok=True)
-    launches = result["launches"]
+    launches, error = result["launches"], result.get("error")
+    ended = f"raised {error}" if error and error != "interrupted" else (error or f"exit {result['exit']}")
     if not launches:
-        raise XpukitError(
-            f"{script} (exit {result['exit']}) launched no {kernel_name} from {kernel_file.name}",
-            "give a script that launches this kernel, or --script-args that make it do so",
-        )
+        fix = "give a script that launches this kernel, or --script-args that make it do so"
+        if error and error != "interrupted":
+            fix = f"fix the script (run it alone for the whole traceback: python {run}), then try again"
+        raise XpukitError(f"{shown} ({ended}) launched no {kernel_name} from {kernel_file.name}", fix)
     if result["exit"]:
         print(
-            f"xpukit: warning: {script} exited {result['exit']} after {len(launches)} launch specialization(s)",
+            f"xpukit: warning: {shown} ended ({ended}) after {len(launches)} launch specialization(s); reporting those",
             file=sys.stderr,
         )
     return list(launches)
