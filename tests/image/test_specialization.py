@@ -140,3 +140,40 @@ def test_a_signature_that_does_not_fit_the_kernel_is_one_error_before_any_compil
     with pytest.raises(XpukitError, match=message) as caught:
         report_of(f"{path}:copy_kernel", ["pvc,bmg"], [], signature=signature)
     assert "x_ptr, y_ptr, n, BLOCK" in caught.value.one_line()
+
+
+TUNED = """import triton
+import triton.language as tl
+
+XPUKIT_KERNELS = {"tuned_kernel": {"signature": "x_ptr:*fp32, y_ptr:*fp32, n:i32"}}
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4)], key=["n"])
+@triton.jit(do_not_specialize_on_alignment=["y_ptr"])
+def tuned_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+"""
+
+
+@pytest.mark.container
+def test_compile_builds_the_variant_the_report_shows_for_an_autotuned_kernel(env):
+    """invoke compile and kernel-report compile the same variant: of an autotuned kernel too (compile
+    handed Triton the Autotuner: "'Autotuner' object has no attribute '__name__'"), with the
+    JIT function's do_not_specialize_on_alignment honoured (y_ptr not taken as 16-aligned)."""
+    import json
+
+    from xpukit.runtime.kernels.compile import run_compile
+
+    path = env / "tuned.py"
+    path.write_text(TUNED)
+    assert run_compile(f"{path}:tuned_kernel", ["pvc"], env / "out", None, ["BLOCK=128"], 4, asm=True) == 0
+    record = json.loads((env / "out" / "pvc" / "tuned_kernel.json").read_text())
+    assert record["specialization"] == {"source": "default", "aligned_16": ["x_ptr"], "divisible_16": [], "equal_1": []}
+    (row,) = report_of(f"{path}:tuned_kernel", ["pvc"], [])["rows"]
+    assert row["specialization"] == record["specialization"]
+    from xpukit.runtime.offline.isa import count_isa
+
+    assert (
+        count_isa((env / "out" / "pvc" / "tuned_kernel.isa").read_text()).instructions == row["counts"]["instructions"]
+    )

@@ -312,6 +312,14 @@ class KernelSpec:
 _SNAPSHOT = "__xpukit_snapshot__"  # the module attribute holding the bytes it was executed from
 
 
+def jit_function(fn: Any) -> Any:
+    """The JITFunction under ``triton.autotune`` / ``triton.heuristics`` wrappers: what compiles, and
+    whose ``params`` say which arguments a launch does not specialize."""
+    while not hasattr(fn, "src") and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
 def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
     """Import ``path.py:function`` and return the function with any declared signature/constexprs.
     ``fresh``: import the file again (it changed since the last import)."""
@@ -439,11 +447,12 @@ def run_compile(
             f"no signature for {spec.name}",
             f"pass --signature 'x:*fp32,n:i32' or declare it in {DECLARATIONS} next to the kernel",
         )
-    sig, special = for_signature(sig_text, getattr(spec.fn, "params", ()))
+    jit = jit_function(spec.fn)  # as kernel-report compiles it: the same variant
+    sig, special = for_signature(sig_text, getattr(jit, "params", ()))
     cex = {**spec.constexprs, **parse_constexprs(constexprs), **special.constants()}
     for name in list(cex):
         sig.pop(name, None)  # a constexpr given on the command line overrides a declared type
-    full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in spec.fn.arg_names}
+    full_signature = {n: ("constexpr" if n in cex else sig.get(n, "?")) for n in jit.arg_names}
     tool = find_ocloc()
     presets = resolve_targets(tool, split_targets(targets))  # fail before compiling anything
     options: dict[str, Any] = {}
@@ -456,7 +465,7 @@ def run_compile(
 
     out_dir = writable_out_dir(out_dir)
     divisible = [n for n in special.divisibility if n not in cex]
-    builds = build_targets(spec.fn, sig, cex, presets, options, tool, asm, divisible=divisible)
+    builds = build_targets(jit, sig, cex, presets, options, tool, asm, divisible=divisible)
     for build in builds:  # every target built, or nothing is written
         if build.error is None:
             continue

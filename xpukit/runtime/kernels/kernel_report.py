@@ -26,6 +26,7 @@ from xpukit.errors import XpukitError
 from xpukit.runtime.kernels.compile import (
     TargetBuild,
     build_targets,
+    jit_function,
     load_kernel,
     parse_constexprs,
     resolve_targets,
@@ -45,13 +46,6 @@ from xpukit.targets import FAMILIES, check_limits, occupancy, split_targets
 
 # Compile options a config may set besides the kernel's constexprs (triton.Config's fields).
 OPTION_KEYS = ("num_warps", "num_stages", "grf_mode")
-
-
-def _jit_function(fn: Any) -> Any:
-    """The JITFunction under ``triton.autotune`` / ``triton.heuristics`` wrappers."""
-    while not hasattr(fn, "src") and hasattr(fn, "fn"):
-        fn = fn.fn
-    return fn
 
 
 def parse_config(text: str, constexpr_names: Sequence[str]) -> KernelConfig:
@@ -90,7 +84,7 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
     ``fresh``: import the kernel's file again; ``launches``: the configs a script's launches compiled
     (``--launched-by``), instead of ``options.configs``."""
     spec = load_kernel(options.kernel, fresh=fresh)
-    jit = _jit_function(spec.fn)
+    jit = jit_function(spec.fn)
     sig_text = options.signature if options.signature is not None else spec.signature
     chosen = list(launches)
     if not sig_text and not chosen:
