@@ -67,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
             options = ReportOptions.from_args(args)
             if not options.targets:
                 options = dataclasses.replace(options, targets=(DEFAULT_TARGET,))
+            if args.watch and options.launched_by is not None:
+                raise UsageError(
+                    "--launched-by and --watch both given", "drop one: the watch compiles the declared configs"
+                )
             if args.watch:
                 from xpukit.runtime.kernels.watch import watch_report
 

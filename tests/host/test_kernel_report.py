@@ -197,3 +197,15 @@ def test_grf_mode_takes_a_bare_word():
         kernel_report.parse_config("grf_mode=huge", ["BLOCK"])
     with pytest.raises(XpukitError, match="not a Python literal"):
         kernel_report.parse_config("BLOCK=abc", ["BLOCK"])
+
+
+@pytest.mark.unit
+def test_the_in_image_watch_refuses_launched_by_in_one_line(capsys):
+    """As invoke does: the watch compiles the declared configs; with --launched-by it said 'no
+    signature for K (fix: ... or use --launched-by SCRIPT)', the option it was given."""
+    from xpukit.__main__ import main
+
+    code = main(["kernel-report", "examples/kernels.py:scale_kernel", "--watch", "--launched-by", "examples/matmul.py"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_USAGE and len(err) == 1, err
+    assert "--launched-by and --watch both given" in err[0] and "(fix: drop one" in err[0]
