@@ -11,6 +11,9 @@ import pytest
 from tests.support import ROOT
 from tests.support.reports import report_of
 from xpukit.runtime.kernels import kernel_report
+from xpukit.runtime.offline.line_view import NO_LOCATION, format_lines_markdown
+from xpukit.runtime.offline.report_model import Report
+from xpukit.runtime.triton import debug_locations
 from xpukit.targets import FAMILIES, FAMILY
 
 SOFTMAX = ROOT / "examples" / "tutorial_02_fused_softmax.py"
@@ -100,3 +103,21 @@ def test_dpas_counts_on_the_tl_dot_line_for_every_dpas_family(env):
             assert row["counts"]["dpas"] == 0, row["target"]
             on_dot = sum(e["counts"]["fma"] for e in row["lines"] if e["line"] == dot_line)
             assert on_dot >= 0.99 * row["counts"]["fma"] > 0, row["target"]
+
+
+@pytest.mark.container
+def test_what_has_no_location_is_its_own_row_never_a_neighbours(env, monkeypatch):
+    """Where the kit cannot tell an instruction's op, it gives it DWARF's line 0 and the report shows
+    one row, "(no location of its own)", instead of IGC counting it on the row before it. Forced here
+    by turning off the passes that find the op, so Triton's location-less DPAS calls keep none."""
+    monkeypatch.setattr(debug_locations, "_locate_calls", lambda lines, body, sites: 0)
+    monkeypatch.setattr(debug_locations, "_locate_values", lambda lines, body, sites: 0)
+    monkeypatch.setattr(debug_locations, "VERSION", "line-0-only")  # another compile key than the kit's
+    matmul = ROOT / "examples" / "matmul.py"
+    report = report_of(f"{matmul}:matmul_kernel", ["pvc"], ["BLOCK_M=64,BLOCK_N=64,BLOCK_K=32,num_warps=4"], lines=True)
+    (row,) = report["rows"]
+    (nowhere,) = [e for e in row["lines"] if e["file"] is None]
+    assert nowhere["line"] is None and nowhere["counts"]["dpas"] == row["counts"]["dpas"] == 16
+    assert sum(e["counts"]["instructions"] for e in row["lines"]) == row["counts"]["instructions"]
+    text = format_lines_markdown(Report.from_dict(report))
+    assert f"| {NO_LOCATION} |" in text and NO_LOCATION == "(no location of its own)"

@@ -117,10 +117,13 @@ def view_rows(report: Report, config: str) -> list[tuple[LineKey, str, dict[str,
     return out
 
 
+NO_LOCATION = "(no location of its own)"  # DWARF line 0, or no line row covers the instructions
+
+
 def _where(key: LineKey, kernel_file: str | None) -> str:
     file, line = key
     if file is None:
-        return "(no line)"
+        return NO_LOCATION
     return str(line) if file == kernel_file else f"{Path(file).name}:{line}"
 
 

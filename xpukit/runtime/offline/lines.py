@@ -12,7 +12,8 @@ inlined ranges' ``low_pc``/``high_pc`` are 0 in the section and their real value
 which is what ``_addends`` reads.
 
 ``attribute`` gives each instruction its line: the last line row at or below its PC (rows after an
-end of sequence, or before the first row, have no line). A row in another file than the kernel's,
+end of sequence, before the first row, or with line 0, DWARF's "no source location", have no line:
+one row, "no location of its own"). A row in another file than the kernel's,
 inside an inlined range, is shown under the call site, with the original line in ``via``.
 """
 
@@ -127,7 +128,9 @@ def read_line_table(zebin: bytes, kernel: str) -> LineTable | None:
         for entry in program.get_entries():
             state = entry.state
             if state is not None:
-                rows.append((state.address, None if state.end_sequence else (path(state.file), state.line)))
+                # line 0 is DWARF's "no source location" (the kit's IR pass gives it to what has none)
+                place = None if state.end_sequence or state.line == 0 else (path(state.file), state.line)
+                rows.append((state.address, place))
         low = top.attributes.get("DW_AT_low_pc")
         base = addends.get(low.offset, low.value) if low is not None else 0
         spans = _Spans(addends, offsets, range_lists, base)
