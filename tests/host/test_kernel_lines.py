@@ -278,3 +278,24 @@ def test_a_source_line_with_backticks_is_one_code_span_of_its_text(text):
     """A kernel line may hold backticks (a comment, a string): its cell is one code span that reads
     back as the line, never a span closed early with the rest as Markdown."""
     assert _read_code_span(line_view.code_span(text)) == text
+
+
+def test_another_files_text_saved_after_the_import_is_not_shown_as_compiled(tmp_path):
+    """A helper's file (another file than the kernel's, read when its lines are shown) saved after
+    the kernel's import, or gone, is in ``changed``: the report then says 'source changed since
+    compile' and is not stored. One older than the import is the text compiled."""
+    import os
+    import time
+
+    from xpukit.runtime.offline.lines import SourceFiles
+
+    old, saved, gone = tmp_path / "old.py", tmp_path / "saved.py", tmp_path / "gone.py"
+    old.write_text("a\nb\n")
+    saved.write_text("c\n")
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    sources = SourceFiles({str(tmp_path / "k.py"): b"kernel\n"}, since=time.time() - 30)
+    assert sources.line(str(tmp_path / "k.py"), 1) == "kernel" and sources.line(str(old), 2) == "b"
+    assert sources.changed == set()
+    assert sources.line(str(saved), 1) == "c" and sources.line(str(gone), 1) == ""
+    assert sources.changed == {str(saved), str(gone)}
+    assert SourceFiles(since=None).line(str(saved), 1) == "c"  # no import time: nothing said

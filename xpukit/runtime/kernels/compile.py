@@ -296,6 +296,7 @@ class KernelSpec:
     signature: str | None
     constexprs: dict[str, Any]
     snapshot: bytes = b""  # the file's bytes the kernel was imported (and is compiled) from
+    imported_at: float = 0.0  # time.time() before that read: a file saved after it is not what compiled
 
     @property
     def snapshot_sha256(self) -> str:
@@ -310,6 +311,7 @@ class KernelSpec:
 
 
 _SNAPSHOT = "__xpukit_snapshot__"  # the module attribute holding the bytes it was executed from
+_IMPORTED_AT = "__xpukit_imported_at__"  # and the time before they were read
 
 
 def jit_function(fn: Any) -> Any:
@@ -346,13 +348,17 @@ def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
     constexprs = declared.get("constexprs", {})
     if isinstance(constexprs, (list, tuple)):
         constexprs = parse_constexprs(constexprs)
-    return KernelSpec(fn, func_name, path, declared.get("signature"), dict(constexprs), getattr(module, _SNAPSHOT, b""))
+    return KernelSpec(
+        fn, func_name, path, declared.get("signature"), dict(constexprs),
+        getattr(module, _SNAPSHOT, b""), getattr(module, _IMPORTED_AT, 0.0),
+    )  # fmt: skip
 
 
 def _import_snapshot(module_name: str, path: Path) -> Any:
     """Import ``path`` from one read of its bytes, kept on the module: Triton reads a kernel's source
     through linecache, which is primed with the same bytes, so the code compiled, the text the report
     shows and the hash it stores are one version of the file even when an editor saves meanwhile."""
+    imported_at = time.time()  # before the read: the helpers it imports are read after it too
     try:
         snapshot = path.read_bytes()
     except OSError as exc:
@@ -364,6 +370,7 @@ def _import_snapshot(module_name: str, path: Path) -> Any:
         raise XpukitError(f"cannot import {path}", "give a Python source file")
     module = importlib.util.module_from_spec(import_spec)
     setattr(module, _SNAPSHOT, snapshot)
+    setattr(module, _IMPORTED_AT, imported_at)
     text = snapshot.decode(errors="replace")
     # mtime None: linecache.checkcache keeps the entry instead of rereading the file from disk
     linecache.cache[str(path)] = (len(snapshot), None, text.splitlines(keepends=True), str(path))

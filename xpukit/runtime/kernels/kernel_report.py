@@ -113,7 +113,8 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
     # Triton's source (and a compile error's line numbers) start at the ``def``, after the decorators.
     def_at = next((i for i, text in enumerate(body) if text.lstrip().startswith(("def ", "async def "))), 0)
     where = _KernelLines(spec.path, first + def_at, str(getattr(jit, "src", "") or "".join(body[def_at:])))
-    compile_cells = _CellCompiler(spec, jit, types, signature_spec, base, tool, options.lines, where)
+    sources = SourceFiles({str(spec.path): spec.snapshot}, since=spec.imported_at)
+    compile_cells = _CellCompiler(spec, jit, types, signature_spec, base, tool, options.lines, where, sources)
     cells: dict[tuple[str, str], Row] = {}
     for cfg in chosen:
         cells.update(compile_cells(cfg, presets))
@@ -142,8 +143,9 @@ def build_report(options: ReportOptions, *, fresh: bool = False, launches: Seque
         rows=[cells[(t, c.label)] for t in names for c in chosen],
         kernel_source=source,
         lines=options.lines,
-        # saved during the compile: the lines show the text compiled, and the report is not stored
-        source_changed=spec.changed_since_import(),
+        # saved during the compile: the lines show the text compiled, and the report is not stored;
+        # a helper's file saved since the import: its lines are not the text compiled
+        source_changed=spec.changed_since_import() or bool(sources.changed),
     )
 
 
@@ -180,13 +182,14 @@ class _CellCompiler:
     tool: Any  # ocloc.Ocloc
     lines: bool
     where: _KernelLines
+    sources: SourceFiles  # one per report: every config's lines read each file once
 
     def __call__(self, cfg: KernelConfig, presets: dict[str, Any]) -> dict[tuple[str, str], Row]:
         compile_options = {"generate_native_code": True, **cfg.options}
         special = cfg.specialization or self.signature_spec
         cfg_types = cfg.signature if cfg.signature is not None else self.types
         consts = {**self.constexprs, **cfg.constexprs, **special.constants()}
-        sources = SourceFiles({str(self.spec.path): self.spec.snapshot})
+        sources = self.sources
         done: dict[str, Row] = {}
 
         def report_cell(build: TargetBuild) -> None:

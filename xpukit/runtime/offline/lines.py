@@ -23,6 +23,7 @@ import bisect
 import dataclasses
 import hashlib
 import io
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -201,19 +202,28 @@ def _inlined_ranges(dies: Iterable[Any], spans: _Spans, path: Any) -> list[Inlin
 
 class SourceFiles:
     """Source text by path, read once; a file that is not here reads as empty lines. ``known``: texts
-    already read (the kernel file's snapshot, so its lines are the text that was compiled)."""
+    already read (the kernel file's snapshot, so its lines are the text that was compiled). Another
+    file (a ``@triton.jit`` helper the kernel imports) is read when its lines are shown: one saved
+    after ``since`` (the kernel's import) is in ``changed``, its text not the one compiled."""
 
-    def __init__(self, known: Mapping[str, bytes] | None = None) -> None:
+    def __init__(self, known: Mapping[str, bytes] | None = None, since: float | None = None) -> None:
         self._lines: dict[str, list[str]] = {
             path: data.decode(errors="replace").splitlines() for path, data in (known or {}).items()
         }
+        self.since = since
+        self.changed: set[str] = set()
 
     def lines(self, path: str) -> list[str]:
         if path not in self._lines:
             try:
-                self._lines[path] = Path(path).read_text(errors="replace").splitlines()
+                with open(path, "rb") as file:
+                    modified = os.fstat(file.fileno()).st_mtime
+                    self._lines[path] = file.read().decode(errors="replace").splitlines()
             except OSError:
                 self._lines[path] = []
+                modified = None
+            if self.since and (modified is None or modified > self.since) and Path(path).suffix == ".py":
+                self.changed.add(path)
         return self._lines[path]
 
     def line(self, path: str | None, number: int | None) -> str:
