@@ -4,6 +4,7 @@ and the right file and text for every line. Real compiles with the image's ocloc
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from tests.support import ROOT
 from tests.support.reports import report_of
 from xpukit.errors import XpukitError
+from xpukit.runtime.kernels import compile as compile_module
 from xpukit.runtime.kernels import kernel_report
 
 MATMUL = ROOT / "examples" / "matmul.py"
@@ -177,3 +179,47 @@ def test_compile_builds_the_variant_the_report_shows_for_an_autotuned_kernel(env
     assert (
         count_isa((env / "out" / "pvc" / "tuned_kernel.isa").read_text()).instructions == row["counts"]["instructions"]
     )
+
+
+HELPER = """import triton
+
+
+@triton.jit
+def twice(x):
+    return x * 2.0
+"""
+
+USES_HELPER = """import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import triton
+import triton.language as tl
+from helper_mod import twice
+
+XPUKIT_KERNELS = {"k": {"signature": "x_ptr:*fp32, n:i32", "constexprs": {"BLOCK": 64}}}
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, twice(tl.load(x_ptr + offsets, mask=offsets < n)), mask=offsets < n)
+"""
+
+
+@pytest.mark.container
+def test_a_fresh_report_compiles_the_helpers_file_as_saved(env, monkeypatch, request):
+    """A @triton.jit helper in the user's own module: a fresh report (each save of a watch) imports
+    it again with the kernel's file, so its compile is the helper as saved, not the first import's."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the kernel's file adds its folder
+    request.addfinalizer(lambda: sys.modules.pop("helper_mod", None))  # as is what it imports
+    (env / "helper_mod.py").write_text(HELPER)
+    path = env / "uses_helper.py"
+    path.write_text(USES_HELPER)
+    first = report_of(f"{path}:k", ["pvc"], [])
+    assert compile_module.imported_user_files(path) == (env / "helper_mod.py",)
+    (env / "helper_mod.py").write_text(HELPER.replace("return x * 2.0", "return tl.exp(x) * 2.0 + x").replace(
+        "import triton\n", "import triton\nimport triton.language as tl\n"))  # fmt: skip
+    second = report_of(f"{path}:k", ["pvc"], [], fresh=True)
+    assert second["rows"][0]["counts"]["math"] > first["rows"][0]["counts"]["math"] == 0

@@ -39,8 +39,11 @@ def triton_cache(tmp_path_factory):
 class Watch:
     """The watch as a process, its stderr read line by line in a thread."""
 
-    def __init__(self, kernel, cache, env: dict[str, str] | None = None, port: int = 0, wait: bool = True) -> None:
-        cmd = [sys.executable, "-m", "xpukit", "kernel-report", f"{kernel}:row_sum_kernel", "--target", "pvc",
+    def __init__(
+        self, kernel, cache, env: dict[str, str] | None = None, port: int = 0, wait: bool = True,
+        name: str = "row_sum_kernel",
+    ) -> None:  # fmt: skip
+        cmd = [sys.executable, "-m", "xpukit", "kernel-report", f"{kernel}:{name}", "--target", "pvc",
                "--watch", "--port", str(port)]  # fmt: skip
         full = {**os.environ, "TRITON_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen(cmd, cwd=kernel.parent, env=full, stderr=subprocess.PIPE, text=True)
@@ -223,6 +226,29 @@ def test_a_file_replaced_by_a_symlink_is_followed(triton_cache, tmp_path):
         kernel.mkdir()
         said = watch.wait_for(r"xpukit: watch: .*", 30).group(0)
         assert "is a folder now" in said, said
+        watch.proc.send_signal(signal.SIGTERM)
+    finally:
+        err = watch.end()
+    assert watch.proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+
+
+@pytest.mark.container
+def test_a_save_of_a_helper_the_kernel_imports_is_compiled(triton_cache, tmp_path):
+    """The kernel's file imports a @triton.jit helper from the user's own module: a save of that
+    module is a save too, and the new compile is the helper as saved (both files imported again)."""
+    from tests.image.test_specialization import HELPER, USES_HELPER
+
+    work = tmp_path / "kernels"
+    work.mkdir()
+    (work / "helper_mod.py").write_text(HELPER)
+    kernel = work / "uses_helper.py"
+    kernel.write_text(USES_HELPER)
+    watch = Watch(kernel, triton_cache, name="k")
+    try:
+        assert "0.5:f" not in watch.page()
+        (work / "helper_mod.py").write_text(HELPER.replace("return x * 2.0", "return x * 2.0 + 0.5"))
+        watch.wait_for(r"xpukit: watch: save 1 compiled in", 300)
+        assert "0.5:f" in watch.page()  # the ISA of the helper as saved
         watch.proc.send_signal(signal.SIGTERM)
     finally:
         err = watch.end()

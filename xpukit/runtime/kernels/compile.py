@@ -21,6 +21,7 @@ import json
 import linecache
 import os
 import sys
+import sysconfig
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -312,6 +313,22 @@ class KernelSpec:
 
 _SNAPSHOT = "__xpukit_snapshot__"  # the module attribute holding the bytes it was executed from
 _IMPORTED_AT = "__xpukit_imported_at__"  # and the time before they were read
+_USER_MODULES = "__xpukit_user_modules__"  # {module name: file} of the user's modules its import imported
+
+
+def _user_modules(names: Collection[str]) -> dict[str, str]:
+    """Of the modules ``names``, those that are the user's own files: not the standard library, an
+    installed package or the kit (a fresh import reads these again; a watch follows their saves)."""
+    paths = sysconfig.get_paths()
+    libraries = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    libraries |= {str(Path(__file__).resolve().parents[2])}  # the xpukit package
+    roots = tuple(str(Path(p).resolve()) + os.sep for p in libraries)
+    found = {}
+    for name in names:
+        where = getattr(sys.modules.get(name), "__file__", None)
+        if where and where.endswith(".py") and not str(Path(where).resolve()).startswith(roots):
+            found[name] = str(Path(where).resolve())
+    return found
 
 
 def jit_function(fn: Any) -> Any:
@@ -331,9 +348,11 @@ def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
     path = Path(file_part).expanduser().resolve()
     if not path.is_file():
         raise XpukitError(f"kernel file {file_part} not found", "give the path to a .py file")
-    module_name = f"xpukit_kernels_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
-    if fresh:
-        sys.modules.pop(module_name, None)
+    module_name = _module_name(path)
+    if fresh:  # the kernel's file and the user's modules it imported, all read again
+        old = sys.modules.pop(module_name, None)
+        for name in getattr(old, _USER_MODULES, {}):
+            sys.modules.pop(name, None)
     module = sys.modules.get(module_name)
     if module is None:
         module = _import_snapshot(module_name, path)
@@ -352,6 +371,17 @@ def load_kernel(spec: str, *, fresh: bool = False) -> KernelSpec:
         fn, func_name, path, declared.get("signature"), dict(constexprs),
         getattr(module, _SNAPSHOT, b""), getattr(module, _IMPORTED_AT, 0.0),
     )  # fmt: skip
+
+
+def _module_name(path: Path) -> str:
+    return f"xpukit_kernels_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+
+
+def imported_user_files(kernel_file: Path) -> tuple[Path, ...]:
+    """The user's modules the kernel file's last import imported; () when it is not imported (its
+    import failed): nothing is imported here."""
+    module = sys.modules.get(_module_name(kernel_file.expanduser().resolve()))
+    return tuple(Path(f) for f in getattr(module, _USER_MODULES, {}).values())
 
 
 def _import_snapshot(module_name: str, path: Path) -> Any:
@@ -375,11 +405,13 @@ def _import_snapshot(module_name: str, path: Path) -> Any:
     # mtime None: linecache.checkcache keeps the entry instead of rereading the file from disk
     linecache.cache[str(path)] = (len(snapshot), None, text.splitlines(keepends=True), str(path))
     sys.modules[module_name] = module
+    before = set(sys.modules)
     try:
         exec(compile(snapshot, str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise XpukitError(f"importing {path} failed: {type(exc).__name__}: {exc}", "fix the kernel file") from None
+    setattr(module, _USER_MODULES, _user_modules(set(sys.modules) - before))
     return module
 
 

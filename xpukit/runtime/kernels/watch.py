@@ -1,6 +1,7 @@
 """``kernel-report --watch``: the per-line view on http://127.0.0.1:PORT/, compiled again on each save.
 
-watchdog reports the kernel's file changing (editors save in place or by rename; both count); the
+watchdog reports the kernel's file changing (editors save in place or by rename; both count), or a
+module of the user's that it imports (a ``@triton.jit`` helper's file: both are imported again); the
 report is built again in this process (Triton already imported: the warm path), and the page is told
 over Server-Sent Events to reload. The page is the ``--format html`` page itself: source and counts
 in its HTML, script only for switching families and for the reload; without script it refreshes
@@ -21,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from xpukit.errors import UsageError, XpukitError
-from xpukit.runtime.kernels.compile import NATIVE_MEMORY
+from xpukit.runtime.kernels.compile import NATIVE_MEMORY, imported_user_files
 from xpukit.runtime.kernels.kernel_report import build_report
 from xpukit.runtime.kernels.watch_server import (
     HOST,
@@ -133,8 +134,10 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     saved = threading.Event()
     watched: set[str] = set()  # the folders scheduled: the file's, and its link target's
 
+    helpers: set[Path] = set()  # the user's modules the kernel's file imports: their saves count too
+
     def names() -> set[str]:
-        return {str(file), str(file.resolve())}
+        return {str(file), str(file.resolve()), *(str(h) for h in helpers)}
 
     class OnSave(FileSystemEventHandler):
         def on_any_event(self, event: FileSystemEvent) -> None:
@@ -146,8 +149,11 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
     handler = OnSave()
 
     def follow() -> None:
-        """Watch the folder of the file and of what it links to now."""
-        for folder in {str(file.parent), str(file.resolve().parent)} - watched:
+        """Watch the folder of the file, of what it links to now and of the modules it imports."""
+        if found := imported_user_files(file):  # what the last build's import imported (kept if it failed)
+            helpers.clear()
+            helpers.update(found)
+        for folder in {str(file.parent), str(file.resolve().parent), *(str(h.parent) for h in helpers)} - watched:
             if Path(folder).is_dir():
                 observer.schedule(handler, folder, recursive=False)
                 watched.add(folder)
@@ -163,7 +169,7 @@ def watch_report(options: ReportOptions, port: int = 0) -> int:
             saved.wait()
             time.sleep(_DEBOUNCE_S)
             saved.clear()
-            follow()  # the file may be a link now, or link elsewhere
+            follow()  # the file may be a link now, or link elsewhere; its imports may have changed
             if not _present(file):
                 if not missing:
                     missing = True
