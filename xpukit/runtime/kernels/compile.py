@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from xpukit.errors import UsageError, XpukitError
+from xpukit.layout import REPO_ROOT
 from xpukit.runtime.kernels.staging import staged_output
 from xpukit.runtime.offline.isa import count_isa, disassemble
 from xpukit.runtime.offline.ocloc import (
@@ -321,7 +322,7 @@ def _user_modules(names: Collection[str]) -> dict[str, str]:
     installed package or the kit (a fresh import reads these again; a watch follows their saves)."""
     paths = sysconfig.get_paths()
     libraries = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    libraries |= {str(Path(__file__).resolve().parents[2])}  # the xpukit package
+    libraries |= {str(REPO_ROOT / "xpukit")}  # the kit's own package
     roots = tuple(str(Path(p).resolve()) + os.sep for p in libraries)
     found = {}
     for name in names:
